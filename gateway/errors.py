@@ -1,0 +1,88 @@
+"""The gateway's one exception tree.
+
+    GatewayError                      root; carries a message and a hint for the model
+    ├── ConfigError                   a configuration file is unreadable or invalid (names file and path)
+    ├── ProtocolError                 answered as a JSON-RPC error, not as a tool result
+    │   └── UnknownToolError          no such tool (also: a tool the caller may not see)
+    └── ToolError                     answered as a tool result with is_error: true
+        ├── ToolInputError            arguments do not match the tool's input schema
+        ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
+        ├── ToolTimeoutError          the call ran past its deadline
+        ├── UpstreamUnavailableError  the server behind the tool is not connected
+        └── ToolExecutionError        the tool failed while running
+
+Third-party exceptions are translated into these where they enter the gateway.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Root of every error the gateway raises on purpose."""
+
+    hint = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def client_text(self) -> str:
+        """The text a client sees: the message, then the hint when there is one."""
+        return f"{self.message}\nHint: {self.hint}" if self.hint else self.message
+
+
+class ConfigError(GatewayError):
+    """A configuration file is unreadable or does not match the schema."""
+
+    def __init__(self, file: str, path: str, problem: str) -> None:
+        where = f"{file}: {path}" if path else file
+        super().__init__(f"{where}: {problem}")
+        self.file = file
+        self.path = path
+        self.problem = problem
+
+
+class ProtocolError(GatewayError):
+    """Answered as a JSON-RPC error rather than a tool result."""
+
+
+class UnknownToolError(ProtocolError):
+    """No tool of that name is visible to the caller."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown tool: {name}")
+        self.name = name
+
+
+class ToolError(GatewayError):
+    """Answered as a tool result with is_error set, so the model can react."""
+
+
+class ToolInputError(ToolError):
+    """The arguments do not match the tool's input schema."""
+
+    hint = "Fix the listed arguments to match the tool's input schema and call again."
+
+
+class ToolRefusedError(ToolError):
+    """A step of the call pipeline refused to run the call."""
+
+
+class ToolTimeoutError(ToolError):
+    """The call ran past its deadline and was abandoned."""
+
+    hint = "The tool took too long; try a smaller request or a narrower query."
+
+
+class UpstreamUnavailableError(ToolError):
+    """The server that owns the tool is not connected right now."""
+
+    hint = "The server is restarting or down; try again shortly or use another tool."
+
+
+class ToolExecutionError(ToolError):
+    """The tool raised or its server failed while running the call."""
+
+    hint = "Check the arguments or try a different approach."

@@ -1,0 +1,88 @@
+"""The call pipeline: a list of small steps around every tool call, like middleware.
+
+Each step is `async (call, call_next) -> CallToolResult`; the last link runs the tool on
+its source. Steps raise `ToolError` subclasses to refuse or fail a call; `Pipeline.run`
+turns every failure into an `is_error` result, so no traceback reaches a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import mcp_types as types
+
+from gateway.errors import ToolError, UpstreamUnavailableError
+from gateway.session import SessionContext
+from gateway.tools import ToolRecord
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call travelling through the pipeline."""
+
+    session: SessionContext
+    tool: ToolRecord
+    arguments: dict[str, Any]
+    progress: ProgressFn | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]
+
+
+class Step(Protocol):
+    """One stage of the pipeline."""
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult: ...
+
+
+class ToolSource(Protocol):
+    """Where tools run: an upstream MCP server, the local Python tools, a sandbox."""
+
+    async def call_tool(
+        self, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
+    ) -> types.CallToolResult: ...
+
+
+def error_result(error: ToolError) -> types.CallToolResult:
+    """The `is_error` result a client sees for a failed or refused call."""
+    return types.CallToolResult(content=[types.TextContent(text=error.client_text())], is_error=True)
+
+
+class Pipeline:
+    """Runs calls through the steps, then on the tool's source."""
+
+    def __init__(self, steps: Sequence[Step], sources: Mapping[str, ToolSource]) -> None:
+        self._steps = tuple(steps)
+        self._sources = sources
+        self._chain = self._compose()
+
+    def _compose(self) -> CallNext:
+        async def execute(call: ToolCall) -> types.CallToolResult:
+            source = self._sources.get(call.tool.source)
+            if source is None:
+                raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
+            return await source.call_tool(call.tool, call.arguments, call.progress)
+
+        chain: CallNext = execute
+        for step in reversed(self._steps):
+            chain = _bind(step, chain)
+        return chain
+
+    async def run(self, call: ToolCall) -> types.CallToolResult:
+        """Run one call; failures come back as `is_error` results, never as exceptions."""
+        try:
+            return await self._chain(call)
+        except ToolError as error:
+            return error_result(error)
+
+
+def _bind(step: Step, call_next: CallNext) -> CallNext:
+    async def link(call: ToolCall) -> types.CallToolResult:
+        return await step(call, call_next)
+
+    return link
