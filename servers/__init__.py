@@ -1,0 +1,1 @@
+"""MCP servers shipped with the gateway, each runnable on its own as `python -m servers.<name>`."""
