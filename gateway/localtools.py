@@ -1,0 +1,347 @@
+"""Local Python tools: plain functions the operator registers, described from their signatures.
+
+A function becomes a tool either by reference (`"pkg.mod:function"` in the configuration) or
+by the `@tool` decorator in a module the configuration names. Its input schema comes from the
+type hints and defaults, its description and per-parameter descriptions from the docstring
+(Google `Args:` sections or reST `:param x:` fields).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib
+import inspect
+import json
+import re
+import types as pytypes
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints, overload
+
+import anyio
+import mcp_types as types
+
+from gateway.errors import GatewayError, ToolExecutionError
+from gateway.pipeline import ProgressFn
+from gateway.tools import ToolRecord
+
+F = TypeVar("F", bound=Callable[..., Any])
+_MARK = "__gateway_tool__"
+
+
+class LocalToolError(GatewayError):
+    """A local tool cannot be loaded or described (names the reference or function)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """What `@tool(...)` declares about a function; becomes its MCP annotations."""
+
+    title: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+    def annotations(self) -> types.ToolAnnotations | None:
+        """The MCP annotations, or None when nothing was declared."""
+        if self == ToolOptions():
+            return None
+        return types.ToolAnnotations(
+            title=self.title,
+            read_only_hint=self.read_only,
+            destructive_hint=self.destructive,
+            idempotent_hint=self.idempotent,
+            open_world_hint=self.open_world,
+        )
+
+
+@overload
+def tool(function: F, /) -> F: ...
+@overload
+def tool(
+    *,
+    title: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+) -> Callable[[F], F]: ...
+def tool(
+    function: F | None = None,
+    /,
+    *,
+    title: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+) -> F | Callable[[F], F]:
+    """Mark a function as a local tool, as `@tool` or `@tool(read_only=True, ...)`; it stays callable."""
+    options = ToolOptions(title, read_only, destructive, idempotent, open_world)
+
+    def mark(target: F) -> F:
+        setattr(target, _MARK, options)
+        return target
+
+    return mark if function is None else mark(function)
+
+
+def load_reference(reference: str) -> Callable[..., Any]:
+    """The function named by `"pkg.mod:function"`; `LocalToolError` naming the reference if not."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise LocalToolError(f"Local tool reference '{reference}': expected 'module:function'")
+    module = _import(module_name, f"Local tool reference '{reference}'")
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise LocalToolError(f"Local tool reference '{reference}': module '{module_name}' has no '{part}'")
+    if not callable(target):
+        raise LocalToolError(f"Local tool reference '{reference}': not a function")
+    function: Callable[..., Any] = target
+    return function
+
+
+def load_module_tools(module_name: str) -> list[Callable[..., Any]]:
+    """Every function in `module_name` marked with `@tool`, in definition order."""
+    module = _import(module_name, f"Local tool module '{module_name}'")
+    return [value for value in vars(module).values() if callable(value) and hasattr(value, _MARK)]
+
+
+def _import(module_name: str, what: str) -> pytypes.ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except Exception as error:
+        # Anything can go wrong while importing operator code; say which reference it was.
+        raise LocalToolError(f"{what}: cannot import '{module_name}': {type(error).__name__}: {error}") from None
+
+
+def tool_record(function: Callable[..., Any], source: str = "local") -> ToolRecord:
+    """The `ToolRecord` of a local function, named after it until the catalog gives its exposed name."""
+    name = getattr(function, "__name__", type(function).__name__)
+    options: ToolOptions = getattr(function, _MARK, ToolOptions())
+    summary, param_docs = parse_docstring(inspect.getdoc(function) or "")
+    return ToolRecord(
+        name=name,
+        source=source,
+        original_name=name,
+        description=summary,
+        input_schema=input_schema(function, param_docs),
+        title=options.title,
+        annotations=options.annotations(),
+    )
+
+
+def input_schema(function: Callable[..., Any], descriptions: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The JSON Schema of `function`'s keyword arguments, from its hints and defaults."""
+    hints = _hints(function)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    extra_allowed = False
+    for param in inspect.signature(function).parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            extra_allowed = True
+            continue
+        if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
+            raise LocalToolError(f"Local tool '{function.__name__}': parameter '{param.name}' cannot be passed by name")
+        schema = type_schema(hints.get(param.name, Any))
+        if descriptions and param.name in descriptions:
+            schema["description"] = descriptions[param.name]
+        if param.default is param.empty:
+            required.append(param.name)
+        elif (default := _json_default(param.default)) is not _NO_DEFAULT:
+            schema["default"] = default
+        properties[param.name] = schema
+    schema = {"type": "object", "properties": properties, "additionalProperties": extra_allowed}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _hints(function: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return get_type_hints(function)
+    except Exception as error:
+        raise LocalToolError(
+            f"Local tool '{function.__name__}': cannot resolve its type hints: {type(error).__name__}: {error}"
+        ) from None
+
+
+_SIMPLE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+
+
+def type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON Schema of one type hint; `{}` (anything) for hints it cannot express."""
+    if hint in _SIMPLE:
+        return {"type": _SIMPLE[hint]}
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Literal:
+        return _enum_schema(list(args))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum_schema([member.value for member in hint])
+    if origin in (Union, pytypes.UnionType):
+        return _union_schema([type_schema(arg) for arg in args])
+    if hint in (list, tuple, set, frozenset) or origin in _SEQUENCES:
+        schema: dict[str, Any] = {"type": "array"}
+        item = args[0] if args and (origin is not tuple or args[1:] in ((), (...,))) else None
+        if item is not None and (item_schema := type_schema(item)):
+            schema["items"] = item_schema
+        return schema
+    if hint is dict or origin in (dict, Mapping):
+        schema = {"type": "object"}
+        if len(args) == 2 and (value_schema := type_schema(args[1])):
+            schema["additionalProperties"] = value_schema
+        return schema
+    return {}
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    kinds = {_SIMPLE.get(type(value)) for value in values}
+    if len(kinds) == 1 and None not in kinds:
+        return {"type": kinds.pop(), "enum": values}
+    return {"enum": values}
+
+
+def _union_schema(members: list[dict[str, Any]]) -> dict[str, Any]:
+    if any(not member for member in members):
+        return {}
+    if all(member.keys() == {"type"} for member in members):
+        return {"type": [member["type"] for member in members]}
+    return {"anyOf": members}
+
+
+class _NoDefault:
+    pass
+
+
+_NO_DEFAULT = _NoDefault()
+
+
+def _json_default(value: Any) -> Any:
+    """The default as JSON, or `_NO_DEFAULT` when it has no JSON form (it still applies)."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return _NO_DEFAULT
+
+
+_ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"})
+_OTHER_SECTIONS = frozenset(
+    {"Returns", "Return", "Yields", "Yield", "Raises", "Example", "Examples", "Note", "Notes", "Warning"}
+    | {"Warnings", "See Also", "Todo", "Attributes", "Other Parameters"}
+)
+_HEADER = re.compile(r"^([A-Z][a-z]+(?: [A-Z][a-z]+)?):\s*$")
+_GOOGLE_ARG = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_REST_FIELD = re.compile(r"^:[^:]+:")
+_REST_PARAM = re.compile(r"^:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The description (the text before the first section) and the per-parameter descriptions."""
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None  # None while still in the description, else "args", "field" or "other"
+    current: str | None = None
+    item_indent: int | None = None
+    for line in doc.expandtabs().splitlines():
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        header = _HEADER.match(line)
+        if header and header.group(1) in _ARG_SECTIONS | _OTHER_SECTIONS:
+            section = "args" if header.group(1) in _ARG_SECTIONS else "other"
+            current, item_indent = None, None
+        elif indent == 0 and _REST_FIELD.match(stripped):
+            section = "field"
+            field = _REST_PARAM.match(stripped)
+            current = field.group(1) if field else None
+            if field:
+                params[field.group(1)] = field.group(2)
+        elif section is None:
+            description.append(line)
+        elif not stripped:
+            current = current if section == "args" else None
+        elif section == "args" and indent <= (item_indent := item_indent or indent):
+            arg = _GOOGLE_ARG.match(stripped)
+            current = arg.group(1) if arg else None
+            if arg:
+                params[arg.group(1)] = arg.group(2)
+        elif current is not None and indent > 0:
+            params[current] = f"{params[current]} {stripped}".strip()
+    return "\n".join(description).strip(), params
+
+
+class LocalToolSource:
+    """A `ToolSource` running registered Python functions in-process."""
+
+    def __init__(self, functions: Iterable[Callable[..., Any]], source: str = "local") -> None:
+        self.source = source
+        self._functions: dict[str, Callable[..., Any]] = {}
+        self._hints: dict[str, dict[str, Any]] = {}
+        for function in functions:
+            name = getattr(function, "__name__", "")
+            if name in self._functions:
+                raise LocalToolError(f"Local tools: two functions are named '{name}' in source '{source}'")
+            self._functions[name] = function
+            self._hints[name] = _hints(function)
+        self.records = [tool_record(function, source) for function in self._functions.values()]
+
+    async def call_tool(
+        self, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
+    ) -> types.CallToolResult:
+        """Run the function behind `tool`; its exceptions propagate to the execution step."""
+        function = self._functions.get(tool.original_name)
+        if function is None:
+            raise ToolExecutionError(f"Local source '{self.source}' has no function '{tool.original_name}'")
+        hints = self._hints[tool.original_name]
+        kwargs = {name: _coerce(hints.get(name, Any), value) for name, value in arguments.items()}
+        if inspect.iscoroutinefunction(function):
+            value = await function(**kwargs)
+        else:
+            # Abandoned on cancel so the call's deadline holds even if the function never returns.
+            value = await anyio.to_thread.run_sync(functools.partial(function, **kwargs), abandon_on_cancel=True)
+        return to_result(value)
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    """`value` as the enum member the function declared, where it declared an enum."""
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            return value
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, pytypes.UnionType) and value is not None:
+        for arg in args:
+            coerced = _coerce(arg, value)
+            if coerced is not value:
+                return coerced
+        return value
+    if origin is list and args and isinstance(value, list):
+        return [_coerce(args[0], item) for item in value]
+    return value
+
+
+def to_result(value: Any) -> types.CallToolResult:
+    """A function's return value as a tool result."""
+    if isinstance(value, types.CallToolResult):
+        return value
+    if value is None:
+        return types.CallToolResult(content=[types.TextContent(text="")])
+    if isinstance(value, str):
+        return types.CallToolResult(content=[types.TextContent(text=value)])
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+    if isinstance(value, dict | list):
+        # Read back from the text so values like datetimes are the same plain JSON in both places;
+        # structured content must be an object, so a list travels under "result".
+        structured = json.loads(text)
+        return types.CallToolResult(
+            content=content, structured_content=structured if isinstance(value, dict) else {"result": structured}
+        )
+    return types.CallToolResult(content=content)

@@ -1,0 +1,194 @@
+"""The audit trail: real SQLite files, durable across restarts and kill -9."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+
+from gateway.audit import AuditCalls, AuditEntry, AuditError, AuditStore, arguments_digest
+from gateway.errors import ToolTimeoutError, UnknownToolError
+from gateway.loops import LoopRefusedError
+from gateway.pipeline import ToolCall
+
+from .conftest import MakeCall, make_tool, text_result
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parents[2]
+
+
+def entry(n: int, session: str = "s1", tool: str = "echo", outcome: str = "ok") -> AuditEntry:
+    return AuditEntry(
+        epoch=1_790_000_000.0 + n,
+        session=session,
+        caller="alice",
+        tool=tool,
+        args_digest=arguments_digest({"n": n}),
+        outcome=outcome,
+        duration_ms=1.5,
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[AuditStore]:
+    audit = AuditStore(tmp_path / "audit.db")
+    yield audit
+    audit.close()
+
+
+class Ticks:
+    """A clock advancing 0.25 s per reading, so recorded times and durations are exact."""
+
+    def __init__(self) -> None:
+        self.now = 1_790_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 0.25
+        return self.now
+
+
+async def test_entries_come_back_newest_first_and_filtered(store: AuditStore) -> None:
+    await store.record(entry(1))
+    await store.record(entry(2, session="s2"))
+    await store.record(entry(3, tool="write"))
+    assert [e.epoch for e in await store.recent()] == [1_790_000_003.0, 1_790_000_002.0, 1_790_000_001.0]
+    assert await store.recent(session="s2") == [entry(2, session="s2")]
+    assert await store.recent(session="s1", tool="echo") == [entry(1)]
+    assert len(await store.recent(limit=2)) == 2
+
+
+async def test_the_database_runs_in_wal_mode_with_iso_and_epoch_times(tmp_path: Path, store: AuditStore) -> None:
+    await store.record(entry(0))
+    with sqlite3.connect(tmp_path / "audit.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("SELECT time, epoch FROM audit").fetchone() == ("2026-09-21T14:13:20.000+00:00", 1.79e9)
+
+
+async def test_rows_survive_closing_and_reopening(tmp_path: Path) -> None:
+    first = AuditStore(tmp_path / "audit.db")
+    await first.record(entry(1))
+    first.close()
+    second = AuditStore(tmp_path / "audit.db")
+    await second.record(entry(2))
+    assert [e.epoch for e in await second.recent()] == [1_790_000_002.0, 1_790_000_001.0]
+    second.close()
+
+
+async def test_committed_rows_survive_kill_9_of_the_process(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    child = textwrap.dedent(
+        f"""
+        import os, signal, anyio
+        from gateway.audit import AuditEntry, AuditStore
+
+        async def main():
+            store = AuditStore({str(path)!r})
+            for n in range(25):
+                await store.record(AuditEntry(float(n), "s", "c", "t", "d", "ok", 1.0, f"row {{n}}"))
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        anyio.run(main)
+        """
+    )
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, "-c", child], cwd=REPO, env={"PYTHONPATH": str(REPO)}, check=False
+        )
+    assert done.returncode == -signal.SIGKILL
+    # The rows were never checkpointed into the main file: the WAL alone carried them.
+    assert await anyio.Path(f"{path}-wal").exists()
+    reopened = AuditStore(path)
+    rows = await reopened.recent(limit=100)
+    reopened.close()
+    assert [row.detail for row in rows] == [f"row {n}" for n in reversed(range(25))]
+
+
+async def test_an_unopenable_database_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(AuditError, match=r"Cannot open the audit database .*missing"):
+        AuditStore(tmp_path / "missing" / "audit.db")
+
+
+async def test_a_successful_call_is_recorded_with_a_digest_not_the_arguments(
+    store: AuditStore, make_call: MakeCall, tmp_path: Path
+) -> None:
+    async def answer(call: ToolCall) -> types.CallToolResult:
+        return text_result("fine")
+
+    arguments = {"password": "hunter2-secret", "n": 1}
+    result = await AuditCalls(store, Ticks())(make_call(make_tool("login"), arguments), answer)
+    assert result == text_result("fine")
+    [row] = await store.recent()
+    assert row == AuditEntry(
+        epoch=1_790_000_000.25,
+        session="s1",
+        caller="alice",
+        tool="login",
+        args_digest=arguments_digest({"n": 1, "password": "hunter2-secret"}),
+        outcome="ok",
+        duration_ms=250.0,
+        detail="",
+    )
+    assert b"hunter2" not in (tmp_path / "audit.db").read_bytes() + (tmp_path / "audit.db-wal").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (LoopRefusedError("Refused: same call 5 times"), "refused:loop"),
+        (ToolTimeoutError("did not finish within 1 s"), "timeout"),
+        (UnknownToolError("nope"), "unknown_tool"),
+    ],
+)
+async def test_refused_and_failed_calls_are_recorded_and_reraised(
+    store: AuditStore, make_call: MakeCall, error: Exception, outcome: str
+) -> None:
+    async def failing(call: ToolCall) -> types.CallToolResult:
+        raise error
+
+    with pytest.raises(type(error)):
+        await AuditCalls(store, Ticks())(make_call(), failing)
+    [row] = await store.recent()
+    assert (row.outcome, row.detail) == (outcome, str(error))
+
+
+async def test_an_error_result_is_recorded_as_an_error_with_its_text(store: AuditStore, make_call: MakeCall) -> None:
+    async def error_result(call: ToolCall) -> types.CallToolResult:
+        return text_result("no such file", is_error=True)
+
+    await AuditCalls(store, Ticks())(make_call(), error_result)
+    [row] = await store.recent()
+    assert (row.outcome, row.detail) == ("error", "no such file")
+
+
+async def test_an_unexpected_exception_is_recorded_and_reraised(store: AuditStore, make_call: MakeCall) -> None:
+    async def crashing(call: ToolCall) -> types.CallToolResult:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await AuditCalls(store, Ticks())(make_call(), crashing)
+    [row] = await store.recent()
+    assert (row.outcome, row.detail) == ("error", "RuntimeError: boom")
+
+
+async def test_a_cancelled_call_is_still_recorded(store: AuditStore, make_call: MakeCall) -> None:
+    started = anyio.Event()
+
+    async def hanging(call: ToolCall) -> types.CallToolResult:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(AuditCalls(store, Ticks()), make_call(), hanging)
+            await started.wait()
+            group.cancel_scope.cancel()
+    [row] = await store.recent()
+    assert row.outcome == "cancelled"
