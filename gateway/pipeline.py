@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 
 from gateway.errors import ToolError, UpstreamUnavailableError
 from gateway.session import SessionContext
 from gateway.tools import ToolRecord
 
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+ProgressFn = ProgressFnT
+"""Receives progress of a running call: `(progress, total, message)`."""
 
 
 @dataclass(slots=True)
@@ -54,16 +56,16 @@ def error_result(error: ToolError) -> types.CallToolResult:
 
 
 class Pipeline:
-    """Runs calls through the steps, then on the tool's source."""
+    """Runs calls through the steps, then on the source `route` picks for the tool."""
 
-    def __init__(self, steps: Sequence[Step], sources: Mapping[str, ToolSource]) -> None:
+    def __init__(self, steps: Sequence[Step], route: Callable[[ToolRecord], ToolSource | None]) -> None:
         self._steps = tuple(steps)
-        self._sources = sources
+        self._route = route
         self._chain = self._compose()
 
     def _compose(self) -> CallNext:
         async def execute(call: ToolCall) -> types.CallToolResult:
-            source = self._sources.get(call.tool.source)
+            source = self._route(call.tool)
             if source is None:
                 raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
             return await source.call_tool(call.tool, call.arguments, call.progress)

@@ -61,6 +61,10 @@ class SessionRegistry:
         context.last_seen = now
         return context
 
+    def live(self) -> list[SessionContext]:
+        """Every live session."""
+        return list(self._sessions.values())
+
     def release(self, session_id: str) -> SessionContext | None:
         """Forget a session; the caller closes the returned context."""
         return self._sessions.pop(session_id, None)

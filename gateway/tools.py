@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 import mcp_types as types
@@ -12,7 +12,7 @@ import mcp_types as types
 Layer = Literal["core", "extended"]
 
 
-class Risk(str, Enum):
+class Risk(StrEnum):
     """How much harm a call can do; decides whether a person must confirm it."""
 
     LOW = "low"

@@ -1,0 +1,153 @@
+"""The command line: `serve`, `stdio`, `check`, `catalog` and `audit`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from gateway.audit import AuditStore
+from gateway.config import GatewayConfig, default_config_path, load_config
+from gateway.errors import ConfigError
+from gateway.frontdoor import build_server
+from gateway.httpapp import create_app
+from gateway.service import Gateway
+from gateway.upstream import State
+
+log = logging.getLogger("gateway")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-gateway", description="An MCP gateway and tool host.")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--config", type=Path, help="configuration file (default: the embedded defaults)")
+        return sub
+
+    serve = with_config("serve", "serve MCP over streamable HTTP at /mcp")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    with_config("stdio", "serve MCP over stdin/stdout (for clients that launch a command)")
+    with_config("check", "validate the configuration, connect to each server and report")
+    catalog = with_config("catalog", "print the merged catalog")
+    catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    audit = with_config("audit", "print recent audit entries")
+    audit.add_argument("--limit", type=int, default=20, help="how many entries (default 20)")
+    audit.add_argument("--session", help="only this session's entries")
+    audit.add_argument("--tool", help="only this tool's entries")
+    return parser
+
+
+def _config(path: Path | None) -> GatewayConfig:
+    return load_config(path or default_config_path())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of `python -m gateway` and `mcp-gateway`."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = _config(args.config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    handlers = {"serve": _serve, "stdio": _stdio, "check": _check, "catalog": _catalog, "audit": _audit}
+    raise SystemExit(handlers[args.command](config, args))
+
+
+def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
+    app = create_app(config, host=args.host)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), lifespan="on")
+    return 0
+
+
+def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
+    async def run() -> None:
+        async with Gateway(config) as gateway:
+            server = build_server(gateway)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+    return 0
+
+
+def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
+    async def run() -> int:
+        async with Gateway(config) as gateway:
+            failed = False
+            print(f"config: {config.path} (valid)")
+            for status in gateway.statuses():
+                mark = "ok" if status.state == State.READY else "FAIL"
+                required = " required" if status.required else ""
+                detail = f" - {status.error}" if status.error else ""
+                print(f"  [{mark}] {status.name} ({status.transport}{required}): {status.tools} tools{detail}")
+                failed = failed or (status.required and status.state != State.READY)
+            for name, source in gateway.local_sources.items():
+                print(f"  [ok] {name} (local): {len(source.records)} tools")
+            for clash in gateway.catalog.clashes:
+                print(f"  warning: {clash.describe()}")
+            print(f"catalog: {len(gateway.catalog.tools)} tools")
+            return 1 if failed else 0
+
+    return anyio.run(run)
+
+
+def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
+    async def run() -> list[dict[str, Any]]:
+        async with Gateway(config) as gateway:
+            return [
+                {
+                    "name": tool.name,
+                    "source": tool.source,
+                    "original_name": tool.original_name,
+                    "layer": tool.layer,
+                    "risk": tool.risk.value if tool.risk else None,
+                    "sandbox": tool.sandbox,
+                    "read_only": tool.read_only,
+                    "description": tool.description,
+                }
+                for tool in gateway.catalog.tools
+            ]
+
+    rows = anyio.run(run)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max((len(row["name"]) for row in rows), default=4)
+    print(f"{'NAME':<{width}}  {'SOURCE':<10}  {'LAYER':<8}  DESCRIPTION")
+    for row in rows:
+        summary = (row["description"] or "").strip().splitlines()[0:1]
+        print(f"{row['name']:<{width}}  {row['source']:<10}  {row['layer']:<8}  {''.join(summary)[:80]}")
+    return 0
+
+
+def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
+    store = AuditStore(Path(config.settings.data_dir) / "audit.db")
+
+    async def run() -> int:
+        entries = await store.recent(args.limit, session=args.session, tool=args.tool)
+        for entry in entries:
+            print(
+                f"{entry.time}  {entry.session[:16]:<16}  {entry.caller:<12}  {entry.tool:<32}  "
+                f"{entry.outcome:<20}  {entry.duration_ms:8.1f} ms  {entry.detail[:60]}"
+            )
+        return 0
+
+    try:
+        return anyio.run(run)
+    finally:
+        store.close()

@@ -1,0 +1,190 @@
+"""The MCP front door: an SDK `Server` whose handlers route every request to the `Gateway`.
+
+Both protocol eras are served by the SDK; this module only maps requests to the gateway,
+finds the client's session context, and turns gateway errors into protocol errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from gateway.catalog import page
+from gateway.errors import ProtocolError, ToolError
+from gateway.pipeline import ProgressFn
+from gateway.service import Gateway
+from gateway.session import SessionContext
+
+SESSION_KEY = "gateway.session"
+CONNECTION_KEY = "gateway.connection"
+ANONYMOUS = "anonymous"
+Context = ServerRequestContext[Any, Any]
+
+
+class GatewayServer(Server[Any]):
+    """The SDK server, advertising list_changed for tools, prompts and resources."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """Initialization options whose capabilities say the lists can change."""
+        changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return super().create_initialization_options(
+            notification_options or changes, experimental_capabilities, extensions
+        )
+
+
+def _connection(ctx: Context) -> Connection:
+    # The SDK keeps per-connection state and teardown on the Connection, which it only
+    # reaches handlers through the request's session proxy.
+    connection: Connection = ctx.session._connection
+    return connection
+
+
+def session_of(gateway: Gateway, ctx: Context) -> SessionContext:
+    """The session context of the client that sent this request."""
+    caller = ANONYMOUS
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # The stateless era has no session: state keys on the caller.
+        return gateway.open_session(f"caller:{caller}", caller, "stateless")
+    connection = _connection(ctx)
+    context: SessionContext | None = connection.state.get(SESSION_KEY)
+    if context is None:
+        session_id = connection.session_id or f"stdio-{id(connection):x}"
+        context = gateway.open_session(session_id, caller, "http" if connection.session_id else "stdio")
+        context.state[CONNECTION_KEY] = connection
+        connection.state[SESSION_KEY] = context
+        connection.exit_stack.push_async_callback(gateway.close_session, session_id)
+    else:
+        gateway.open_session(context.id, caller, context.transport)
+    return context
+
+
+async def notify_tools_changed(gateway: Gateway) -> None:
+    """Tell every connected client with a back channel that the lists changed."""
+    for context in gateway.sessions.live():
+        connection = context.state.get(CONNECTION_KEY)
+        if isinstance(connection, Connection) and connection.has_standalone_channel:
+            await connection.send_tool_list_changed()
+            await connection.send_prompt_list_changed()
+            await connection.send_resource_list_changed()
+
+
+def _protocol_error(error: ProtocolError) -> MCPError:
+    return MCPError(code=types.INVALID_PARAMS, message=error.message)
+
+
+def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
+    """The MCP server that fronts `gateway`."""
+
+    async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        session = session_of(gateway, ctx)
+        try:
+            tools, cursor = page(gateway.visible_tools(session), _cursor(params), page_size, key=_name)
+        except ProtocolError as error:
+            raise _protocol_error(error) from None
+        return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
+
+    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        session = session_of(gateway, ctx)
+        progress: ProgressFn | None = None
+        if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
+            progress = ctx.session.report_progress
+        try:
+            return await gateway.call_tool(session, params.name, params.arguments, progress)
+        except ProtocolError as error:
+            raise _protocol_error(error) from None
+
+    async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        session_of(gateway, ctx)
+        try:
+            items, cursor = page(gateway.catalog.resources, _cursor(params), page_size, key=_uri)
+        except ProtocolError as error:
+            raise _protocol_error(error) from None
+        return types.ListResourcesResult(resources=items, next_cursor=cursor)
+
+    async def list_templates(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        session_of(gateway, ctx)
+        try:
+            items, cursor = page(gateway.catalog.templates, _cursor(params), page_size, key=_template)
+        except ProtocolError as error:
+            raise _protocol_error(error) from None
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
+
+    async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        session = session_of(gateway, ctx)
+        try:
+            return await gateway.read_resource(session, params.uri)
+        except (ProtocolError, ToolError) as error:
+            raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
+
+    async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        session_of(gateway, ctx)
+        try:
+            items, cursor = page(gateway.catalog.prompts, _cursor(params), page_size, key=_name)
+        except ProtocolError as error:
+            raise _protocol_error(error) from None
+        return types.ListPromptsResult(prompts=items, next_cursor=cursor)
+
+    async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        session = session_of(gateway, ctx)
+        try:
+            return await gateway.get_prompt(session, params.name, params.arguments)
+        except (ProtocolError, ToolError) as error:
+            raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
+
+    async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+        session = session_of(gateway, ctx)
+        try:
+            return await gateway.complete(session, params)
+        except (ProtocolError, ToolError) as error:
+            raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
+
+    server = GatewayServer(
+        "mcp-gateway",
+        version="0.1.0",
+        instructions="One endpoint for every tool of this organisation. Tool names are <server>__<tool>.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+    )
+
+    async def changed() -> None:
+        await notify_tools_changed(gateway)
+
+    gateway.on_change(changed)
+    return server
+
+
+def _cursor(params: types.PaginatedRequestParams | None) -> str | None:
+    return params.cursor if params is not None else None
+
+
+def _name(item: Any) -> str:
+    return str(item.name)
+
+
+def _uri(item: types.Resource) -> str:
+    return item.uri
+
+
+def _template(item: types.ResourceTemplate) -> str:
+    return item.uri_template

@@ -1,0 +1,83 @@
+"""Exposed names: every tool and prompt name works in every client and maps back exactly.
+
+Pure functions. A name is `<namespace>__<original>`, reduced to `[A-Za-z0-9_-]` and at most
+64 characters. A name that had to be changed or shortened carries a short hash of the exact
+original, so it is deterministic across restarts and two originals never share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+SEPARATOR = "__"
+MAX_NAME = 64
+VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_HASH_LEN = 8
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LEN]
+
+
+def exposed_name(namespace: str, original: str) -> str:
+    """The client-safe name of `original` under `namespace`."""
+    wanted = f"{namespace}{SEPARATOR}{original}" if namespace else original
+    return fit_name(wanted, key=f"{namespace}/{original}")
+
+
+def fit_name(wanted: str, *, key: str) -> str:
+    """`wanted` made valid: bad characters replaced; if changed or too long, a hash of `key` appended."""
+    cleaned = _INVALID_CHARS.sub("_", wanted)
+    if cleaned == wanted and 0 < len(cleaned) <= MAX_NAME:
+        return cleaned
+    return suffixed(cleaned, key)
+
+
+def suffixed(name: str, key: str) -> str:
+    """`name` cut to fit with `_<hash of key>` at its end."""
+    suffix = f"_{_digest(key)}"
+    return name[: MAX_NAME - len(suffix)] + suffix
+
+
+@dataclass(frozen=True, slots=True)
+class Clash:
+    """Two or more entries wanted one exposed name; all but the first were renamed."""
+
+    name: str
+    kept: str
+    renamed: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        """One line for the log and `check`."""
+        moved = ", ".join(f"{key} -> {new}" for key, new in self.renamed)
+        return f"name clash on '{self.name}': kept {self.kept}; renamed {moved}"
+
+
+def assign(entries: Sequence[tuple[str, str]], reserved: Iterable[str] = ()) -> tuple[list[str], list[Clash]]:
+    """Give each `(wanted_name, key)` a unique name; the first claimant keeps the name.
+
+    `key` identifies the entry exactly (source and original name): it seeds the hash of a
+    renamed entry, so the outcome depends only on the entries, never on timing.
+    """
+    taken = set(reserved)
+    names: list[str] = []
+    clashes: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    owner: dict[str, str] = {}
+    for wanted, key in entries:
+        name = wanted
+        if name in taken:
+            name = suffixed(wanted, key)
+            while name in taken:
+                key += "'"
+                name = suffixed(wanted, key)
+            first = owner.get(wanted, "(reserved)")
+            clashes.setdefault(wanted, (first, []))[1].append((key.rstrip("'"), name))
+        taken.add(name)
+        owner[name] = key
+        names.append(name)
+    report = [Clash(name, kept, tuple(moved)) for name, (kept, moved) in clashes.items()]
+    return names, report

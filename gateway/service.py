@@ -1,0 +1,238 @@
+"""The gateway service: upstreams, local tools, the catalog, sessions and the call pipeline.
+
+`Gateway` is what every front door (MCP over HTTP or stdio, REST, CLI) talks to. It owns
+every resource it starts; `async with Gateway(config)` starts them and closes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskGroup
+
+from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
+from gateway.catalog import Catalog, Route, SourceListing
+from gateway.config import GatewayConfig
+from gateway.errors import GatewayError, UnknownToolError
+from gateway.execution import ExecuteWithDeadline
+from gateway.localtools import LocalToolSource, load_module_tools, load_reference
+from gateway.loops import DetectLoops
+from gateway.ordering import SessionOrdering
+from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
+from gateway.sandboxing import SandboxGuard
+from gateway.session import SessionContext, SessionRegistry, Transport
+from gateway.shaping import ShapeResult
+from gateway.tools import ToolRecord
+from gateway.upstream import Status, TransportFactory, Upstream
+from gateway.validation import ValidateArguments
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[], Awaitable[None]]
+
+
+class Gateway:
+    """Everything behind the front doors."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        transports: Mapping[str, TransportFactory] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        settings = config.settings
+        self._clock = clock
+        self.data_dir = Path(settings.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        transports = transports or {}
+        self.upstreams = {
+            server.name: Upstream(
+                server,
+                settings,
+                self._on_listing,
+                log_dir=self.data_dir / "logs",
+                transport=transports.get(server.name),
+            )
+            for server in config.servers
+            if server.enabled
+        }
+        self.local_sources = _local_sources(config)
+        order = [server.name for server in config.servers] + list(self.local_sources)
+        self.catalog = Catalog(order)
+        self.sessions = SessionRegistry(settings.session_idle_timeout)
+        self.audit = AuditStore(self.data_dir / "audit.db")
+        self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}
+        self.pipeline = Pipeline(self._steps(), self._route)
+        self._listeners: list[ChangeListener] = []
+        self._group: TaskGroup | None = None
+        self._stack = AsyncExitStack()
+
+    def _steps(self) -> list[Step]:
+        settings = self.config.settings
+        return [
+            AuditCalls(self.audit, time.time),
+            ValidateArguments(),
+            DetectLoops(settings.loop_window, settings.loop_repeat_limit),
+            SandboxGuard(self.sandbox_availability),
+            SessionOrdering(),
+            ShapeResult(settings.max_result_chars, settings.max_binary_bytes),
+            ExecuteWithDeadline(settings.call_timeout, settings.retries),
+        ]
+
+    def sandbox_availability(self) -> tuple[bool, str]:
+        """Whether sandboxed tools can run now, and why not."""
+        return False, "no Docker sandbox is configured"
+
+    def _route(self, tool: ToolRecord) -> ToolSource | None:
+        return self._sources.get(tool.source)
+
+    async def __aenter__(self) -> Gateway:
+        self._stack.callback(self.audit.close)
+        for name, source in self.local_sources.items():
+            self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
+        self._group = await self._stack.enter_async_context(anyio.create_task_group())
+        self._stack.push_async_callback(self._close_sessions)
+        self._stack.callback(self._group.cancel_scope.cancel)
+        for upstream in self.upstreams.values():
+            self._group.start_soon(upstream.run)
+        self._group.start_soon(self._expire_idle_sessions)
+        await self.wait_for_upstreams()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def wait_for_upstreams(self) -> None:
+        """Wait until every upstream has tried once to connect, at most the connect timeout."""
+        with anyio.move_on_after(self.config.settings.upstream_connect_timeout + 1):
+            for upstream in self.upstreams.values():
+                await upstream.first_attempt.wait()
+
+    def statuses(self) -> list[Status]:
+        """Where each upstream stands."""
+        return [upstream.status() for upstream in self.upstreams.values()]
+
+    def on_change(self, listener: ChangeListener) -> None:
+        """Call `listener` whenever the catalog changes (to tell connected clients)."""
+        self._listeners.append(listener)
+
+    async def _on_listing(self, listing: SourceListing) -> None:
+        self.catalog.update(listing)
+        for clash in self.catalog.clashes:
+            log.warning(clash.describe())
+        for listener in list(self._listeners):
+            try:
+                await listener()
+            except Exception:  # a client that went away must not stop the others being told
+                log.debug("change listener failed", exc_info=True)
+
+    # Sessions
+
+    def open_session(self, session_id: str, caller: str, transport: Transport) -> SessionContext:
+        """The context of a client session, created on first use."""
+        return self.sessions.open(session_id, caller, transport, self._clock())
+
+    async def close_session(self, session_id: str) -> None:
+        """Release a session that ended."""
+        context = self.sessions.release(session_id)
+        if context is not None:
+            await context.close()
+
+    async def _close_sessions(self) -> None:
+        for context in self.sessions.expired(float("inf")):
+            await context.close()
+
+    async def _expire_idle_sessions(self) -> None:
+        interval = max(1.0, min(60.0, self.config.settings.session_idle_timeout / 4))
+        while True:
+            await anyio.sleep(interval)
+            for context in self.sessions.expired(self._clock()):
+                log.info("session %s idled out", context.id)
+                await context.close()
+
+    # The MCP surface
+
+    def visible_tools(self, session: SessionContext) -> list[ToolRecord]:
+        """The tools this session may see, in catalog order."""
+        return self.catalog.tools
+
+    def resolve(self, session: SessionContext, name: str) -> ToolRecord:
+        """The tool `name` as this session may see it; unknown and invisible tools are alike."""
+        tool = self.catalog.tool(name)
+        if tool is None:
+            raise UnknownToolError(name)
+        return tool
+
+    async def call_tool(
+        self,
+        session: SessionContext,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        progress: ProgressFn | None = None,
+    ) -> types.CallToolResult:
+        """Resolve and run one call through the pipeline; only an unknown tool raises."""
+        try:
+            tool = self.resolve(session, name)
+        except UnknownToolError:
+            await self.audit.record(
+                AuditEntry(
+                    epoch=time.time(),
+                    session=session.id,
+                    caller=session.caller,
+                    tool=name,
+                    args_digest=arguments_digest(arguments or {}),
+                    outcome="unknown_tool",
+                    duration_ms=0.0,
+                )
+            )
+            raise
+        call = ToolCall(session=session, tool=tool, arguments=dict(arguments or {}), progress=progress)
+        return await self.pipeline.run(call)
+
+    async def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
+        """Read an exposed resource from the server behind it."""
+        route = self.catalog.resource_route(uri)
+        result = await self._upstream(route).read_resource(route.original)
+        contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
+        return result.model_copy(update={"contents": contents})
+
+    async def get_prompt(
+        self, session: SessionContext, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        """Get an exposed prompt from the server behind it."""
+        route = self.catalog.prompt_route(name)
+        return await self._upstream(route).get_prompt(route.original, arguments)
+
+    async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
+        """Forward argument completion for an exposed prompt or resource template."""
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            route = self.catalog.prompt_route(ref.name)
+            ref = ref.model_copy(update={"name": route.original})
+        else:
+            route = self.catalog.resource_route(ref.uri)
+            ref = ref.model_copy(update={"uri": route.original})
+        return await self._upstream(route).complete(params.model_copy(update={"ref": ref}))
+
+    def _upstream(self, route: Route) -> Upstream:
+        upstream = self.upstreams.get(route.source)
+        if upstream is None:
+            raise GatewayError(f"No server '{route.source}'")
+        return upstream
+
+
+def _local_sources(config: GatewayConfig) -> dict[str, LocalToolSource]:
+    functions: dict[str, list[Callable[..., Any]]] = {}
+    for entry in config.local_tools:
+        found = [load_reference(entry.ref)] if ":" in entry.ref else load_module_tools(entry.ref)
+        functions.setdefault(entry.namespace, []).extend(found)
+    return {namespace: LocalToolSource(found, namespace) for namespace, found in functions.items()}
