@@ -1,0 +1,1 @@
+"""Shared test parts: a configurable upstream MCP server and a harness around a real gateway."""

@@ -1,0 +1,91 @@
+"""A real gateway for tests: configs, in-memory upstreams, and the gateway over HTTP or in memory."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.server.mcpserver import MCPServer
+
+from gateway.config import GatewayConfig, parse_config
+from gateway.frontdoor import build_server
+from gateway.httpapp import create_app
+from gateway.service import Gateway
+from gateway.upstream import TransportFactory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def toy_stdio(name: str = "toy", *extra: str) -> dict[str, Any]:
+    """The config entry of a toy server run as a real stdio process."""
+    return {"command": sys.executable, "args": ["-m", "tests.support.toy", "--name", name, *extra], "cwd": str(REPO)}
+
+
+def make_config(tmp_path: Path, servers: Mapping[str, Any], **settings: Any) -> GatewayConfig:
+    """A validated gateway config with its data under `tmp_path`."""
+    gateway = {"data_dir": str(tmp_path / "data"), "restart_backoff_initial": 0.05, **settings}
+    local_tools = gateway.pop("local_tools", [])
+    data: dict[str, Any] = {"gateway": gateway, "servers": dict(servers)}
+    if local_tools:
+        data["local_tools"] = local_tools
+    return parse_config(data, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+
+
+def in_memory(servers: Mapping[str, MCPServer]) -> dict[str, TransportFactory]:
+    """Transports that reach each server object in memory."""
+    return {name: (lambda server=server: InMemoryTransport(server)) for name, server in servers.items()}
+
+
+def placeholder(names: list[str]) -> dict[str, Any]:
+    """Config entries for servers whose transport the test supplies in memory."""
+    return {name: {"command": "unused"} for name in names}
+
+
+@asynccontextmanager
+async def gateway_client(
+    config: GatewayConfig,
+    *,
+    transports: Mapping[str, TransportFactory] | None = None,
+    mode: str = "legacy",
+    **client_options: Any,
+) -> AsyncIterator[tuple[Gateway, Client]]:
+    """A started gateway and an SDK client connected to its MCP server in memory."""
+    async with Gateway(config, transports=transports) as gateway:
+        async with Client(build_server(gateway), mode=mode, **client_options) as client:  # type: ignore[arg-type]
+            yield gateway, client
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nobody listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def http_gateway(
+    config: GatewayConfig, *, transports: Mapping[str, TransportFactory] | None = None
+) -> AsyncIterator[tuple[Gateway, str]]:
+    """The gateway served over real HTTP on loopback; yields it and its base URL."""
+    gateway = Gateway(config, transports=transports)
+    app = create_app(config, gateway=gateway)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        with anyio.fail_after(20):
+            while not server.started:
+                await anyio.sleep(0.02)
+        try:
+            yield gateway, f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
