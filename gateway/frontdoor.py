@@ -19,6 +19,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway.catalog import page
 from gateway.errors import ProtocolError, ToolError
+from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
 from gateway.service import Gateway
 from gateway.session import SessionContext
@@ -26,6 +27,7 @@ from gateway.session import SessionContext
 SESSION_KEY = "gateway.session"
 CONNECTION_KEY = "gateway.connection"
 ANONYMOUS = "anonymous"
+DEFAULT_HANDLE = "default"
 Context = ServerRequestContext[Any, Any]
 
 
@@ -52,12 +54,15 @@ def _connection(ctx: Context) -> Connection:
     return connection
 
 
-def session_of(gateway: Gateway, ctx: Context) -> SessionContext:
-    """The session context of the client that sent this request."""
+def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> SessionContext:
+    """The session context of the client that sent this request.
+
+    In the stateless era there is no session: state keys on the caller, or on a handle the
+    caller passes back (so one caller can keep several conversations apart).
+    """
     caller = ANONYMOUS
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        # The stateless era has no session: state keys on the caller.
-        return gateway.open_session(f"caller:{caller}", caller, "stateless")
+        return gateway.open_session(f"stateless:{caller}:{handle or DEFAULT_HANDLE}", caller, "stateless")
     connection = _connection(ctx)
     context: SessionContext | None = connection.state.get(SESSION_KEY)
     if context is None:
@@ -91,13 +96,14 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
         try:
-            tools, cursor = page(gateway.visible_tools(session), _cursor(params), page_size, key=_name)
+            tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
         except ProtocolError as error:
             raise _protocol_error(error) from None
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-        session = session_of(gateway, ctx)
+        handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
+        session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
         progress: ProgressFn | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ctx.session.report_progress
@@ -107,9 +113,9 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
             raise _protocol_error(error) from None
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        session_of(gateway, ctx)
+        session = session_of(gateway, ctx)
         try:
-            items, cursor = page(gateway.catalog.resources, _cursor(params), page_size, key=_uri)
+            items, cursor = page(gateway.listed_resources(session), _cursor(params), page_size, key=_uri)
         except ProtocolError as error:
             raise _protocol_error(error) from None
         return types.ListResourcesResult(resources=items, next_cursor=cursor)
@@ -170,7 +176,13 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
     async def changed() -> None:
         await notify_tools_changed(gateway)
 
+    async def session_changed(session: SessionContext) -> None:
+        connection = session.state.get(CONNECTION_KEY)
+        if isinstance(connection, Connection) and connection.has_standalone_channel:
+            await connection.send_tool_list_changed()
+
     gateway.on_change(changed)
+    gateway.on_session_change(session_changed)
     return server
 
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 
-from gateway.errors import ToolError, UpstreamUnavailableError
+from gateway.errors import ToolError
 from gateway.session import SessionContext
 from gateway.tools import ToolRecord
 
@@ -56,24 +56,14 @@ def error_result(error: ToolError) -> types.CallToolResult:
 
 
 class Pipeline:
-    """Runs calls through the steps, then on the source `route` picks for the tool."""
+    """Runs calls through the steps, then through `terminal`, which executes them."""
 
-    def __init__(self, steps: Sequence[Step], route: Callable[[ToolRecord], ToolSource | None]) -> None:
+    def __init__(self, steps: Sequence[Step], terminal: CallNext) -> None:
         self._steps = tuple(steps)
-        self._route = route
-        self._chain = self._compose()
-
-    def _compose(self) -> CallNext:
-        async def execute(call: ToolCall) -> types.CallToolResult:
-            source = self._route(call.tool)
-            if source is None:
-                raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
-            return await source.call_tool(call.tool, call.arguments, call.progress)
-
-        chain: CallNext = execute
+        chain = terminal
         for step in reversed(self._steps):
             chain = _bind(step, chain)
-        return chain
+        self._chain = chain
 
     async def run(self, call: ToolCall) -> types.CallToolResult:
         """Run one call; failures come back as `is_error` results, never as exceptions."""

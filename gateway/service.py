@@ -20,15 +20,19 @@ from anyio.abc import TaskGroup
 from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config import GatewayConfig
-from gateway.errors import GatewayError, UnknownToolError
+from gateway.errors import GatewayError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
 from gateway.localtools import LocalToolSource, load_module_tools, load_reference
 from gateway.loops import DetectLoops
+from gateway.metatools import MetaTools
+from gateway.metatools import records as meta_records
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
 from gateway.sandboxing import SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.shaping import ShapeResult
+from gateway.skillfile import load_skills
+from gateway.skillhost import SKILL_SCHEME, SkillGate, SkillHost
 from gateway.tools import ToolRecord
 from gateway.upstream import Status, TransportFactory, Upstream
 from gateway.validation import ValidateArguments
@@ -36,6 +40,7 @@ from gateway.validation import ValidateArguments
 log = logging.getLogger(__name__)
 
 ChangeListener = Callable[[], Awaitable[None]]
+SessionListener = Callable[[SessionContext], Awaitable[None]]
 
 
 class Gateway:
@@ -66,13 +71,25 @@ class Gateway:
             if server.enabled
         }
         self.local_sources = _local_sources(config)
+        skills = load_skills(settings.skill_dirs)
+        self.meta_tools = meta_records(
+            sorted(skills.skills), with_skills=bool(skills.skills), with_search=_has_extended(config)
+        )
+        self._meta = {tool.name: tool for tool in self.meta_tools}
         order = [server.name for server in config.servers] + list(self.local_sources)
-        self.catalog = Catalog(order)
+        self.catalog = Catalog(order, reserved=list(self._meta))
+        self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self._session_changed)
         self.sessions = SessionRegistry(settings.session_idle_timeout)
         self.audit = AuditStore(self.data_dir / "audit.db")
         self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}
-        self.pipeline = Pipeline(self._steps(), self._route)
+        self.pipeline = Pipeline(self._steps(), self._execute)
+        meta = MetaTools(self.skills, self.call_tool)
+        self._meta_pipeline = Pipeline(
+            [AuditCalls(self.audit, time.time), ValidateArguments()],
+            lambda call: meta.run(call.session, call.tool, call.arguments, call.progress),
+        )
         self._listeners: list[ChangeListener] = []
+        self._session_listeners: list[SessionListener] = []
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
 
@@ -81,6 +98,7 @@ class Gateway:
         return [
             AuditCalls(self.audit, time.time),
             ValidateArguments(),
+            SkillGate(self.skills),
             DetectLoops(settings.loop_window, settings.loop_repeat_limit),
             SandboxGuard(self.sandbox_availability),
             SessionOrdering(),
@@ -92,8 +110,11 @@ class Gateway:
         """Whether sandboxed tools can run now, and why not."""
         return False, "no Docker sandbox is configured"
 
-    def _route(self, tool: ToolRecord) -> ToolSource | None:
-        return self._sources.get(tool.source)
+    async def _execute(self, call: ToolCall) -> types.CallToolResult:
+        source = self._sources.get(call.tool.source)
+        if source is None:
+            raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
+        return await source.call_tool(call.tool, call.arguments, call.progress)
 
     async def __aenter__(self) -> Gateway:
         self._stack.callback(self.audit.close)
@@ -125,8 +146,22 @@ class Gateway:
         """Call `listener` whenever the catalog changes (to tell connected clients)."""
         self._listeners.append(listener)
 
+    def on_session_change(self, listener: SessionListener) -> None:
+        """Call `listener` when one session's own tool list changes (skills loaded or left)."""
+        self._session_listeners.append(listener)
+
+    async def _session_changed(self, session: SessionContext) -> None:
+        if self.config.settings.disclosure != "list_changed":
+            return
+        for listener in list(self._session_listeners):
+            try:
+                await listener(session)
+            except Exception:  # a client that went away must not break the call that changed its skills
+                log.debug("session listener failed", exc_info=True)
+
     async def _on_listing(self, listing: SourceListing) -> None:
         self.catalog.update(listing)
+        self.skills.refresh()
         for clash in self.catalog.clashes:
             log.warning(clash.describe())
         for listener in list(self._listeners):
@@ -161,14 +196,27 @@ class Gateway:
 
     # The MCP surface
 
+    def may_see(self, session: SessionContext, tool: ToolRecord) -> bool:
+        """Whether the session's caller may know that `tool` exists."""
+        return True
+
     def visible_tools(self, session: SessionContext) -> list[ToolRecord]:
-        """The tools this session may see, in catalog order."""
-        return self.catalog.tools
+        """Every tool this session may see, listed or not, in catalog order."""
+        return [tool for tool in self.catalog.tools if self.may_see(session, tool)]
+
+    def listed_tools(self, session: SessionContext) -> list[ToolRecord]:
+        """What tools/list shows this session: meta-tools, core tools, and in list_changed mode
+        the tools of its active skills."""
+        extra: set[str] = set()
+        if self.config.settings.disclosure == "list_changed" and session.transport != "stateless":
+            extra = self.skills.active_tools(session)
+        listed = [tool for tool in self.visible_tools(session) if tool.layer == "core" or tool.name in extra]
+        return self.meta_tools + listed
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
         """The tool `name` as this session may see it; unknown and invisible tools are alike."""
-        tool = self.catalog.tool(name)
-        if tool is None:
+        tool = self._meta.get(name) or self.catalog.tool(name)
+        if tool is None or not self.may_see(session, tool):
             raise UnknownToolError(name)
         return tool
 
@@ -196,10 +244,18 @@ class Gateway:
             )
             raise
         call = ToolCall(session=session, tool=tool, arguments=dict(arguments or {}), progress=progress)
+        if tool.name in self._meta:
+            return await self._meta_pipeline.run(call)
         return await self.pipeline.run(call)
 
+    def listed_resources(self, session: SessionContext) -> list[types.Resource]:
+        """Resources this session may see: its skills' files, then the servers' resources."""
+        return self.skills.resources(session) + self.catalog.resources
+
     async def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
-        """Read an exposed resource from the server behind it."""
+        """Read an exposed resource: a skill file, or a resource of the server behind it."""
+        if uri.startswith(SKILL_SCHEME):
+            return self.skills.read_resource(session, uri)
         route = self.catalog.resource_route(uri)
         result = await self._upstream(route).read_resource(route.original)
         contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
@@ -228,6 +284,13 @@ class Gateway:
         if upstream is None:
             raise GatewayError(f"No server '{route.source}'")
         return upstream
+
+
+def _has_extended(config: GatewayConfig) -> bool:
+    return any(
+        server.layer == "extended" or any(tool.layer == "extended" for tool in server.tools.values())
+        for server in config.servers
+    ) or any(entry.layer == "extended" for entry in config.local_tools)
 
 
 def _local_sources(config: GatewayConfig) -> dict[str, LocalToolSource]:

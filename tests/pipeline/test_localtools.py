@@ -6,7 +6,7 @@ import datetime
 import enum
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -282,7 +282,7 @@ async def test_through_the_pipeline_bad_arguments_and_exceptions_become_error_re
         return a / b
 
     source = LocalToolSource([divide])
-    pipeline = Pipeline([ExecuteWithDeadline(5, 0), ValidateArguments()], lambda tool: source)
+    pipeline = Pipeline([ExecuteWithDeadline(5, 0), ValidateArguments()], _terminal(source))
     record = source.records[0]
     session = make_session()
     ok = await pipeline.run(ToolCall(session, record, {"a": 6, "b": 3}))
@@ -305,7 +305,7 @@ async def test_a_hanging_sync_function_does_not_hold_the_deadline() -> None:
         release.wait(10)
 
     source = LocalToolSource([hang])
-    pipeline = Pipeline([ExecuteWithDeadline(0.05, 0)], lambda tool: source)
+    pipeline = Pipeline([ExecuteWithDeadline(0.05, 0)], _terminal(source))
     try:
         with anyio.fail_after(5):
             result = await pipeline.run(ToolCall(make_session(), source.records[0], {}))
@@ -313,3 +313,10 @@ async def test_a_hanging_sync_function_does_not_hold_the_deadline() -> None:
         release.set()
     assert result.is_error
     assert "did not finish within 0.05 s" in str(result.content[0])
+
+
+def _terminal(source: LocalToolSource) -> Callable[[ToolCall], Awaitable[types.CallToolResult]]:
+    async def execute(call: ToolCall) -> types.CallToolResult:
+        return await source.call_tool(call.tool, call.arguments, call.progress)
+
+    return execute

@@ -86,7 +86,7 @@ async def test_a_huge_wrong_value_is_quoted_only_in_part(make_call: MakeCall) ->
 
 
 async def test_the_pipeline_answers_invalid_arguments_with_an_error_result(make_call: MakeCall) -> None:
-    pipeline = Pipeline([ValidateArguments()], lambda tool: None)
+    pipeline = Pipeline([ValidateArguments()], _never_runs)
     result = await pipeline.run(make_call(make_tool(schema=ITEMS_SCHEMA), {"title": 3, "items": []}))
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)
@@ -133,3 +133,7 @@ async def test_validators_are_compiled_once_per_schema(make_call: MakeCall) -> N
 
     # A new schema object each time forces a compile; the same object must be much cheaper.
     assert await timed(fresh_schema=False) * 3 < await timed(fresh_schema=True)
+
+
+async def _never_runs(call: ToolCall) -> types.CallToolResult:
+    raise AssertionError("an invalid call reached execution")

@@ -1,0 +1,231 @@
+"""Skills inside the running gateway: which skills and tools a session may reach, and its active set.
+
+`SkillHost` joins the pure parts (skill folders, the BM25 index, `ActiveSkills`) to the live
+catalog. It decides the access rule shared by every call path:
+- a core tool is always reachable;
+- an extended tool is reachable when an active skill carries it, or when no skill carries it
+  at all (then Find_Tools is the way to discover it);
+- otherwise the call is refused with the name of the skill to load.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+
+import mcp_types as types
+
+from gateway.catalog import Catalog
+from gateway.config import GatewaySettings
+from gateway.disclosure import ActiveSkills
+from gateway.errors import ProtocolError, ToolRefusedError
+from gateway.pipeline import CallNext, ToolCall
+from gateway.search import SearchItem, ToolIndex
+from gateway.session import SessionContext
+from gateway.skillfile import Skill, SkillSet
+from gateway.tools import ToolRecord
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "gateway.skills"
+SKILL_SCHEME = "skill://"
+SKILL_FILE = "SKILL.md"
+Notify = Callable[[SessionContext], Awaitable[None]]
+ToolFilter = Callable[[SessionContext, ToolRecord], bool]
+
+
+class SkillNotActiveError(ToolRefusedError):
+    """An extended tool was called while no active skill carries it."""
+
+    reason = "skill_not_active"
+
+
+class SkillHost:
+    """The skills of one gateway and every session's active set."""
+
+    def __init__(
+        self, skills: SkillSet, catalog: Catalog, settings: GatewaySettings, may_see: ToolFilter, notify: Notify
+    ) -> None:
+        self.skills = skills
+        self._catalog = catalog
+        self._settings = settings
+        self._may_see = may_see
+        self._notify = notify
+        self._carriers: dict[str, list[str]] = {}
+        self._members: dict[str, list[str]] = {}
+        self._index = ToolIndex(())
+        for problem in skills.problems:
+            log.warning("skill not loaded: %s", problem)
+        self.refresh()
+
+    @property
+    def names(self) -> list[str]:
+        """Every loaded skill's name."""
+        return sorted(self.skills.skills)
+
+    def refresh(self) -> None:
+        """Recompute which tools each skill brings, and the search index, after a catalog change."""
+        names = [tool.name for tool in self._catalog.tools]
+        self._members = {skill.name: skill.tool_names(names) for skill in self.skills.skills.values()}
+        self._carriers = {}
+        for skill_name, members in self._members.items():
+            for tool_name in members:
+                self._carriers.setdefault(tool_name, []).append(skill_name)
+        self._index = ToolIndex(
+            SearchItem(tool.name, tool.description, " ".join(self._carriers.get(tool.name, [])))
+            for tool in self._catalog.tools
+        )
+
+    def carriers(self, tool_name: str) -> list[str]:
+        """Skills whose allowed-tools include `tool_name`."""
+        return self._carriers.get(tool_name, [])
+
+    def with_skills(self, tool: ToolRecord) -> ToolRecord:
+        """`tool` with the skills that carry it filled in."""
+        return replace(tool, skills=tuple(self.carriers(tool.name)))
+
+    def state(self, session: SessionContext) -> ActiveSkills:
+        """The session's active skills, created on first use."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        if active is None:
+            active = ActiveSkills(self._settings.skill_capacity, self._settings.max_extended_tools)
+            session.state[STATE_KEY] = active
+        return active
+
+    # The Disclosure protocol of the meta-tools
+
+    def visible_skills(self, session: SessionContext) -> list[Skill]:
+        """Skills the session's role may see."""
+        return [self.skills.skills[name] for name in self.names if self.skills.skills[name].visible_to(session.role)]
+
+    def skill_tools(self, session: SessionContext, skill: Skill) -> list[ToolRecord]:
+        """The tools `skill` brings that the session may see."""
+        tools = (self._catalog.tool(name) for name in self._members.get(skill.name, []))
+        return [tool for tool in tools if tool is not None and self._may_see(session, tool)]
+
+    async def activate(self, session: SessionContext, skill: Skill) -> tuple[bool, list[str]]:
+        """Load `skill` for the session; whether it was active already, and what was evicted."""
+        tools = [tool.name for tool in self.skill_tools(session, skill)]
+        outcome = self.state(session).load(skill.name, tools, skill.lifecycle)
+        if not outcome.already_active:
+            await self._notify(session)
+        return outcome.already_active, outcome.evicted
+
+    async def deactivate(self, session: SessionContext, name: str | None, task_done: bool) -> list[str]:
+        """Unload one skill and/or every task-scoped skill; the names that left."""
+        active = self.state(session)
+        removed = [name] if name is not None and active.unload(name) else []
+        if task_done:
+            removed += active.finish_task()
+        if removed:
+            await self._notify(session)
+        return removed
+
+    def active_skills(self, session: SessionContext) -> list[str]:
+        """Active skill names, most recently used first."""
+        return self.state(session).active()
+
+    def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]:
+        """Tools matching `query` among those the session may see, with the skills carrying each."""
+
+        def allowed(name: str) -> bool:
+            tool = self._catalog.tool(name)
+            return tool is not None and self._may_see(session, tool)
+
+        hits = self._index.search(query, limit, allowed)
+        found = ((self._catalog.tool(hit.name), self.carriers(hit.name)) for hit in hits)
+        return [(tool, skills) for tool, skills in found if tool is not None]
+
+    def handle_of(self, session: SessionContext) -> str | None:
+        """The handle a session-less client passes back to reach this state."""
+        return session.id.rsplit(":", 1)[-1] if session.transport == "stateless" else None
+
+    # Skills as MCP resources
+
+    def resources(self, session: SessionContext) -> list[types.Resource]:
+        """`skill://<name>/SKILL.md` and every bundled file of the skills the session may see."""
+        listed = []
+        for skill in self.visible_skills(session):
+            listed.append(
+                types.Resource(
+                    uri=f"{SKILL_SCHEME}{skill.name}/{SKILL_FILE}",
+                    name=skill.name,
+                    description=skill.description,
+                    mime_type="text/markdown",
+                )
+            )
+            listed += [
+                types.Resource(uri=f"{SKILL_SCHEME}{skill.name}/{path}", name=f"{skill.name}/{path}")
+                for path in skill.files()
+            ]
+        return listed
+
+    def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
+        """The content of a `skill://` resource; unknown skills and paths are protocol errors."""
+        name, _, path = uri.removeprefix(SKILL_SCHEME).partition("/")
+        skill = next((s for s in self.visible_skills(session) if s.name == name), None)
+        if skill is None or not path:
+            raise ProtocolError(f"Unknown resource: {uri}")
+        if path == SKILL_FILE:
+            text = (skill.folder / SKILL_FILE).read_text(encoding="utf-8")
+            return types.ReadResourceResult(
+                contents=[types.TextResourceContents(uri=uri, text=text, mime_type="text/markdown")]
+            )
+        content = skill.read_file(path)
+        if isinstance(content, bytes):
+            blob = base64.b64encode(content).decode()
+            return types.ReadResourceResult(contents=[types.BlobResourceContents(uri=uri, blob=blob)])
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=content)])
+
+    # Access and lifecycle around calls
+
+    def active_tools(self, session: SessionContext) -> set[str]:
+        """Tool names the session's active skills bring."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        return active.tools() if active is not None else set()
+
+    def check_access(self, session: SessionContext, tool: ToolRecord) -> None:
+        """Refuse an extended tool that an inactive skill carries, saying which skill to load."""
+        if tool.layer == "core":
+            return
+        carriers = self.carriers(tool.name)
+        if not carriers or tool.name in self.active_tools(session):
+            return
+        visible = [skill.name for skill in self.visible_skills(session) if skill.name in carriers]
+        raise SkillNotActiveError(
+            f"Tool {tool.name} belongs to the skill {' or '.join(visible) or carriers[0]}, which is not active",
+            hint=f"Call Load_Skill with name={(visible or carriers)[0]!r}, then call the tool again.",
+        )
+
+    async def call_started(self, session: SessionContext, tool_name: str) -> None:
+        """A call of `tool_name` begins: its skills count as used."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        if active is not None:
+            active.used(tool_name)
+
+    async def call_completed(self, session: SessionContext, tool_name: str) -> Sequence[str]:
+        """A call of `tool_name` completed: `turn` skills leave."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        if active is None:
+            return []
+        left = active.after_call(tool_name)
+        if left:
+            await self._notify(session)
+        return left
+
+
+class SkillGate:
+    """The pipeline step applying the skill access rule and the skills' lifecycles."""
+
+    def __init__(self, host: SkillHost) -> None:
+        self._host = host
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        self._host.check_access(call.session, call.tool)
+        await self._host.call_started(call.session, call.tool.name)
+        try:
+            return await call_next(call)
+        finally:
+            await self._host.call_completed(call.session, call.tool.name)
