@@ -22,6 +22,9 @@ from gateway.tools import Layer, Risk
 
 SandboxMode = Literal["per-call", "per-session"]
 Transport = Literal["stdio", "http", "sse"]
+Scope = Literal["shared", "session"]
+WORKSPACE = "WORKSPACE"
+WORKSPACE_REFERENCE = "${WORKSPACE}"
 Disclosure = Literal["call-through", "list_changed"]
 JsonPath = tuple[str | int, ...]
 Problem = tuple[JsonPath, str]
@@ -80,6 +83,7 @@ class ServerConfig:
     sandbox: SandboxSettings | None = None
     risk: Risk | None = None
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
+    scope: Scope = "shared"
 
     def __post_init__(self) -> None:
         if not self.namespace:
@@ -302,6 +306,9 @@ def _expand(text: str, variables: Mapping[str, str], path: JsonPath, problems: l
             )
         else:
             name, default = variable.groups()
+            if name == WORKSPACE and name not in variables:
+                # Filled in per session when a `scope: session` server starts.
+                return match.group(0)
             value = variables.get(name)
             if default is not None and not value:
                 return str(default)
@@ -600,7 +607,16 @@ def _server(
         tools={
             tool: _tool(settings, (*path, "tools", tool), problems) for tool, settings in raw.get("tools", {}).items()
         },
+        scope=_scope(raw, path, problems),
     )
+
+
+def _scope(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> Scope:
+    """`session` gives each client session its own instance; only such a server may use ${WORKSPACE}."""
+    scope: Scope = raw.get("scope", "shared")
+    if scope == "shared" and WORKSPACE_REFERENCE in json.dumps(raw):
+        problems.append(((*path, "scope"), "${WORKSPACE} is only known per session: set scope: session"))
+    return scope
 
 
 def _tool(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> ToolSettings:

@@ -36,6 +36,7 @@ from gateway.skillhost import SKILL_SCHEME, SkillGate, SkillHost
 from gateway.tools import ToolRecord
 from gateway.upstream import Status, TransportFactory, Upstream
 from gateway.validation import ValidateArguments
+from gateway.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,10 @@ class Gateway:
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         transports = transports or {}
+        self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports)
         self.upstreams = {
             server.name: Upstream(
-                server,
+                self.workspaces.discovery(server) if server.scope == "session" else server,
                 settings,
                 self._on_listing,
                 log_dir=self.data_dir / "logs",
@@ -70,6 +72,7 @@ class Gateway:
             for server in config.servers
             if server.enabled
         }
+        self._session_scoped = {server.name: server for server in config.servers if server.scope == "session"}
         self.local_sources = _local_sources(config)
         skills = load_skills(settings.skill_dirs)
         self.meta_tools = meta_records(
@@ -111,7 +114,9 @@ class Gateway:
         return False, "no Docker sandbox is configured"
 
     async def _execute(self, call: ToolCall) -> types.CallToolResult:
-        source = self._sources.get(call.tool.source)
+        source: ToolSource | None = self._sources.get(call.tool.source)
+        if call.tool.source in self._session_scoped:
+            source = await self._upstream(call.session, Route(call.tool.source, call.tool.original_name))
         if source is None:
             raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
         return await source.call_tool(call.tool, call.arguments, call.progress)
@@ -257,7 +262,7 @@ class Gateway:
         if uri.startswith(SKILL_SCHEME):
             return self.skills.read_resource(session, uri)
         route = self.catalog.resource_route(uri)
-        result = await self._upstream(route).read_resource(route.original)
+        result = await (await self._upstream(session, route)).read_resource(route.original)
         contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
         return result.model_copy(update={"contents": contents})
 
@@ -266,7 +271,7 @@ class Gateway:
     ) -> types.GetPromptResult:
         """Get an exposed prompt from the server behind it."""
         route = self.catalog.prompt_route(name)
-        return await self._upstream(route).get_prompt(route.original, arguments)
+        return await (await self._upstream(session, route)).get_prompt(route.original, arguments)
 
     async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         """Forward argument completion for an exposed prompt or resource template."""
@@ -277,9 +282,13 @@ class Gateway:
         else:
             route = self.catalog.resource_route(ref.uri)
             ref = ref.model_copy(update={"uri": route.original})
-        return await self._upstream(route).complete(params.model_copy(update={"ref": ref}))
+        return await (await self._upstream(session, route)).complete(params.model_copy(update={"ref": ref}))
 
-    def _upstream(self, route: Route) -> Upstream:
+    async def _upstream(self, session: SessionContext, route: Route) -> Upstream:
+        scoped = self._session_scoped.get(route.source)
+        if scoped is not None:
+            assert self._group is not None
+            return await self.workspaces.upstream(session, scoped, self._group)
         upstream = self.upstreams.get(route.source)
         if upstream is None:
             raise GatewayError(f"No server '{route.source}'")

@@ -207,6 +207,13 @@ class Upstream:
 
     async def run(self) -> None:
         """Connect, serve until the connection drops, and reconnect with backoff; until cancelled."""
+        try:
+            await self._serve_forever()
+        finally:
+            self._state = State.STOPPED
+            self._session = None
+
+    async def _serve_forever(self) -> None:
         backoff = self._settings.restart_backoff_initial
         while True:
             started = time.monotonic()
