@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from gateway.errors import ToolRefusedError
-from gateway.pipeline import ProgressFn
+from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError
+from gateway.pipeline import ProgressFn, ToolCall
 from gateway.session import SessionContext
 from gateway.skillfile import Skill
 from gateway.tools import ToolRecord
@@ -55,7 +55,9 @@ class Disclosure(Protocol):
     def handle_of(self, session: SessionContext) -> str | None: ...
 
 
-CallBack = Callable[[SessionContext, str, Mapping[str, Any], ProgressFn | None], Awaitable[types.CallToolResult]]
+CallBack = Callable[
+    [SessionContext, str, Mapping[str, Any], ProgressFn | None, Mapping[str, Any]], Awaitable[types.CallToolResult]
+]
 
 
 def records(skill_names: Sequence[str], with_skills: bool, with_search: bool) -> list[ToolRecord]:
@@ -103,8 +105,8 @@ def records(skill_names: Sequence[str], with_skills: bool, with_search: bool) ->
         result += [
             _record(
                 FIND_TOOLS,
-                "Search every tool you may use by what it does; returns names, descriptions and the skill "
-                "that carries each.",
+                "Search every tool you may use by what it does; returns names, descriptions, argument "
+                "schemas and the skill that carries each.",
                 {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}},
                 ["query"],
                 _READ_ONLY,
@@ -148,11 +150,9 @@ class MetaTools:
         self._disclosure = disclosure
         self._call_back = call_back
 
-    async def run(
-        self, session: SessionContext, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
-    ) -> types.CallToolResult:
-        """Run one meta-tool for `session`."""
-        name = tool.original_name
+    async def run(self, call: ToolCall) -> types.CallToolResult:
+        """Run one meta-tool for the call's session."""
+        session, arguments, name = call.session, call.arguments, call.tool.original_name
         if name == LIST_SKILLS:
             return self._list_skills(session, str(arguments.get("query", "")))
         if name == LOAD_SKILL:
@@ -163,8 +163,18 @@ class MetaTools:
             return self._read_skill_file(session, str(arguments["name"]), str(arguments["path"]))
         if name == FIND_TOOLS:
             return self._find_tools(session, str(arguments["query"]), int(arguments.get("limit", 10)))
-        inner = str(arguments["name"])
-        return await self._call_back(session, inner, arguments.get("arguments") or {}, progress)
+        return await self._use_tool(call, str(arguments["name"]), arguments.get("arguments") or {})
+
+    async def _use_tool(self, call: ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        try:
+            return await self._call_back(call.session, name, arguments, call.progress, call.notes)
+        except UnknownToolError:
+            # The model named the tool inside Use_Tool's arguments, so a wrong name is an argument
+            # it can fix, answered as a tool result rather than a protocol error it may never see.
+            raise ToolInputError(
+                f"Use_Tool: no tool named {name!r}",
+                hint="Call Find_Tools to search tools by what they do, then pass an exact name it returns.",
+            ) from None
 
     def _skill(self, session: SessionContext, name: str) -> Skill:
         for skill in self._disclosure.visible_skills(session):
@@ -202,7 +212,8 @@ class MetaTools:
             parts.append("Bundled files (read with Read_Skill_File):\n" + "\n".join(f"- {f}" for f in files))
         if tools:
             parts.append(
-                "Tools of this skill (call them with Use_Tool):\n" + json.dumps(schemas, separators=(",", ":"), sort_keys=True)
+                "Tools of this skill (call them with Use_Tool):\n"
+                + json.dumps(schemas, separators=(",", ":"), sort_keys=True)
             )
         if evicted:
             parts.append(f"Unloaded to make room: {', '.join(evicted)}.")
@@ -241,19 +252,24 @@ class MetaTools:
         hits = self._disclosure.search(session, query, limit)
         if not hits:
             return _text("No tools match.", {"tools": []})
+        # The input schema travels with each hit: a tool no skill carries is called straight from
+        # this answer, and Find_Tools is the only place the model learns its arguments.
         rows = [
-            {"name": tool.name, "description": _first_line(tool.description), "skills": skills} for tool, skills in hits
+            {
+                "name": tool.name,
+                "description": _first_line(tool.description),
+                "skills": skills,
+                "input_schema": tool.input_schema,
+            }
+            for tool, skills in hits
         ]
         lines = [
             f"- {row['name']}: {row['description']}"
             + (f" (skill: {', '.join(row['skills'])})" if row["skills"] else "")
+            + f"\n  arguments: {json.dumps(row['input_schema'], separators=(',', ':'), sort_keys=True)}"
             for row in rows
         ]
         return _text("Tools (call with Use_Tool):\n" + "\n".join(lines), {"tools": rows})
-
-
-def _carried_by(skills: list[str]) -> str:
-    return f" (skill: {', '.join(skills)})" if skills else ""
 
 
 def _first_line(text: str) -> str:

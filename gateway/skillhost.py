@@ -34,6 +34,7 @@ SKILL_SCHEME = "skill://"
 SKILL_FILE = "SKILL.md"
 Notify = Callable[[SessionContext], Awaitable[None]]
 ToolFilter = Callable[[SessionContext, ToolRecord], bool]
+SkillFilter = Callable[[SessionContext, Skill], bool]
 
 
 class SkillNotActiveError(ToolRefusedError):
@@ -46,12 +47,19 @@ class SkillHost:
     """The skills of one gateway and every session's active set."""
 
     def __init__(
-        self, skills: SkillSet, catalog: Catalog, settings: GatewaySettings, may_see: ToolFilter, notify: Notify
+        self,
+        skills: SkillSet,
+        catalog: Catalog,
+        settings: GatewaySettings,
+        may_see: ToolFilter,
+        may_see_skill: SkillFilter,
+        notify: Notify,
     ) -> None:
         self.skills = skills
         self._catalog = catalog
         self._settings = settings
         self._may_see = may_see
+        self._may_see_skill = may_see_skill
         self._notify = notify
         self._carriers: dict[str, list[str]] = {}
         self._members: dict[str, list[str]] = {}
@@ -78,6 +86,10 @@ class SkillHost:
             for tool in self._catalog.tools
         )
 
+    def members(self, skill_name: str) -> list[str]:
+        """The catalog tools a skill's allowed-tools select, in catalog order."""
+        return self._members.get(skill_name, [])
+
     def carriers(self, tool_name: str) -> list[str]:
         """Skills whose allowed-tools include `tool_name`."""
         return self._carriers.get(tool_name, [])
@@ -98,11 +110,13 @@ class SkillHost:
 
     def visible_skills(self, session: SessionContext) -> list[Skill]:
         """Skills the session's role may see."""
-        return [self.skills.skills[name] for name in self.names if self.skills.skills[name].visible_to(session.role)]
+        return [
+            self.skills.skills[name] for name in self.names if self._may_see_skill(session, self.skills.skills[name])
+        ]
 
     def skill_tools(self, session: SessionContext, skill: Skill) -> list[ToolRecord]:
         """The tools `skill` brings that the session may see."""
-        tools = (self._catalog.tool(name) for name in self._members.get(skill.name, []))
+        tools = (self._catalog.tool(name) for name in self.members(skill.name))
         return [tool for tool in tools if tool is not None and self._may_see(session, tool)]
 
     async def activate(self, session: SessionContext, skill: Skill) -> tuple[bool, list[str]]:
@@ -135,12 +149,18 @@ class SkillHost:
             return tool is not None and self._may_see(session, tool)
 
         hits = self._index.search(query, limit, allowed)
-        found = ((self._catalog.tool(hit.name), self.carriers(hit.name)) for hit in hits)
+        found = ((self._catalog.tool(hit.name), self._visible_carriers(session, hit.name)) for hit in hits)
         return [(tool, skills) for tool, skills in found if tool is not None]
+
+    def _visible_carriers(self, session: SessionContext, tool_name: str) -> list[str]:
+        """The skills carrying `tool_name` that the session's role may see (never name hidden ones)."""
+        carriers = self.carriers(tool_name)
+        return [skill.name for skill in self.visible_skills(session) if skill.name in carriers]
 
     def handle_of(self, session: SessionContext) -> str | None:
         """The handle a session-less client passes back to reach this state."""
-        return session.id.rsplit(":", 1)[-1] if session.transport == "stateless" else None
+        # The front door names stateless sessions `stateless:<caller>:<handle>`; a handle may hold ':'.
+        return session.id.removeprefix(f"stateless:{session.caller}:") if session.transport == "stateless" else None
 
     # Skills as MCP resources
 
@@ -190,13 +210,15 @@ class SkillHost:
         """Refuse an extended tool that an inactive skill carries, saying which skill to load."""
         if tool.layer == "core":
             return
-        carriers = self.carriers(tool.name)
-        if not carriers or tool.name in self.active_tools(session):
+        if not self.carriers(tool.name) or tool.name in self.active_tools(session):
             return
-        visible = [skill.name for skill in self.visible_skills(session) if skill.name in carriers]
+        visible = self._visible_carriers(session, tool.name)
+        if not visible:
+            # Every carrier is hidden from this role: refuse without naming skills it may not know of.
+            raise SkillNotActiveError(f"Tool {tool.name} is only available through a skill you cannot load")
         raise SkillNotActiveError(
-            f"Tool {tool.name} belongs to the skill {' or '.join(visible) or carriers[0]}, which is not active",
-            hint=f"Call Load_Skill with name={(visible or carriers)[0]!r}, then call the tool again.",
+            f"Tool {tool.name} belongs to the skill {' or '.join(visible)}, which is not active",
+            hint=f"Call Load_Skill with name={visible[0]!r}, then call the tool again.",
         )
 
     async def call_started(self, session: SessionContext, tool_name: str) -> None:
