@@ -15,6 +15,7 @@ import uvicorn
 from mcp.server.stdio import stdio_server
 
 from gateway.audit import AuditStore
+from gateway.auth import Identity, print_key_hash
 from gateway.config import GatewayConfig, default_config_path, load_config
 from gateway.errors import ConfigError
 from gateway.frontdoor import build_server
@@ -38,10 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     serve = with_config("serve", "serve MCP over streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
-    with_config("stdio", "serve MCP over stdin/stdout (for clients that launch a command)")
+    stdio = with_config("stdio", "serve MCP over stdin/stdout (for clients that launch a command)")
+    stdio.add_argument("--caller", help="who the stdio client is (default: gateway.stdio_caller, 'local')")
+    stdio.add_argument("--role", help="the stdio client's role (default: gateway.stdio_role)")
     with_config("check", "validate the configuration, connect to each server and report")
     catalog = with_config("catalog", "print the merged catalog")
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    hash_key = commands.add_parser("hash-key", help="print the sha256 of an API key, for auth.api_keys[].key_sha256")
+    hash_key.add_argument("key", nargs="?", help="the key (default: read from stdin without echo)")
     audit = with_config("audit", "print recent audit entries")
     audit.add_argument("--limit", type=int, default=20, help="how many entries (default 20)")
     audit.add_argument("--session", help="only this session's entries")
@@ -56,6 +61,8 @@ def _config(path: Path | None) -> GatewayConfig:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of `python -m gateway` and `mcp-gateway`."""
     args = _parser().parse_args(argv)
+    if args.command == "hash-key":
+        raise SystemExit(print_key_hash(args.key, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr))
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -75,8 +82,11 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
+    settings = config.settings
+    identity = Identity(args.caller or settings.stdio_caller, args.role or settings.stdio_role, "stdio")
+
     async def run() -> None:
-        async with Gateway(config) as gateway:
+        async with Gateway(config, local_identity=identity) as gateway:
             server = build_server(gateway)
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
@@ -101,15 +111,35 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
             for clash in gateway.catalog.clashes:
                 print(f"  warning: {clash.describe()}")
             print(f"catalog: {len(gateway.catalog.tools)} tools")
+            for row in _skill_rows(gateway):
+                print(f"  [ok] skill {row['name']} ({row['lifecycle']}): {len(row['tools'])} tools")
+            # A broken skill folder does not stop the gateway, but it is a fault the operator must see.
+            for problem in gateway.skills.skills.problems:
+                print(f"  [FAIL] skill {problem}")
+            failed = failed or bool(gateway.skills.skills.problems)
             return 1 if failed else 0
 
     return anyio.run(run)
 
 
+def _skill_rows(gateway: Gateway) -> list[dict[str, Any]]:
+    """Each loaded skill with its lifecycle and the catalog tools it brings."""
+    return [
+        {
+            "name": skill.name,
+            "lifecycle": skill.lifecycle,
+            "roles": list(skill.roles),
+            "tools": gateway.skills.members(skill.name),
+            "description": skill.description,
+        }
+        for skill in (gateway.skills.skills.skills[name] for name in gateway.skills.names)
+    ]
+
+
 def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
-    async def run() -> list[dict[str, Any]]:
+    async def run() -> dict[str, Any]:
         async with Gateway(config) as gateway:
-            return [
+            tools = [
                 {
                     "name": tool.name,
                     "source": tool.source,
@@ -122,16 +152,25 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
                 }
                 for tool in gateway.catalog.tools
             ]
+            problems = [
+                {"path": str(problem.path), "reason": problem.reason} for problem in gateway.skills.skills.problems
+            ]
+            return {"tools": tools, "skills": _skill_rows(gateway), "skill_problems": problems}
 
-    rows = anyio.run(run)
+    catalog = anyio.run(run)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(catalog, indent=2))
         return 0
+    rows = catalog["tools"]
     width = max((len(row["name"]) for row in rows), default=4)
     print(f"{'NAME':<{width}}  {'SOURCE':<10}  {'LAYER':<8}  DESCRIPTION")
     for row in rows:
         summary = (row["description"] or "").strip().splitlines()[0:1]
         print(f"{row['name']:<{width}}  {row['source']:<10}  {row['layer']:<8}  {''.join(summary)[:80]}")
+    for skill in catalog["skills"]:
+        print(f"skill {skill['name']} ({skill['lifecycle']}): {' '.join(skill['tools']) or 'no tools'}")
+    for problem in catalog["skill_problems"]:
+        print(f"warning: skill not loaded: {problem['path']}: {problem['reason']}")
     return 0
 
 

@@ -32,7 +32,7 @@ Problem = tuple[JsonPath, str]
 MAX_CONFIG_BYTES = 1 << 20
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 NAME_RULE = "names and namespaces are 1-32 letters, digits, '_' or '-', because they prefix tool names"
-EXTRA_SECTIONS = ("roles", "auth", "skills")
+EXTRA_SECTIONS = ("roles", "auth", "confirmation")
 FOREIGN_DATA_DIR = "${GATEWAY_DATA_DIR:-~/.local/share/mcp-gateway}"
 
 
@@ -133,6 +133,8 @@ class GatewaySettings:
     upstream_connect_timeout: float = 10
     restart_backoff_initial: float = 0.5
     restart_backoff_max: float = 30
+    stdio_caller: str = "local"
+    stdio_role: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +350,7 @@ def _schema_problems(data: Any, kind: str) -> list[Problem]:
     """Every schema violation of `data`, read as the format `kind` (a definition in the schema)."""
     schema = _schema() if kind == "gateway" else {**_schema(), "$ref": f"#/$defs/{kind}"}
     validator = jsonschema.Draft202012Validator(schema)
-    return [problem for error in validator.iter_errors(data) for problem in _explain(error)]
+    return [problem for error in validator.iter_errors(data) for problem in explain_error(error)]
 
 
 _TYPE_NAMES = {
@@ -362,7 +364,7 @@ _TYPE_NAMES = {
 }
 
 
-def _explain(error: jsonschema.ValidationError) -> list[Problem]:
+def explain_error(error: jsonschema.ValidationError) -> list[Problem]:
     """One readable problem per thing wrong, with the path inside the file."""
     path: JsonPath = tuple(error.absolute_path)
     kind, schema = error.validator, cast(dict[str, Any], error.schema)
@@ -393,7 +395,7 @@ def _explain(error: jsonschema.ValidationError) -> list[Problem]:
         for subs in branches.values():
             # The branch whose kind of value matches (a map for a map) explains the real mistake.
             if not any(sub.validator in ("type", "const") and not sub.relative_path for sub in subs):
-                return [problem for sub in subs for problem in _explain(sub)]
+                return [problem for sub in subs for problem in explain_error(sub)]
         described = schema.get("description", "a valid value")
         return [(path, f"expected {described}, got {_describe(value)}")]
     return [(path, error.message)]
@@ -415,7 +417,7 @@ def _describe(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _render(path: JsonPath) -> str:
+def render_path(path: JsonPath) -> str:
     """A path inside the file, written like `servers.files.args[2]`."""
     text = ""
     for part in path:
@@ -430,7 +432,7 @@ def _render(path: JsonPath) -> str:
 
 def _raise_if_any(source: str, problems: list[Problem]) -> None:
     """Raise one ConfigError listing every problem (each once, in order), if there are any."""
-    unique = list(dict.fromkeys((_render(path), text) for path, text in problems))
+    unique = list(dict.fromkeys((render_path(path), text) for path, text in problems))
     if unique:
         raise ConfigProblems(source, unique)
 

@@ -17,7 +17,9 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway.auth import Identity
 from gateway.catalog import page
+from gateway.confirmation import ELICIT_NOTE, META_KEY, TOKEN_NOTE
 from gateway.errors import ProtocolError, ToolError
 from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
@@ -26,8 +28,12 @@ from gateway.session import SessionContext
 
 SESSION_KEY = "gateway.session"
 CONNECTION_KEY = "gateway.connection"
-ANONYMOUS = "anonymous"
 DEFAULT_HANDLE = "default"
+APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Run this call?"}},
+    "required": ["approve"],
+}
 Context = ServerRequestContext[Any, Any]
 
 
@@ -54,26 +60,59 @@ def _connection(ctx: Context) -> Connection:
     return connection
 
 
+def identity_of(gateway: Gateway, ctx: Context) -> Identity:
+    """Who sent this request: what the HTTP auth middleware found, else the local (stdio) identity."""
+    request = ctx.request
+    identity = getattr(getattr(request, "state", None), "identity", None)
+    return identity if isinstance(identity, Identity) else gateway.local_identity
+
+
 def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> SessionContext:
     """The session context of the client that sent this request.
 
     In the stateless era there is no session: state keys on the caller, or on a handle the
-    caller passes back (so one caller can keep several conversations apart).
+    caller passes back (so one caller can keep several conversations apart). A session
+    belongs to the caller who opened it; anyone else is told it does not exist.
     """
-    caller = ANONYMOUS
+    identity = identity_of(gateway, ctx)
+    caller, role = identity.caller, identity.role
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return gateway.open_session(f"stateless:{caller}:{handle or DEFAULT_HANDLE}", caller, "stateless")
+        key = f"stateless:{caller}:{handle or DEFAULT_HANDLE}"
+        return gateway.open_session(key, caller, "stateless", role)
     connection = _connection(ctx)
     context: SessionContext | None = connection.state.get(SESSION_KEY)
     if context is None:
         session_id = connection.session_id or f"stdio-{id(connection):x}"
-        context = gateway.open_session(session_id, caller, "http" if connection.session_id else "stdio")
+        context = gateway.open_session(session_id, caller, "http" if connection.session_id else "stdio", role)
         context.state[CONNECTION_KEY] = connection
         connection.state[SESSION_KEY] = context
         connection.exit_stack.push_async_callback(gateway.close_session, session_id)
+    elif context.caller != caller:
+        raise MCPError(code=types.INVALID_REQUEST, message="Session not found")
     else:
-        gateway.open_session(context.id, caller, context.transport)
+        gateway.open_session(context.id, caller, context.transport, role)
     return context
+
+
+def client_notes(ctx: Context) -> dict[str, Any]:
+    """What the pipeline may use of this client: a way to ask its user, and a confirmation token."""
+    notes: dict[str, Any] = {}
+    token = (ctx.meta or {}).get(META_KEY)
+    if isinstance(token, str):
+        notes[TOKEN_NOTE] = token
+    capabilities = ctx.session.client_capabilities
+    if (
+        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        and capabilities is not None
+        and capabilities.elicitation is not None
+    ):
+
+        async def elicit(message: str, summary: dict[str, Any]) -> bool:
+            answer = await ctx.session.elicit_form(message, APPROVAL_SCHEMA)
+            return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+
+        notes[ELICIT_NOTE] = elicit
+    return notes
 
 
 async def notify_tools_changed(gateway: Gateway) -> None:
@@ -108,7 +147,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ctx.session.report_progress
         try:
-            return await gateway.call_tool(session, params.name, params.arguments, progress)
+            return await gateway.call_tool(session, params.name, params.arguments, progress, client_notes(ctx))
         except ProtocolError as error:
             raise _protocol_error(error) from None
 

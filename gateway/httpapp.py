@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.authhttp import AuthMiddleware, metadata_route
 from gateway.config import GatewayConfig
 from gateway.frontdoor import build_server
 from gateway.service import Gateway
@@ -57,9 +58,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             + list(LOOPBACK_ORIGINS)
             + list(config.settings.allowed_origins),
         )
+    # SSE responses, not single JSON bodies: only a stream carries a call's progress
+    # notifications back, and lets the SDK notice a 2026-era client abandoning a call
+    # (so the cancel reaches the upstream). Calls that emit nothing are still answered
+    # with plain JSON in the 2026 era.
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
-        json_response=True,
+        json_response=False,
         transport_security=security,
         host=host,
         session_idle_timeout=config.settings.session_idle_timeout,
@@ -79,7 +84,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         async with service, server.session_manager.run():
             yield
 
-    routes = [Route("/healthz", healthz), Route("/readyz", readyz), *mcp_app.routes]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    authenticator = service.authenticator
+    routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
+    app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
+    app.add_middleware(AuthMiddleware, authenticator=authenticator)
     app.add_middleware(OriginGuard, allowed=tuple(config.settings.allowed_origins))
     return app

@@ -18,20 +18,25 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
+from gateway.auth import Authenticator, AuthSettings, Identity
+from gateway.budgets import Budgets
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config import GatewayConfig
+from gateway.confirmation import TOKEN_NOTE, ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, extract_token
 from gateway.errors import GatewayError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
 from gateway.localtools import LocalToolSource, load_module_tools, load_reference
 from gateway.loops import DetectLoops
+from gateway.metatools import SOURCE as META_SOURCE
 from gateway.metatools import MetaTools
 from gateway.metatools import records as meta_records
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
+from gateway.policy import Policy, derive_risk
 from gateway.sandboxing import SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.shaping import ShapeResult
-from gateway.skillfile import load_skills
+from gateway.skillfile import Skill, load_skills
 from gateway.skillhost import SKILL_SCHEME, SkillGate, SkillHost
 from gateway.tools import ToolRecord
 from gateway.upstream import Status, TransportFactory, Upstream
@@ -53,6 +58,7 @@ class Gateway:
         *,
         transports: Mapping[str, TransportFactory] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        local_identity: Identity | None = None,
     ) -> None:
         self.config = config
         settings = config.settings
@@ -74,6 +80,15 @@ class Gateway:
         }
         self._session_scoped = {server.name: server for server in config.servers if server.scope == "session"}
         self.local_sources = _local_sources(config)
+        source_file = str(config.path or "configuration")
+        self.policy = Policy.from_config(config.extra.get("roles"), source_file=source_file)
+        confirmation = ConfirmationSettings.from_config(config.extra.get("confirmation"), source_file=source_file)
+        self.authenticator = Authenticator(
+            AuthSettings.from_config(
+                config.extra.get("auth"), source_file=source_file, known_roles=self.policy.role_names()
+            )
+        )
+        self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         skills = load_skills(settings.skill_dirs)
         self.meta_tools = meta_records(
             sorted(skills.skills), with_skills=bool(skills.skills), with_search=_has_extended(config)
@@ -81,16 +96,16 @@ class Gateway:
         self._meta = {tool.name: tool for tool in self.meta_tools}
         order = [server.name for server in config.servers] + list(self.local_sources)
         self.catalog = Catalog(order, reserved=list(self._meta))
-        self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self._session_changed)
+        self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self.may_see_skill, self._session_changed)
         self.sessions = SessionRegistry(settings.session_idle_timeout)
         self.audit = AuditStore(self.data_dir / "audit.db")
+        self.confirmations = ConfirmationStore(self.data_dir / "confirmations.db")
+        self.budgets = Budgets(self.policy.budget)
+        self._confirm = ConfirmRiskyCalls(self.confirmations, derive_risk, confirmation.risk, confirmation.ttl_seconds)
         self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}
         self.pipeline = Pipeline(self._steps(), self._execute)
         meta = MetaTools(self.skills, self.call_tool)
-        self._meta_pipeline = Pipeline(
-            [AuditCalls(self.audit, time.time), ValidateArguments()],
-            lambda call: meta.run(call.session, call.tool, call.arguments, call.progress),
-        )
+        self._meta_pipeline = Pipeline([AuditCalls(self.audit, time.time), ValidateArguments()], meta.run)
         self._listeners: list[ChangeListener] = []
         self._session_listeners: list[SessionListener] = []
         self._group: TaskGroup | None = None
@@ -103,6 +118,8 @@ class Gateway:
             ValidateArguments(),
             SkillGate(self.skills),
             DetectLoops(settings.loop_window, settings.loop_repeat_limit),
+            self.budgets,
+            self._confirm,
             SandboxGuard(self.sandbox_availability),
             SessionOrdering(),
             ShapeResult(settings.max_result_chars, settings.max_binary_bytes),
@@ -123,6 +140,7 @@ class Gateway:
 
     async def __aenter__(self) -> Gateway:
         self._stack.callback(self.audit.close)
+        self._stack.callback(self.confirmations.close)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -177,9 +195,20 @@ class Gateway:
 
     # Sessions
 
-    def open_session(self, session_id: str, caller: str, transport: Transport) -> SessionContext:
-        """The context of a client session, created on first use."""
-        return self.sessions.open(session_id, caller, transport, self._clock())
+    def open_session(
+        self, session_id: str, caller: str, transport: Transport, role: str | None = None
+    ) -> SessionContext:
+        """The context of a client session, created on first use and bound to its caller and role."""
+        fresh = self.sessions.get(session_id) is None
+        context = self.sessions.open(session_id, caller, transport, self._clock())
+        if fresh:
+            context.role = role
+
+            async def forget_budget() -> None:
+                self.budgets.tracker.end_session(session_id)
+
+            context.on_close(forget_budget)
+        return context
 
     async def close_session(self, session_id: str) -> None:
         """Release a session that ended."""
@@ -202,8 +231,12 @@ class Gateway:
     # The MCP surface
 
     def may_see(self, session: SessionContext, tool: ToolRecord) -> bool:
-        """Whether the session's caller may know that `tool` exists."""
-        return True
+        """Whether the session's caller may know that `tool` exists (meta-tools: always)."""
+        return tool.source == META_SOURCE or self.policy.may_see(session.role, tool)
+
+    def may_see_skill(self, session: SessionContext, skill: Skill) -> bool:
+        """Whether the session's caller may see `skill`."""
+        return self.policy.may_see_skill(session.role, skill.name, skill.roles)
 
     def visible_tools(self, session: SessionContext) -> list[ToolRecord]:
         """Every tool this session may see, listed or not, in catalog order."""
@@ -231,8 +264,14 @@ class Gateway:
         name: str,
         arguments: Mapping[str, Any] | None,
         progress: ProgressFn | None = None,
+        notes: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Resolve and run one call through the pipeline; only an unknown tool raises."""
+        """Resolve and run one call through the pipeline; only an unknown tool raises.
+
+        `notes` carries what the front door knows about the client (how to ask its user for a
+        confirmation); a confirmation token among the arguments is taken out here, so that it
+        works the same for direct calls and calls through Use_Tool.
+        """
         try:
             tool = self.resolve(session, name)
         except UnknownToolError:
@@ -248,7 +287,10 @@ class Gateway:
                 )
             )
             raise
-        call = ToolCall(session=session, tool=tool, arguments=dict(arguments or {}), progress=progress)
+        plain, token = extract_token(dict(arguments or {}))
+        call = ToolCall(session=session, tool=tool, arguments=plain, progress=progress, notes=dict(notes or {}))
+        if token is not None:
+            call.notes[TOKEN_NOTE] = token
         if tool.name in self._meta:
             return await self._meta_pipeline.run(call)
         return await self.pipeline.run(call)

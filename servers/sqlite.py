@@ -126,6 +126,8 @@ class Database:
             connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
             connection.execute("PRAGMA query_only = ON")
         else:
+            # The first write creates the database, and with it the directory it lives in.
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         # ATTACH (and VACUUM INTO, which uses it) could read or create files anywhere on disk.
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)

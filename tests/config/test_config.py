@@ -343,7 +343,8 @@ def test_default_config_loads_the_bundled_servers() -> None:
     assert config.settings.skill_dirs == (repository / "skills",)
     servers = {server.name: server for server in config.servers}
     assert set(servers) == {"files", "sqlite", "calc", "python"}
-    assert servers["files"].args == ("-m", "servers.files", "--root", str(data / "files"))
+    assert servers["files"].args == ("-m", "servers.files", "--root", "${WORKSPACE}")
+    assert servers["files"].scope == "session"
     assert servers["sqlite"].args == ("-m", "servers.sqlite", "--database", str(data / "sqlite/main.db"))
     assert all(s.command == sys.executable and s.cwd == str(repository) for s in config.servers)
     assert servers["python"].sandbox == SandboxSettings(mode="per-call")
