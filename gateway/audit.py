@@ -183,7 +183,7 @@ class AuditCalls:
             args_digest=arguments_digest(call.arguments),
             outcome=outcome,
             duration_ms=round(duration_ms, 3),
-            detail=detail[:_MAX_DETAIL_CHARS],
+            detail=_one_line(detail)[:_MAX_DETAIL_CHARS],
         )
         await self._store.record(entry)
 
@@ -211,6 +211,12 @@ _OUTCOMES: tuple[tuple[type[GatewayError], str], ...] = (
     (UnknownToolError, "unknown_tool"),
     (ToolError, "error"),
 )
+
+
+def _one_line(text: str) -> str:
+    # One row is one line wherever it is shown; a multi-line error (every violation of a
+    # schema) would otherwise read as several rows in `gateway audit` and in logs.
+    return " ".join(text.split())
 
 
 def _first_text(result: types.CallToolResult) -> str:

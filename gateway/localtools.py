@@ -16,13 +16,14 @@ import json
 import re
 import types as pytypes
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints, overload
 
 import anyio
 import mcp_types as types
 
-from gateway.errors import GatewayError, ToolExecutionError
+from gateway.config import LocalToolConfig
+from gateway.errors import GatewayError, ToolError, ToolExecutionError
 from gateway.pipeline import ProgressFn
 from gateway.tools import ToolRecord
 
@@ -276,10 +277,29 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), params
 
 
-class LocalToolSource:
-    """A `ToolSource` running registered Python functions in-process."""
+def local_sources(entries: Iterable[LocalToolConfig]) -> dict[str, LocalToolSource]:
+    """One source per namespace for the configured local tools, each tool with its entry's layer, timeout, tags."""
+    functions: dict[str, list[Callable[..., Any]]] = {}
+    settings: dict[str, dict[str, LocalToolConfig]] = {}
+    for entry in entries:
+        found = [load_reference(entry.ref)] if ":" in entry.ref else load_module_tools(entry.ref)
+        functions.setdefault(entry.namespace, []).extend(found)
+        settings.setdefault(entry.namespace, {}).update((function.__name__, entry) for function in found)
+    return {namespace: LocalToolSource(found, namespace, settings[namespace]) for namespace, found in functions.items()}
 
-    def __init__(self, functions: Iterable[Callable[..., Any]], source: str = "local") -> None:
+
+class LocalToolSource:
+    """A `ToolSource` running registered Python functions in-process.
+
+    `settings` gives, by function name, the configuration entry that registered it.
+    """
+
+    def __init__(
+        self,
+        functions: Iterable[Callable[..., Any]],
+        source: str = "local",
+        settings: Mapping[str, LocalToolConfig] | None = None,
+    ) -> None:
         self.source = source
         self._functions: dict[str, Callable[..., Any]] = {}
         self._hints: dict[str, dict[str, Any]] = {}
@@ -289,23 +309,44 @@ class LocalToolSource:
                 raise LocalToolError(f"Local tools: two functions are named '{name}' in source '{source}'")
             self._functions[name] = function
             self._hints[name] = _hints(function)
-        self.records = [tool_record(function, source) for function in self._functions.values()]
+        self.records = [
+            _configured(tool_record(function, source), (settings or {}).get(name))
+            for name, function in self._functions.items()
+        ]
 
     async def call_tool(
         self, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
     ) -> types.CallToolResult:
-        """Run the function behind `tool`; its exceptions propagate to the execution step."""
+        """Run the function behind `tool`; what it raises comes back as `ToolExecutionError`.
+
+        The function's own exceptions are translated here, where they are known to be the
+        tool's: an `OSError` it raises (a missing file) must not pass for a broken connection
+        further up, which would retry a read-only tool and blame an unreachable server.
+        """
         function = self._functions.get(tool.original_name)
         if function is None:
             raise ToolExecutionError(f"Local source '{self.source}' has no function '{tool.original_name}'")
         hints = self._hints[tool.original_name]
         kwargs = {name: _coerce(hints.get(name, Any), value) for name, value in arguments.items()}
-        if inspect.iscoroutinefunction(function):
-            value = await function(**kwargs)
-        else:
-            # Abandoned on cancel so the call's deadline holds even if the function never returns.
-            value = await anyio.to_thread.run_sync(functools.partial(function, **kwargs), abandon_on_cancel=True)
+        try:
+            if inspect.iscoroutinefunction(function):
+                value = await function(**kwargs)
+            else:
+                # Abandoned on cancel so the call's deadline holds even if the function never returns.
+                value = await anyio.to_thread.run_sync(functools.partial(function, **kwargs), abandon_on_cancel=True)
+        except ToolError:
+            raise
+        except Exception as error:
+            text = str(error)
+            described = f"{type(error).__name__}: {text}" if text else type(error).__name__
+            raise ToolExecutionError(f"Tool '{tool.name}' failed: {described}") from None
         return to_result(value)
+
+
+def _configured(record: ToolRecord, entry: LocalToolConfig | None) -> ToolRecord:
+    if entry is None:
+        return record
+    return replace(record, layer=entry.layer, timeout=entry.timeout, tags=frozenset(entry.tags))
 
 
 def _coerce(hint: Any, value: Any) -> Any:

@@ -17,6 +17,8 @@ from gateway.pipeline import CallNext, ToolCall
 class SandboxUnavailableError(ToolRefusedError):
     """A sandboxed tool was called while no sandbox can run it."""
 
+    # The audit outcome is `refused:sandbox`, telling these apart from other policy refusals.
+    reason = "sandbox"
     hint = "This tool cannot run now; use another tool or ask the operator to enable the sandbox."
 
 

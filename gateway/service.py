@@ -25,7 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.confirmation import TOKEN_NOTE, ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, extract_token
 from gateway.errors import GatewayError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
-from gateway.localtools import LocalToolSource, load_module_tools, load_reference
+from gateway.localtools import local_sources
 from gateway.loops import DetectLoops
 from gateway.metatools import SOURCE as META_SOURCE
 from gateway.metatools import MetaTools
@@ -45,6 +45,7 @@ from gateway.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
 
+MAX_HANDLES_PER_CALLER = 32
 ChangeListener = Callable[[], Awaitable[None]]
 SessionListener = Callable[[SessionContext], Awaitable[None]]
 
@@ -79,7 +80,7 @@ class Gateway:
             if server.enabled
         }
         self._session_scoped = {server.name: server for server in config.servers if server.scope == "session"}
-        self.local_sources = _local_sources(config)
+        self.local_sources = local_sources(config.local_tools)
         source_file = str(config.path or "configuration")
         self.policy = Policy.from_config(config.extra.get("roles"), source_file=source_file)
         confirmation = ConfirmationSettings.from_config(config.extra.get("confirmation"), source_file=source_file)
@@ -119,8 +120,8 @@ class Gateway:
             SkillGate(self.skills),
             DetectLoops(settings.loop_window, settings.loop_repeat_limit),
             self.budgets,
-            self._confirm,
             SandboxGuard(self.sandbox_availability),
+            self._confirm,
             SessionOrdering(),
             ShapeResult(settings.max_result_chars, settings.max_binary_bytes),
             ExecuteWithDeadline(settings.call_timeout, settings.retries),
@@ -200,6 +201,8 @@ class Gateway:
     ) -> SessionContext:
         """The context of a client session, created on first use and bound to its caller and role."""
         fresh = self.sessions.get(session_id) is None
+        if fresh and transport == "stateless":
+            self._make_room_for_handle(caller)
         context = self.sessions.open(session_id, caller, transport, self._clock())
         if fresh:
             context.role = role
@@ -209,6 +212,17 @@ class Gateway:
 
             context.on_close(forget_budget)
         return context
+
+    def _make_room_for_handle(self, caller: str) -> None:
+        # Handles are chosen by the client; a cap per caller keeps one caller from growing state without end.
+        mine = sorted(
+            (s for s in self.sessions.live() if s.transport == "stateless" and s.caller == caller),
+            key=lambda s: s.last_seen,
+        )
+        for context in mine[: max(0, len(mine) - MAX_HANDLES_PER_CALLER + 1)]:
+            self.sessions.release(context.id)
+            if self._group is not None:
+                self._group.start_soon(context.close)
 
     async def close_session(self, session_id: str) -> None:
         """Release a session that ended."""
@@ -342,11 +356,3 @@ def _has_extended(config: GatewayConfig) -> bool:
         server.layer == "extended" or any(tool.layer == "extended" for tool in server.tools.values())
         for server in config.servers
     ) or any(entry.layer == "extended" for entry in config.local_tools)
-
-
-def _local_sources(config: GatewayConfig) -> dict[str, LocalToolSource]:
-    functions: dict[str, list[Callable[..., Any]]] = {}
-    for entry in config.local_tools:
-        found = [load_reference(entry.ref)] if ":" in entry.ref else load_module_tools(entry.ref)
-        functions.setdefault(entry.namespace, []).extend(found)
-    return {namespace: LocalToolSource(found, namespace) for namespace, found in functions.items()}

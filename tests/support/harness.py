@@ -41,7 +41,11 @@ def make_config(tmp_path: Path, servers: Mapping[str, Any], **settings: Any) -> 
 
 def in_memory(servers: Mapping[str, MCPServer]) -> dict[str, TransportFactory]:
     """Transports that reach each server object in memory."""
-    return {name: (lambda server=server: InMemoryTransport(server)) for name, server in servers.items()}
+
+    def reach(server: MCPServer) -> TransportFactory:
+        return lambda: InMemoryTransport(server)
+
+    return {name: reach(server) for name, server in servers.items()}
 
 
 def placeholder(names: list[str]) -> dict[str, Any]:
@@ -59,7 +63,7 @@ async def gateway_client(
 ) -> AsyncIterator[tuple[Gateway, Client]]:
     """A started gateway and an SDK client connected to its MCP server in memory."""
     async with Gateway(config, transports=transports) as gateway:
-        async with Client(build_server(gateway), mode=mode, **client_options) as client:  # type: ignore[arg-type]
+        async with Client(build_server(gateway), mode=mode, **client_options) as client:
             yield gateway, client
 
 

@@ -140,7 +140,7 @@ def main() -> None:
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        server.run(args.transport, host="127.0.0.1", port=args.port)  # type: ignore[call-overload]
+        server.run(args.transport, host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":

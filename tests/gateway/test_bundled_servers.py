@@ -1,0 +1,140 @@
+"""The bundled servers behind a real gateway started from the default configuration."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from gateway import confirmation
+from gateway.config import GatewayConfig, default_config_path, load_config
+from gateway.service import Gateway
+from tests.support.harness import gateway_client
+
+pytestmark = pytest.mark.anyio
+
+Bundled = tuple[Gateway, Client, Path]
+
+
+def default_config(data_dir: Path, *servers: str) -> GatewayConfig:
+    """The default configuration with its data under `data_dir`, keeping only `servers`."""
+    config = load_config(default_config_path(), environ={"GATEWAY_DATA_DIR": str(data_dir), "HOME": str(data_dir)})
+    return replace(config, servers=tuple(server for server in config.servers if server.name in servers))
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Module scope, so that one gateway (four server processes) serves every test here."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def bundled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bundled]:
+    """One gateway over every bundled server, a client, and the gateway's (fresh) data directory."""
+    data_dir = tmp_path_factory.mktemp("bundled")
+    servers = ("files", "sqlite", "calc", "python")
+    # Startup is bounded by the gateway itself (upstream_connect_timeout); a deadline here would span every test.
+    async with gateway_client(default_config(data_dir, *servers)) as (gateway, client):
+        assert {status.name: status.error for status in gateway.statuses()} == dict.fromkeys(servers)
+        yield gateway, client, data_dir
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """Every text block of a result, joined."""
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    """One call, bounded in time; a call the gateway holds for confirmation is approved and sent again."""
+    with anyio.fail_after(10):
+        result = await client.call_tool(name, arguments)
+        asked = (result.meta or {}).get(confirmation.META_KEY)
+        if asked is None:
+            return result
+        # What a model does once the user approved: the same call, with the one-time token.
+        return await client.call_tool(name, {**arguments, confirmation.ARGUMENT: asked["token"]})
+
+
+async def test_the_default_configuration_lists_every_bundled_server(bundled: Bundled) -> None:
+    _, client, _ = bundled
+    names = {tool.name for tool in (await client.list_tools()).tools}
+    assert {"files__write_file", "sqlite__query", "calc__evaluate", "python__run_python"} <= names
+
+
+async def test_files_are_written_read_and_listed_under_the_data_directory(bundled: Bundled) -> None:
+    _, client, data_dir = bundled
+    written = await call(client, "files__write_file", {"path": "notes/todo.txt", "content": "buy milk\n"})
+    read = await call(client, "files__read_file", {"path": "notes/todo.txt"})
+    listed = await call(client, "files__list_directory", {"path": "notes"})
+    assert not written.is_error, text_of(written)
+    # Wherever the files root sits under the data directory (shared, or one per session).
+    [on_disk] = data_dir.rglob("todo.txt")
+    assert on_disk.read_text() == "buy milk\n"
+    assert read.structured_content is not None and read.structured_content["content"] == "buy milk\n"
+    assert listed.structured_content is not None
+    assert [entry["name"] for entry in listed.structured_content["entries"]] == ["todo.txt"]
+
+
+async def test_a_path_outside_the_files_root_is_refused(bundled: Bundled) -> None:
+    _, client, data_dir = bundled
+    secret = data_dir / "secret.txt"
+    secret.write_text("keep out")
+    read = await call(client, "files__read_file", {"path": str(secret)})
+    climbed = await call(client, "files__read_file", {"path": "../" * 8 + str(secret).lstrip("/")})
+    escaped = data_dir / "escaped.txt"
+    written = await call(client, "files__write_file", {"path": "../" * 8 + str(escaped).lstrip("/"), "content": "x"})
+    for result in (read, climbed, written):
+        assert result.is_error
+        assert "keep out" not in text_of(result)
+        assert "refused" in text_of(result)
+    assert not escaped.exists()
+
+
+async def test_sqlite_rows_written_with_execute_are_read_back_with_query(bundled: Bundled) -> None:
+    _, client, _ = bundled
+    await call(client, "sqlite__execute", {"sql": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)"})
+    inserted = await call(client, "sqlite__execute", {"sql": "INSERT INTO notes (body) VALUES (?)", "params": ["hi"]})
+    rows = await call(client, "sqlite__query", {"sql": "SELECT id, body FROM notes"})
+    assert inserted.structured_content == {"rows_affected": 1, "last_insert_rowid": 1}
+    assert rows.structured_content is not None
+    assert rows.structured_content["rows"] == [[1, "hi"]]
+
+
+async def test_a_write_through_sqlite_query_is_refused(bundled: Bundled) -> None:
+    _, client, _ = bundled
+    await call(client, "sqlite__execute", {"sql": "CREATE TABLE guarded (body TEXT)"})
+    refused = await call(client, "sqlite__query", {"sql": "INSERT INTO guarded VALUES ('sneaky')"})
+    rows = await call(client, "sqlite__query", {"sql": "SELECT count(*) FROM guarded"})
+    assert refused.is_error
+    assert "readonly" in text_of(refused).replace("-", "").replace(" ", "").lower()
+    assert rows.structured_content is not None and rows.structured_content["rows"] == [[0]]
+
+
+async def test_calc_evaluates_and_refuses_an_expression_that_would_never_finish(bundled: Bundled) -> None:
+    _, client, _ = bundled
+    value = await call(client, "calc__evaluate", {"expression": "sqrt(16) * (3 + 4)"})
+    huge = await call(client, "calc__evaluate", {"expression": "9 ** 9 ** 9 ** 9"})
+    after = await call(client, "calc__evaluate", {"expression": "2 ** 10"})
+    assert value.structured_content == {"result": 28.0}
+    assert huge.is_error
+    assert "digits" in text_of(huge)
+    assert after.structured_content == {"result": 1024}
+
+
+async def test_the_sandboxed_python_tool_is_refused_and_never_runs_on_the_host(bundled: Bundled) -> None:
+    gateway, client, data_dir = bundled
+    evidence = data_dir / "ran-on-the-host"
+    code = f"open({str(evidence)!r}, 'w').write('escaped')"
+    result = await call(client, "python__run_python", {"code": code})
+    rows = await gateway.audit.recent(limit=1)
+    assert not evidence.exists()
+    assert result.is_error
+    assert "runs only in a Docker sandbox" in text_of(result)
+    assert "The call was not run." in text_of(result)
+    assert (rows[0].tool, rows[0].outcome) == ("python__run_python", "refused:sandbox")
