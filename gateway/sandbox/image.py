@@ -1,0 +1,319 @@
+"""Builds the sandbox image: Python 3.11, the MCP SDK and the bundled servers, from a Dockerfile or a rootfs."""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import hashlib
+import importlib.metadata
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import docker
+import docker.errors
+from docker import DockerClient
+
+from gateway.errors import GatewayError
+from gateway.sandbox.hardening import DEFAULT_IMAGE
+
+LABEL_FINGERPRINT = "io.mcp-gateway.image-fingerprint"
+SITE_DIR = "/opt/site"
+GATEWAY_DIR = "/opt/gateway"
+IMAGE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "PYTHONPATH": f"{SITE_DIR}:{GATEWAY_DIR}",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+REGISTRY_PROBE = "https://registry-1.docker.io/v2/"
+
+# Parts of the Debian tree that no sandboxed program needs; leaving them out halves the image.
+_SKIPPED = (
+    "dev/",
+    "var/cache/apt/",
+    "var/lib/apt/lists/",
+    "usr/share/doc/",
+    "usr/share/man/",
+    "usr/share/locale/",
+    "usr/share/info/",
+)
+_STEP_TIMEOUT = 1800.0
+
+Method = Literal["auto", "dockerfile", "rootfs"]
+Progress = Callable[[str], None]
+
+
+class ImageBuildError(GatewayError):
+    """The sandbox image could not be built; the message names the failed stage."""
+
+
+def default_data_dir() -> Path:
+    """Where build caches live: `$XDG_CACHE_HOME/mcp-gateway/sandbox` (or under ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mcp-gateway" / "sandbox"
+
+
+def mcp_version() -> str:
+    """The MCP SDK version installed in the image: the gateway's own, so both speak alike."""
+    return importlib.metadata.version("mcp")
+
+
+def fingerprint(repo_root: Path) -> str:
+    """A hash of everything the image is made from; a different one means the image is stale."""
+    digest = hashlib.sha256(f"{SUITE}\0mcp=={mcp_version()}\0".encode())
+    for path in sorted(_server_files(repo_root)):
+        digest.update(str(path.relative_to(repo_root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    dockerfile = repo_root / "sandbox" / "Dockerfile"
+    if dockerfile.exists():
+        digest.update(dockerfile.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def image_state(client: DockerClient, tag: str, repo_root: Path) -> Literal["missing", "stale", "current"]:
+    """Whether the image exists and was built from the repository's current servers."""
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return "missing"
+    labels = image.labels or {}
+    return "current" if labels.get(LABEL_FINGERPRINT) == fingerprint(repo_root) else "stale"
+
+
+def build_image(
+    tag: str,
+    *,
+    repo_root: Path,
+    method: Method = "auto",
+    progress: Progress = print,
+    data_dir: Path | None = None,
+    client: DockerClient | None = None,
+) -> str:
+    """Build the sandbox image under `tag` and return its id; never pulls anything implicitly."""
+    client = client or docker.from_env()
+    previous = _image_id(client, tag)
+    if method == "auto":
+        method = "dockerfile" if _registry_answers() else "rootfs"
+        progress(f"method: {method} (registry {'reachable' if method == 'dockerfile' else 'unreachable'})")
+    if method == "dockerfile":
+        built = _build_from_dockerfile(client, tag, repo_root, progress)
+    else:
+        built = _build_from_rootfs(client, tag, repo_root, data_dir or default_data_dir(), progress)
+    if previous not in (None, built):
+        _discard(client, str(previous), progress)
+    return built
+
+
+def _image_id(client: DockerClient, tag: str) -> str | None:
+    try:
+        return str(client.images.get(tag).id)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _discard(client: DockerClient, image_id: str, progress: Progress) -> None:
+    """Remove the image the tag pointed at before, so rebuilds do not pile up untagged images."""
+    try:
+        client.images.remove(image_id)
+    except docker.errors.APIError as error:
+        # Still used by a running container, or tagged elsewhere: keeping it is harmless.
+        progress(f"kept the previous image {image_id[:19]}: {error.explanation}")
+    else:
+        progress(f"removed the previous image {image_id[:19]}")
+
+
+def _registry_answers() -> bool:
+    """True when a container registry answers within two seconds (any HTTP status counts)."""
+    try:
+        with urllib.request.urlopen(REGISTRY_PROBE, timeout=2.0):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _build_from_dockerfile(client: DockerClient, tag: str, repo_root: Path, progress: Progress) -> str:
+    progress("dockerfile: sending sandbox/Dockerfile and servers/ as the build context")
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        tar.add(repo_root / "sandbox" / "Dockerfile", arcname="Dockerfile")
+        tar.add(repo_root / "servers", arcname="servers", filter=_readable)
+    context.seek(0)
+    try:
+        image, logs = client.images.build(
+            fileobj=context,
+            custom_context=True,
+            tag=tag,
+            rm=True,
+            buildargs={"MCP_VERSION": mcp_version()},
+            labels={LABEL_FINGERPRINT: fingerprint(repo_root)},
+        )
+    except docker.errors.BuildError as error:
+        raise ImageBuildError(f"docker build of {tag} failed: {error.msg}") from error
+    for entry in logs:
+        line = str(entry.get("stream", "")).strip() if isinstance(entry, dict) else ""
+        if line:
+            progress(f"dockerfile: {line}")
+    progress(f"built {tag} ({image.short_id})")
+    return str(image.id)
+
+
+def _build_from_rootfs(client: DockerClient, tag: str, repo_root: Path, data_dir: Path, progress: Progress) -> str:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    base = _debian_tree(data_dir, progress)
+    site = _site_packages(data_dir, progress)
+    servers = _compiled_servers(repo_root, data_dir, progress)
+    progress("rootfs: writing the image tarball")
+    with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
+        tarball = Path(scratch) / "rootfs.tar"
+        with tarfile.open(tarball, mode="w") as tar:
+            tar.add(base, arcname=".", filter=_without_skipped)
+            tar.add(site, arcname=SITE_DIR.lstrip("/"), filter=_readable)
+            tar.add(servers, arcname=f"{GATEWAY_DIR.lstrip('/')}/servers", filter=_readable)
+        progress(f"rootfs: importing {tarball.stat().st_size // 2**20} MiB as {tag}")
+        changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
+        changes += [f"LABEL {LABEL_FINGERPRINT}={fingerprint(repo_root)}", "USER 65534:65534", "WORKDIR /tmp"]
+        repository, version = _split_tag(tag)
+        try:
+            client.api.import_image(src=str(tarball), repository=repository, tag=version, changes=changes)
+        except docker.errors.APIError as error:
+            raise ImageBuildError(f"docker import of {tag} failed: {error.explanation}") from error
+    image = client.images.get(tag)
+    progress(f"built {tag} ({image.short_id})")
+    return str(image.id)
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    """`name:version` split at the version's colon (a registry host may carry a port colon too)."""
+    name, colon, version = tag.rpartition(":")
+    return (name, version) if colon and "/" not in version else (tag, "latest")
+
+
+def _debian_tree(data_dir: Path, progress: Progress) -> Path:
+    """The cached Debian root filesystem with the full Python 3 standard library."""
+    tree = data_dir / f"{SUITE}-minbase"
+    if tree.exists():
+        progress(f"rootfs: reusing the Debian tree in {tree}")
+        return tree
+    if shutil.which("debootstrap") is None:
+        raise ImageBuildError("debootstrap is not installed: apt-get install -y debootstrap")
+    partial = data_dir / f"{SUITE}-minbase.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    progress(f"rootfs: debootstrap {SUITE} into {partial} (about a minute)")
+    _run(["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(partial), MIRROR], "debootstrap")
+    progress("rootfs: checking that asyncio, json and ssl import inside the tree")
+    _run(["chroot", str(partial), "python3", "-c", "import asyncio, json, ssl"], "stdlib check")
+    partial.rename(tree)
+    return tree
+
+
+def _site_packages(data_dir: Path, progress: Progress) -> Path:
+    """The cached MCP SDK and its dependencies, as CPython 3.11 wheels for the image's glibc."""
+    version = mcp_version()
+    site = data_dir / f"site-mcp-{version}-cp311"
+    if site.exists():
+        progress(f"rootfs: reusing the site packages in {site}")
+        return site
+    partial = data_dir / f"site-mcp-{version}-cp311.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    arch = platform.machine()
+    # Bookworm has glibc 2.36; naming every compatible manylinux tag keeps newer-glibc wheels out.
+    platforms = [f"manylinux_2_{minor}_{arch}" for minor in range(36, 16, -1)] + [f"manylinux2014_{arch}"]
+    progress(f"rootfs: pip install mcp=={version} into {partial}")
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    command += ["--target", str(partial), "--only-binary=:all:", "--implementation", "cp"]
+    command += ["--python-version", "3.11", "--abi", "cp311"]
+    command += [arg for name in platforms for arg in ("--platform", name)]
+    _run([*command, f"mcp=={version}"], "pip install")
+    partial.rename(site)
+    return site
+
+
+def _compiled_servers(repo_root: Path, data_dir: Path, progress: Progress) -> Path:
+    """A fresh copy of servers/ with bytecode, since the image's root is read-only at run time."""
+    source = repo_root / "servers"
+    if not (source / "__init__.py").exists():
+        raise ImageBuildError(f"{source} is not a Python package (no __init__.py)")
+    stage = data_dir / "servers.stage"
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.copytree(source, stage, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    progress(f"rootfs: compiling {source}")
+    compileall.compile_dir(str(stage), quiet=1)
+    return stage
+
+
+def _server_files(repo_root: Path) -> Iterator[Path]:
+    return (p for p in (repo_root / "servers").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def _run(command: list[str], stage: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=_STEP_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ImageBuildError(f"{stage} failed: {error}") from error
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise ImageBuildError(f"{stage} failed with exit code {done.returncode}: " + " | ".join(tail))
+
+
+def _without_skipped(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    name = info.name.removeprefix("./")
+    return None if any(name.startswith(prefix) for prefix in _SKIPPED) else info
+
+
+def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    # Copied files keep the builder's modes; the sandbox user (nobody) must read them all.
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mode |= 0o555 if info.isdir() else 0o444
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the sandbox image when it is missing or stale (or always with --force)."""
+    parser = argparse.ArgumentParser(prog="python -m gateway.sandbox.image", description=main.__doc__)
+    parser.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image tag (default {DEFAULT_IMAGE})")
+    parser.add_argument("--method", choices=["auto", "dockerfile", "rootfs"], default="auto")
+    parser.add_argument("--repo-root", type=Path, default=Path(__file__).resolve().parents[2])
+    parser.add_argument("--data-dir", type=Path, default=None, help="build cache (default ~/.cache/...)")
+    parser.add_argument("--force", action="store_true", help="rebuild even when the image is current")
+    args = parser.parse_args(argv)
+    try:
+        client = docker.from_env()
+        state = image_state(client, args.tag, args.repo_root)
+        if state == "current" and not args.force:
+            print(f"{args.tag} is current")
+            return 0
+        print(f"{args.tag} is {state}: building" if state != "current" else f"{args.tag}: rebuilding (--force)")
+        build_image(
+            args.tag,
+            repo_root=args.repo_root,
+            method=args.method,
+            progress=lambda line: print(line, flush=True),
+            data_dir=args.data_dir,
+            client=client,
+        )
+    except docker.errors.DockerException as error:
+        print(f"Docker is not reachable: {error}", file=sys.stderr)
+        return 1
+    except ImageBuildError as error:
+        print(error.message, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""`DockerSandbox`: the gateway's handle on sandboxed MCP servers, per call or per client session."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import docker
+import docker.errors
+import mcp_types as types
+from docker import DockerClient
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError
+from gateway.sandbox.containers import (
+    DOCKER_ERRORS,
+    ContainerStdio,
+    Reaper,
+    SandboxContainer,
+    SandboxUnavailableError,
+    launch,
+    unavailable,
+)
+from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_SCOPE, SandboxLimits, container_kwargs
+from gateway.sandbox.pool import WarmPool
+from gateway.sandbox.sweeper import sweep, sweep_all
+
+logger = logging.getLogger(__name__)
+
+LABEL_SESSION = "io.mcp-gateway.session"
+_PREWARM_TIMEOUT = 120.0
+PoolKey = tuple[tuple[str, ...], SandboxLimits, Path | None]
+
+
+class DockerSandbox:
+    """Runs MCP servers in hardened containers; fails closed when Docker or the image is missing.
+
+    Per-call use takes a fresh container from a warm pool (one pool per command, limits and
+    workspace, the least recently used dropped past `max_pools`). Per-session use keeps one
+    container for each client session until `close_session` or `session_idle` seconds unused.
+    Every container carries the `scope` label; sweeps touch only that scope's containers.
+    """
+
+    def __init__(
+        self,
+        image: str = DEFAULT_IMAGE,
+        *,
+        docker_url: str | None = None,
+        warm_size: int = 2,
+        max_pools: int = 4,
+        session_idle: float = 600.0,
+        scope: str = "default",
+    ) -> None:
+        self.image = image
+        self.scope = scope
+        self.docker_url = docker_url
+        self.warm_size = warm_size
+        self.max_pools = max_pools
+        self.session_idle = session_idle
+        self._docker: DockerClient | None = None
+        self._pools: OrderedDict[PoolKey, WarmPool] = OrderedDict()
+        self._sessions: dict[str, ContainerStdio] = {}
+        self._reaper = Reaper()
+
+    def client(self) -> DockerClient:
+        """The docker-py client, connected on first use (blocking); SandboxUnavailableError if unreachable."""
+        if self._docker is None:
+            try:
+                self._docker = docker.DockerClient(base_url=self.docker_url) if self.docker_url else docker.from_env()
+            except DOCKER_ERRORS as error:
+                raise unavailable(error, self.image) from error
+        return self._docker
+
+    def check(self) -> None:
+        """Raise SandboxUnavailableError unless the daemon answers and the image exists (blocking; never pulls)."""
+        try:
+            client = self.client()
+            client.ping()
+            client.images.get(self.image)
+        except DOCKER_ERRORS as error:
+            raise unavailable(error, self.image) from error
+
+    def available(self) -> tuple[bool, str]:
+        """Whether sandboxed tools can run, and why not (blocking, a few milliseconds)."""
+        try:
+            self.check()
+        except SandboxUnavailableError as error:
+            return False, error.message
+        return True, f"Docker is reachable and sandbox image {self.image} is present"
+
+    async def call_per_call(
+        self,
+        command: Sequence[str],
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        limits: SandboxLimits,
+        workspace: Path | None,
+    ) -> types.CallToolResult:
+        """Call one tool on a fresh container running `command`: initialize, call, destroy."""
+        pool = await self._pool(command, limits, workspace)
+        transport = ContainerStdio(pool.acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits))
+        return await _call(transport, tool_name, arguments, limits.deadline)
+
+    def session_transport(
+        self, session_id: str, command: Sequence[str], limits: SandboxLimits, workspace: Path | None
+    ) -> ContainerStdio:
+        """The MCP transport to a container kept for this client session (started when entered)."""
+        current = self._sessions.get(session_id)
+        if current is not None and current.container_id is not None:
+            raise ValueError(f"session {session_id} already has a sandbox container; close it first")
+        labels = {LABEL_SESSION: session_id}
+
+        async def acquire() -> SandboxContainer:
+            return await anyio.to_thread.run_sync(self._launch, command, limits, workspace, labels)
+
+        transport = ContainerStdio(acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits))
+        self._sessions[session_id] = transport
+        return transport
+
+    async def close_session(self, session_id: str) -> None:
+        """Destroy the session's container; its client then sees the connection end."""
+        transport = self._sessions.pop(session_id, None)
+        if transport is not None:
+            await transport.terminate()
+
+    async def close_idle(self, now: float) -> int:
+        """Close sessions unused for `session_idle` seconds (`now` from time.monotonic); return how many."""
+        idle = [sid for sid, t in self._sessions.items() if now - t.last_activity > self.session_idle]
+        for session_id in idle:
+            await self.close_session(session_id)
+        return len(idle)
+
+    async def prewarm(self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None) -> None:
+        """Fill the warm pool for this command now rather than on its first call."""
+        pool = await self._pool(command, limits, workspace)
+        with anyio.fail_after(_PREWARM_TIMEOUT):
+            await pool.wait_full()
+
+    async def sweep_leftovers(self) -> int:
+        """Remove every sandbox container left by an earlier run; call once at start-up, before any use."""
+        client = await anyio.to_thread.run_sync(self.client)
+        return await anyio.to_thread.run_sync(sweep_all, client, self.scope)
+
+    async def maintain(self, interval: float = 30.0) -> None:
+        """Until cancelled: sweep expired containers, close idle sessions, refresh warm pools."""
+        while True:
+            try:
+                await anyio.to_thread.run_sync(lambda: sweep(self.client(), time.time(), self.scope))
+            except (SandboxUnavailableError, *DOCKER_ERRORS) as error:
+                logger.warning("sandbox maintenance could not sweep: %s", error)
+            await self.close_idle(time.monotonic())
+            for pool in list(self._pools.values()):
+                pool.fill()
+            await anyio.sleep(interval)
+
+    async def close(self) -> None:
+        """Destroy every container this sandbox holds: sessions, warm pools, queued removals."""
+        with anyio.CancelScope(shield=True):
+            for session_id in list(self._sessions):
+                await self.close_session(session_id)
+            while self._pools:
+                await self._pools.popitem()[1].close()
+            await self._reaper.close()
+            docker_client, self._docker = self._docker, None
+            if docker_client is not None:
+                docker_client.close()
+
+    async def _pool(self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None) -> WarmPool:
+        key: PoolKey = (tuple(command), limits, workspace)
+        pool = self._pools.get(key)
+        if pool is None:
+            # First use of this command: fail closed here, before anything is started.
+            await anyio.to_thread.run_sync(self.check)
+            pool = self._pools.get(key)
+        if pool is None:
+            factory = functools.partial(self._launch, command, limits, workspace, {})
+            pool = WarmPool(self.warm_size, factory, min_remaining=limits.deadline + 10.0)
+            self._pools[key] = pool
+            while len(self._pools) > self.max_pools:
+                await self._pools.popitem(last=False)[1].close()
+        self._pools.move_to_end(key)
+        return pool
+
+    def _launch(
+        self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None, labels: Mapping[str, str]
+    ) -> SandboxContainer:
+        """Start one container (blocking); the deadline label counts from this moment."""
+        labels = {**labels, LABEL_SCOPE: self.scope}
+        kwargs = container_kwargs(
+            self.image, command, limits, labels, workspace, now=time.time(), lifetime=limits.lifetime
+        )
+        return launch(self.client(), kwargs)
+
+
+def _message_cap(limits: SandboxLimits) -> int:
+    """Largest JSON-RPC line accepted: the output cap, with room for JSON escaping and envelope."""
+    return 8 * limits.max_output + 64 * 1024
+
+
+async def _call(
+    transport: ContainerStdio, tool_name: str, arguments: Mapping[str, Any], deadline: float
+) -> types.CallToolResult:
+    """Connect, call one tool and disconnect, translating every failure into a ToolError."""
+    try:
+        with anyio.fail_after(deadline):
+            async with Client(transport) as client:
+                return await client.call_tool(tool_name, dict(arguments))
+    except TimeoutError as error:
+        raise ToolTimeoutError(f"sandboxed tool {tool_name} ran past its {deadline:g} s deadline") from error
+    except (MCPError, ExceptionGroup) as error:
+        failure = _first_leaf(error)
+        if isinstance(failure, ToolError):
+            raise failure from error  # e.g. Docker went away while a cold start was under way
+        if not isinstance(failure, MCPError):
+            raise
+        tail = transport.stderr_tail.strip()[-500:]
+        detail = f"; server stderr: {tail}" if tail else ""
+        raise ToolExecutionError(f"sandboxed tool {tool_name} failed: {failure.message}{detail}") from error
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    """The first real exception inside (possibly nested) task-group exception groups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+__all__ = ["DockerSandbox", "SandboxContainer", "SandboxUnavailableError"]
