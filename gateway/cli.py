@@ -20,6 +20,7 @@ from gateway.config import GatewayConfig, default_config_path, load_config
 from gateway.errors import ConfigError
 from gateway.frontdoor import build_server
 from gateway.httpapp import create_app
+from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
 from gateway.upstream import State
 
@@ -45,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     with_config("check", "validate the configuration, connect to each server and report")
     catalog = with_config("catalog", "print the merged catalog")
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sandbox = commands.add_parser("sandbox", help="manage the sandbox image: `sandbox build [--force] [--method M]`")
+    sandbox.add_argument("action", choices=["build"])
     hash_key = commands.add_parser("hash-key", help="print the sha256 of an API key, for auth.api_keys[].key_sha256")
     hash_key.add_argument("key", nargs="?", help="the key (default: read from stdin without echo)")
     audit = with_config("audit", "print recent audit entries")
@@ -60,6 +63,10 @@ def _config(path: Path | None) -> GatewayConfig:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of `python -m gateway` and `mcp-gateway`."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if list(argv[:2]) == ["sandbox", "build"]:
+        raise SystemExit(sandbox_image.main(list(argv[2:])))
     args = _parser().parse_args(argv)
     if args.command == "hash-key":
         raise SystemExit(print_key_hash(args.key, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr))
@@ -71,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    for note in config.notes:
+        log.warning("%s: %s", config.path, note)
     handlers = {"serve": _serve, "stdio": _stdio, "check": _check, "catalog": _catalog, "audit": _audit}
     raise SystemExit(handlers[args.command](config, args))
 
@@ -100,6 +109,8 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
         async with Gateway(config) as gateway:
             failed = False
             print(f"config: {config.path} (valid)")
+            for note in config.notes:
+                print(f"  note: {note}")
             for status in gateway.statuses():
                 mark = "ok" if status.state == State.READY else "FAIL"
                 required = " required" if status.required else ""
@@ -110,6 +121,11 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
                 print(f"  [ok] {name} (local): {len(source.records)} tools")
             for clash in gateway.catalog.clashes:
                 print(f"  warning: {clash.describe()}")
+            if gateway.sandboxes.docker is not None:
+                ready, reason = gateway.sandbox_availability()
+                sandboxed = sum(1 for tool in gateway.catalog.tools if tool.sandbox)
+                unavailable = "" if ready else ", whose tools are unavailable"
+                print(f"  [{'ok' if ready else 'FAIL'}] sandbox: {reason} ({sandboxed} sandboxed tools{unavailable})")
             print(f"catalog: {len(gateway.catalog.tools)} tools")
             for row in _skill_rows(gateway):
                 print(f"  [ok] skill {row['name']} ({row['lifecycle']}): {len(row['tools'])} tools")
@@ -147,6 +163,7 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
                     "layer": tool.layer,
                     "risk": tool.risk.value if tool.risk else None,
                     "sandbox": tool.sandbox,
+                    "available": not tool.sandbox or gateway.sandbox_availability()[0],
                     "read_only": tool.read_only,
                     "description": tool.description,
                 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -47,6 +48,7 @@ class SandboxSettings:
     tmpfs: str = "64m"
     deadline: float = 30.0
     max_output_bytes: int = 1_048_576
+    command: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,8 @@ class GatewaySettings:
     restart_backoff_max: float = 30
     stdio_caller: str = "local"
     stdio_role: str | None = None
+    sandbox_image: str = "mcp-gateway-sandbox:latest"
+    sandbox_warm: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,8 @@ class GatewayConfig:
     servers: tuple[ServerConfig, ...]
     local_tools: tuple[LocalToolConfig, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""
 
 
 class ConfigProblems(ConfigError):
@@ -189,10 +195,16 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     data = _substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += _schema_problems(data, kind)
     _raise_if_any(source, problems)
-    document: dict[str, Any] = data if kind == "gateway" else _from_foreign(data, kind, problems)
-    config = _build(document, kind, data_dir, base_dir, env, problems)
+    renames: dict[str, str] = {}
+    document: dict[str, Any] = data if kind == "gateway" else _from_foreign(data, kind, problems, renames)
+    config = _build(document, kind, data_dir, base_dir, env, problems, renames)
     _raise_if_any(source, problems)
-    return config
+    notes = tuple(
+        f"server {original!r} is called '{name}' here: names prefix tool names, which allow only "
+        "letters, digits, '_' and '-'"
+        for name, original in renames.items()
+    )
+    return replace(config, notes=notes)
 
 
 def _read(path: Path) -> Any:
@@ -446,11 +458,23 @@ _FOREIGN_TRANSPORTS = {
 }
 
 
-def _from_foreign(data: Mapping[str, Any], kind: str, problems: list[Problem]) -> dict[str, Any]:
-    """A client's file (mcpServers or VS Code servers) rewritten in the gateway's own shape."""
+def _from_foreign(
+    data: Mapping[str, Any], kind: str, problems: list[Problem], renames: dict[str, str]
+) -> dict[str, Any]:
+    """A client's file (mcpServers or VS Code servers) rewritten in the gateway's own shape.
+
+    Clients allow any server name; a name unfit to prefix tool names is given a fitting one
+    (recorded in `renames`, new name -> original), because such a file cannot say `namespace`.
+    """
     key = "mcpServers" if kind == "mcpServersFile" else "servers"
     servers: dict[str, Any] = {}
-    for name, entry in data[key].items():
+    taken = {name for name in data[key] if NAME_PATTERN.fullmatch(name)}
+    for original, entry in data[key].items():
+        name = original
+        if original not in taken:
+            name = _fitting_name(original, taken)
+            taken.add(name)
+            renames[name] = original
         server = {k: entry[k] for k in ("command", "args", "env", "cwd", "headers", "timeout") if k in entry}
         if (url := entry.get("url", entry.get("serverUrl"))) is not None:
             server["url"] = url
@@ -463,13 +487,22 @@ def _from_foreign(data: Mapping[str, Any], kind: str, problems: list[Problem]) -
         if "envFile" in entry:
             problems.append(
                 (
-                    (key, name, "envFile"),
+                    (key, original, "envFile"),
                     "env files are not read; list the variables under env "
                     "(values may use ${NAME} from the gateway's environment)",
                 )
             )
         servers[name] = server
     return {"servers": servers}
+
+
+def _fitting_name(original: str, taken: set[str]) -> str:
+    """`original` reduced to a valid server name; a hash of it is added if that name is taken."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", original).strip("_")[:32] or "server"
+    if name in taken:
+        digest = hashlib.sha256(original.encode()).hexdigest()[:8]
+        name = f"{name[:23]}_{digest}"
+    return name
 
 
 def _build(
@@ -479,12 +512,14 @@ def _build(
     base_dir: Path,
     env: Mapping[str, str],
     problems: list[Problem],
+    renames: Mapping[str, str],
 ) -> GatewayConfig:
     """The dataclasses for a schema-valid document, checking what the schema cannot express."""
     servers_key = "mcpServers" if kind == "mcpServersFile" else "servers"
     settings = _settings(document.get("gateway", {}), data_dir, base_dir, env, problems)
+    transport_key = "transport" if kind == "gateway" else "type"
     servers = tuple(
-        _server(name, raw, (servers_key, name), base_dir, env, problems, "transport" if kind == "gateway" else "type")
+        _server(name, raw, (servers_key, renames.get(name, name)), base_dir, env, problems, transport_key)
         for name, raw in document.get("servers", {}).items()
     )
     local_tools = tuple(
@@ -495,7 +530,7 @@ def _build(
         if server.namespace in owners:
             problems.append(
                 (
-                    (servers_key, server.name),
+                    (servers_key, renames.get(server.name, server.name)),
                     f"namespace '{server.namespace}' is already used by server "
                     f"'{owners[server.namespace]}'; give one of them another `namespace`",
                 )
@@ -641,6 +676,8 @@ def _sandbox(raw: Any, path: JsonPath, problems: list[Problem]) -> SandboxSettin
     if raw == "docker":
         return SandboxSettings()
     values: dict[str, Any] = {key: float(value) if key in ("cpus", "deadline") else value for key, value in raw.items()}
+    if "command" in values:
+        values["command"] = tuple(values["command"])
     sandbox = SandboxSettings(**values)
     if _size(sandbox.tmpfs) >= _size(sandbox.memory):
         # Files written to tmpfs count against the container's memory limit.

@@ -76,7 +76,10 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     async def readyz(request: Request) -> Response:
         statuses = service.statuses()
         ready = all(status.state == State.READY for status in statuses if status.required)
-        body = {"ready": ready, "servers": {status.name: status.as_dict() for status in statuses}}
+        body: dict[str, object] = {"ready": ready, "servers": {status.name: status.as_dict() for status in statuses}}
+        if service.sandboxes.docker is not None:
+            available, reason = service.sandbox_availability()
+            body["sandbox"] = {"available": available, "reason": reason}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @asynccontextmanager

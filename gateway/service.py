@@ -21,7 +21,7 @@ from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
 from gateway.auth import Authenticator, AuthSettings, Identity
 from gateway.budgets import Budgets
 from gateway.catalog import Catalog, Route, SourceListing
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, ServerConfig
 from gateway.confirmation import TOKEN_NOTE, ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, extract_token
 from gateway.errors import GatewayError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
@@ -33,7 +33,7 @@ from gateway.metatools import records as meta_records
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
 from gateway.policy import Policy, derive_risk
-from gateway.sandboxing import SandboxGuard
+from gateway.sandboxing import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.shaping import ShapeResult
 from gateway.skillfile import Skill, load_skills
@@ -66,7 +66,12 @@ class Gateway:
         self._clock = clock
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        transports = transports or {}
+        transports = dict(transports or {})
+        self.sandboxes = Sandboxes(config)
+        for server in config.servers:
+            # A server sandboxed as a whole never runs on the host, not even to list its tools.
+            if server.sandbox is not None and server.name not in transports:
+                transports[server.name] = self.sandboxes.transport("discovery", server, None)
         self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports)
         self.upstreams = {
             server.name: Upstream(
@@ -79,7 +84,12 @@ class Gateway:
             for server in config.servers
             if server.enabled
         }
-        self._session_scoped = {server.name: server for server in config.servers if server.scope == "session"}
+        self._servers = {server.name: server for server in config.servers}
+        self._session_scoped = {
+            server.name: server
+            for server in config.servers
+            if server.scope == "session" or (server.sandbox is not None and server.sandbox.mode == "per-session")
+        }
         self.local_sources = local_sources(config.local_tools)
         source_file = str(config.path or "configuration")
         self.policy = Policy.from_config(config.extra.get("roles"), source_file=source_file)
@@ -129,9 +139,12 @@ class Gateway:
 
     def sandbox_availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not."""
-        return False, "no Docker sandbox is configured"
+        return self.sandboxes.availability()
 
     async def _execute(self, call: ToolCall) -> types.CallToolResult:
+        server = self._servers.get(call.tool.source)
+        if server is not None and call.tool.sandbox == "per-call":
+            return await self.sandboxes.call(call, server, self.workspaces.path(call.session))
         source: ToolSource | None = self._sources.get(call.tool.source)
         if call.tool.source in self._session_scoped:
             source = await self._upstream(call.session, Route(call.tool.source, call.tool.original_name))
@@ -145,6 +158,8 @@ class Gateway:
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = await self._stack.enter_async_context(anyio.create_task_group())
+        self._stack.push_async_callback(self.sandboxes.close)
+        await self.sandboxes.start(self._group)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
         for upstream in self.upstreams.values():
@@ -344,7 +359,14 @@ class Gateway:
         scoped = self._session_scoped.get(route.source)
         if scoped is not None:
             assert self._group is not None
-            return await self.workspaces.upstream(session, scoped, self._group)
+            transport = None
+            if scoped.sandbox is not None:
+                sandboxes = self.sandboxes
+
+                def transport(workspace: Path, server: ServerConfig = scoped) -> TransportFactory:
+                    return sandboxes.transport(session.id, server, workspace)
+
+            return await self.workspaces.upstream(session, scoped, self._group, transport)
         upstream = self.upstreams.get(route.source)
         if upstream is None:
             raise GatewayError(f"No server '{route.source}'")

@@ -9,7 +9,7 @@ stop when the session ends or idles out.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,17 +74,28 @@ class Workspaces:
         directory.mkdir(parents=True, exist_ok=True)
         return with_workspace(server, directory)
 
-    async def upstream(self, session: SessionContext, server: ServerConfig, group: TaskGroup) -> Upstream:
-        """The session's own instance of `server`, started on first use and stopped with the session."""
+    async def upstream(
+        self,
+        session: SessionContext,
+        server: ServerConfig,
+        group: TaskGroup,
+        transport: Callable[[Path], TransportFactory] | None = None,
+    ) -> Upstream:
+        """The session's own instance of `server`, started on first use and stopped with the session.
+
+        `transport` makes the transport to the instance from the session's workspace (a sandbox
+        container); without it the instance is the configured process.
+        """
         key = f"gateway.upstream.{server.name}"
         upstream: Upstream | None = session.state.get(key)
         if upstream is None:
+            workspace = self.path(session)
             upstream = Upstream(
-                with_workspace(server, self.path(session)),
+                with_workspace(server, workspace),
                 self._settings,
                 _ignore,
                 log_dir=self.root.parent / "logs",
-                transport=self._transports.get(server.name),
+                transport=transport(workspace) if transport is not None else self._transports.get(server.name),
             )
             session.state[key] = upstream
             scope = anyio.CancelScope()

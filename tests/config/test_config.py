@@ -347,8 +347,9 @@ def test_default_config_loads_the_bundled_servers() -> None:
     assert servers["files"].scope == "session"
     assert servers["sqlite"].args == ("-m", "servers.sqlite", "--database", str(data / "sqlite/main.db"))
     assert all(s.command == sys.executable and s.cwd == str(repository) for s in config.servers)
-    assert servers["python"].sandbox == SandboxSettings(mode="per-call")
-    assert servers["python"].risk is Risk.HIGH
+    run_python = servers["python"].settings_for("run_python")
+    assert run_python.sandbox == SandboxSettings(mode="per-call", command=("python3", "-m", "servers.python"))
+    assert run_python.risk is Risk.HIGH
 
 
 def test_default_data_dir_is_under_home() -> None:
