@@ -16,7 +16,7 @@ from typing import TypeVar
 import mcp_types as types
 
 from gateway.errors import ProtocolError
-from gateway.naming import Clash, assign, exposed_name
+from gateway.naming import Clash, assign, exposed_name, fit_name
 from gateway.tools import ToolRecord
 
 URI_JOIN = "+"
@@ -102,14 +102,7 @@ class Catalog:
 
     def _rebuild(self) -> None:
         listings = self._ordered()
-        wanted = [
-            (
-                listing.wanted_names.get(tool.original_name) or exposed_name(listing.namespace, tool.original_name),
-                f"{listing.source}/{tool.original_name}",
-            )
-            for listing in listings
-            for tool in listing.tools
-        ]
+        wanted = [_wanted_tool_name(listing, tool.original_name) for listing in listings for tool in listing.tools]
         names, clashes = assign(wanted, self._reserved)
         records = [tool for listing in listings for tool in listing.tools]
         self.tools = [record.renamed(name) for record, name in zip(records, names, strict=True)]
@@ -141,6 +134,14 @@ class Catalog:
             for template in listing.templates:
                 pattern = f"{listing.namespace}{URI_JOIN}{template.uri_template}"
                 self.templates.append(template.model_copy(update={"uri_template": pattern}))
+
+
+def _wanted_tool_name(listing: SourceListing, original: str) -> tuple[str, str]:
+    """The name a tool asks for (the operator's override, made valid, else namespaced) and its key."""
+    key = f"{listing.source}/{original}"
+    # An override is checked against MCP's looser rule (dots, 128 characters); clients need ours.
+    override = listing.wanted_names.get(original)
+    return (fit_name(override, key=key) if override else exposed_name(listing.namespace, original)), key
 
 
 def page(items: Sequence[T], cursor: str | None, size: int, key: Callable[[T], str]) -> tuple[list[T], str | None]:

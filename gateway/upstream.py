@@ -8,6 +8,7 @@ connection drops. It is also the `ToolSource` for that server's tools.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -33,6 +34,7 @@ from gateway.tools import ToolRecord
 
 log = logging.getLogger(__name__)
 
+_TAIL_BYTES = 4096
 Streams = tuple[Any, Any]
 TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
 ListingHandler = Callable[[SourceListing], Awaitable[None]]
@@ -179,6 +181,7 @@ class Upstream:
         self._settings = settings
         self._on_listing = on_listing
         self._log_dir = log_dir
+        self._log_start: int | None = None
         self._transport = transport
         self._session: ClientSession | None = None
         self._state = State.CONNECTING
@@ -219,9 +222,9 @@ class Upstream:
             started = time.monotonic()
             try:
                 await self._connect_and_serve()
-                self._error = "connection closed by the server"
+                self._error = "connection closed by the server" + self._stderr_tail()
             except Exception as error:  # any failure of one upstream must not stop the others
-                self._error = _describe(error)
+                self._error = _describe(error) + self._stderr_tail()
                 log.warning("upstream %s: %s", self.name, self._error)
             finally:
                 self._session = None
@@ -258,7 +261,26 @@ class Upstream:
         if self._log_dir is None:
             return stack.enter_context(open(Path("/dev/null"), "w"))
         self._log_dir.mkdir(parents=True, exist_ok=True)
-        return stack.enter_context(open(self._log_dir / f"{self.name}.log", "a"))
+        errlog: TextIO = stack.enter_context((self._log_dir / f"{self.name}.log").open("a"))
+        self._log_start = errlog.tell()
+        return errlog
+
+    def _stderr_tail(self) -> str:
+        """The last line this connection's process wrote to stderr: often the real reason it failed."""
+        if self._log_dir is None or self._log_start is None:
+            return ""
+        path = self._log_dir / f"{self.name}.log"
+        try:
+            with path.open("rb") as file:
+                end = file.seek(0, os.SEEK_END)
+                file.seek(max(self._log_start, end - _TAIL_BYTES))
+                written = file.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        finally:
+            self._log_start = None
+        lines = [line.strip() for line in written.splitlines() if line.strip()]
+        return f" (stderr: {lines[-1][:200]}; full log: {path})" if lines else ""
 
     async def _publish(self, session: ClientSession) -> None:
         capabilities = session.server_capabilities

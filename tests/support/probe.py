@@ -1,0 +1,90 @@
+"""Test helpers for the gateway's spine: an observable upstream, a silent one, toy processes, bounded polling."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.types import EmbeddedResource, TextContent, TextResourceContents
+
+from tests.support.harness import REPO, free_port
+
+
+@dataclass
+class Observed:
+    """What the probe server saw: calls of `hang` that started, and those cancelled on it."""
+
+    started: anyio.Event = field(default_factory=anyio.Event)
+    cancelled: anyio.Event = field(default_factory=anyio.Event)
+
+
+def probe_server(observed: Observed, name: str = "probe") -> MCPServer:
+    """An upstream whose `hang` tool reports when it starts and when it is cancelled."""
+    server = MCPServer(name)
+
+    @server.tool(structured_output=False)
+    async def hang() -> str:
+        """Wait until cancelled."""
+        observed.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            observed.cancelled.set()
+        return "never"
+
+    @server.tool(structured_output=False)
+    async def document() -> list[TextContent | EmbeddedResource]:
+        """Return a caption and an embedded text resource."""
+        contents = TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="the notes")
+        return [TextContent(text="see attached"), EmbeddedResource(resource=contents)]
+
+    return server
+
+
+@asynccontextmanager
+async def silent_transport() -> AsyncIterator[tuple[Any, Any]]:
+    """Streams to a server that never answers, like a process that hangs before its handshake."""
+    to_server, from_client = anyio.create_memory_object_stream[Any](16)
+    to_client, from_server = anyio.create_memory_object_stream[Any](16)
+    async with to_server, from_client, to_client, from_server:
+        yield from_server, to_server
+
+
+async def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None:
+    """Poll `condition` until it holds; fail the test after `limit` seconds."""
+    with anyio.fail_after(limit):
+        # The states polled here (sessions, upstream status) belong to the code under test,
+        # which offers no event to wait on.
+        while not condition():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@asynccontextmanager
+async def toy_process(transport: str, name: str = "toy") -> AsyncIterator[int]:
+    """A toy server process serving `transport` on a free loopback port; yields the port."""
+    port = free_port()
+    command = [sys.executable, "-m", "tests.support.toy", "--name", name, "--transport", transport]
+    async with await anyio.open_process(
+        [*command, "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as process:
+        try:
+            await wait_until(lambda: _accepts(port) or process.returncode is not None, limit=20)
+            assert process.returncode is None, f"toy server exited with {process.returncode}"
+            yield port
+        finally:
+            process.terminate()
+            with anyio.fail_after(10):
+                await process.wait()

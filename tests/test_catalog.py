@@ -1,0 +1,119 @@
+"""The merged catalog: names both ways, routes for resources and prompts, and its own page cursors."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import pytest
+
+from gateway.catalog import Catalog, Route, SourceListing, page
+from gateway.errors import ProtocolError
+from gateway.naming import VALID_NAME
+from gateway.tools import ToolRecord
+
+
+def listing(source: str, *tools: str, namespace: str = "", **extra: object) -> SourceListing:
+    """What a source with these tool names lists."""
+    records = tuple(ToolRecord(name=tool, source=source, original_name=tool) for tool in tools)
+    return SourceListing(source=source, namespace=namespace or source, tools=records, **extra)  # type: ignore[arg-type]
+
+
+def test_tools_follow_the_configured_source_order_whatever_the_arrival_order() -> None:
+    catalog = Catalog(order=["alpha", "beta"])
+    catalog.update(listing("beta", "echo"))
+    catalog.update(listing("alpha", "echo"))
+    assert [tool.name for tool in catalog.tools] == ["alpha__echo", "beta__echo"]
+    assert catalog.sources() == ["alpha", "beta"]
+
+
+def test_an_exposed_name_maps_back_to_its_source_and_original() -> None:
+    catalog = Catalog()
+    catalog.update(listing("weather", "get.forecast"))
+    (tool,) = catalog.tools
+    assert VALID_NAME.match(tool.name)
+    found = catalog.tool(tool.name)
+    assert found is not None and (found.source, found.original_name) == ("weather", "get.forecast")
+
+
+def test_a_prefix_that_runs_into_another_name_is_a_reported_clash() -> None:
+    catalog = Catalog(order=["a", "a__b"])
+    catalog.update(listing("a", "b__c"))
+    catalog.update(listing("a__b", "c"))
+    names = [tool.name for tool in catalog.tools]
+    assert names[0] == "a__b__c" and names[1] != names[0]
+    assert catalog.tool(names[1]).source == "a__b"  # type: ignore[union-attr]
+    assert len(catalog.clashes) == 1
+
+
+def test_an_override_is_the_exposed_name_and_made_valid_when_it_is_not() -> None:
+    catalog = Catalog()
+    catalog.update(listing("s", "one", "two", wanted_names={"one": "first", "two": "second.tool"}))
+    names = [tool.name for tool in catalog.tools]
+    assert names[0] == "first"
+    assert names[1].startswith("second_tool_") and VALID_NAME.match(names[1])
+
+
+def test_replacing_one_source_leaves_the_others_untouched() -> None:
+    catalog = Catalog(order=["a", "b"])
+    catalog.update(listing("a", "x"))
+    catalog.update(listing("b", "y"))
+    catalog.update(listing("a", "x", "z"))
+    assert [tool.name for tool in catalog.tools] == ["a__x", "a__z", "b__y"]
+    catalog.remove("a")
+    assert [tool.name for tool in catalog.tools] == ["b__y"]
+    assert catalog.tool("a__x") is None
+
+
+def test_resources_templates_and_prompts_route_back_to_their_source() -> None:
+    catalog = Catalog()
+    resource = types.Resource(uri="toy://readme", name="readme")
+    template = types.ResourceTemplate(uri_template="toy://items/{item}", name="item")
+    prompt = types.Prompt(name="greet")
+    catalog.update(listing("toy", namespace="t", resources=(resource,), templates=(template,), prompts=(prompt,)))
+    assert [r.uri for r in catalog.resources] == ["t+toy://readme"]
+    assert [t.uri_template for t in catalog.templates] == ["t+toy://items/{item}"]
+    assert [p.name for p in catalog.prompts] == ["t__greet"]
+    assert catalog.resource_route("t+toy://readme") == Route("toy", "toy://readme")
+    assert catalog.resource_route("t+toy://items/cup") == Route("toy", "toy://items/cup")
+    assert catalog.prompt_route("t__greet") == Route("toy", "greet")
+
+
+@pytest.mark.parametrize("uri", ["toy://readme", "other+toy://readme"])
+def test_a_resource_of_no_known_namespace_is_a_protocol_error(uri: str) -> None:
+    catalog = Catalog()
+    catalog.update(listing("toy", resources=(types.Resource(uri="toy://readme", name="readme"),)))
+    with pytest.raises(ProtocolError, match="Unknown resource"):
+        catalog.resource_route(uri)
+
+
+def test_an_unknown_prompt_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="Unknown prompt"):
+        Catalog().prompt_route("toy__greet")
+
+
+def test_pages_cover_every_item_once_in_order() -> None:
+    items = [f"item{i}" for i in range(11)]
+    seen: list[str] = []
+    cursor: str | None = None
+    for _ in range(10):
+        chunk, cursor = page(items, cursor, 4, key=str)
+        seen += chunk
+        if cursor is None:
+            break
+    assert seen == items
+
+
+def test_a_listing_that_fits_one_page_has_no_cursor() -> None:
+    assert page(["a", "b"], None, 5, key=str) == (["a", "b"], None)
+    assert page([], None, 5, key=str) == ([], None)
+
+
+def test_a_page_resumes_after_its_last_item_when_items_were_added_before_it() -> None:
+    first, cursor = page(["b", "c", "d", "e"], None, 2, key=str)
+    second, _ = page(["a", "b", "c", "d", "e"], cursor, 2, key=str)
+    assert first == ["b", "c"] and second == ["d", "e"]
+
+
+@pytest.mark.parametrize("cursor", ["not-a-cursor!", "e30", "WyJ4IiwgLTFd", "bnVsbA"])
+def test_a_cursor_the_gateway_did_not_mint_is_a_protocol_error(cursor: str) -> None:
+    with pytest.raises(ProtocolError, match="Invalid cursor"):
+        page(["a", "b", "c"], cursor, 1, key=str)

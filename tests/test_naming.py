@@ -1,0 +1,79 @@
+"""Exposed names: valid everywhere, deterministic, unique, and reported when they clash."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.naming import MAX_NAME, VALID_NAME, assign, exposed_name, fit_name
+
+
+def test_a_plain_name_is_namespace_separator_original() -> None:
+    assert exposed_name("files", "read_file") == "files__read_file"
+
+
+def test_an_empty_namespace_leaves_the_original_name() -> None:
+    assert exposed_name("", "echo") == "echo"
+
+
+@pytest.mark.parametrize(
+    "original",
+    ["get.weather", "with space", "ünïcödé", "slash/name", "", "x" * 200, "a" * 60 + ".b", "名前"],
+)
+def test_every_exposed_name_is_valid_for_clients(original: str) -> None:
+    name = exposed_name("server", original)
+    assert VALID_NAME.match(name), name
+
+
+def test_names_are_the_same_on_every_call() -> None:
+    assert exposed_name("s", "get.weather") == exposed_name("s", "get.weather")
+    assert exposed_name("s", "y" * 100) == exposed_name("s", "y" * 100)
+
+
+def test_a_name_too_long_is_cut_to_the_limit_keeping_its_start() -> None:
+    name = exposed_name("server", "very_long_tool_name_" * 5)
+    assert len(name) == MAX_NAME
+    assert name.startswith("server__very_long_tool_name_")
+
+
+def test_two_long_names_with_the_same_start_stay_distinct() -> None:
+    first = exposed_name("server", "x" * 80 + "_one")
+    second = exposed_name("server", "x" * 80 + "_two")
+    assert first != second and len(first) == len(second) == MAX_NAME
+
+
+def test_originals_that_clean_to_the_same_text_stay_distinct() -> None:
+    names = {exposed_name("s", "a.b"), exposed_name("s", "a_b"), exposed_name("s", "a/b")}
+    assert len(names) == 3
+    assert "s__a_b" in names
+
+
+def test_a_name_at_exactly_the_limit_is_kept_as_it_is() -> None:
+    wanted = "n" * MAX_NAME
+    assert fit_name(wanted, key="k") == wanted
+
+
+def test_the_first_claimant_keeps_a_name_and_the_next_is_renamed() -> None:
+    names, clashes = assign([("a__b__c", "a/b__c"), ("a__b__c", "a__b/c")])
+    assert names[0] == "a__b__c"
+    assert names[1] != "a__b__c" and names[1].startswith("a__b__c_") and VALID_NAME.match(names[1])
+    assert len(clashes) == 1
+    assert clashes[0].kept == "a/b__c" and clashes[0].renamed == (("a__b/c", names[1]),)
+    assert "a__b__c" in clashes[0].describe() and "a__b/c" in clashes[0].describe()
+
+
+def test_a_renamed_entry_gets_the_same_name_every_time() -> None:
+    entries = [("x__y", "one/y"), ("x__y", "two/y"), ("x__y", "three/y")]
+    assert assign(entries) == assign(entries)
+    names, _ = assign(entries)
+    assert len(set(names)) == 3
+
+
+def test_a_reserved_name_is_never_given_out() -> None:
+    names, clashes = assign([("search", "local/search")], reserved=["search"])
+    assert names[0] != "search"
+    assert clashes[0].kept == "(reserved)"
+
+
+def test_without_duplicates_nothing_is_reported() -> None:
+    names, clashes = assign([("a__x", "a/x"), ("b__x", "b/x")])
+    assert names == ["a__x", "b__x"] and clashes == []
