@@ -90,6 +90,11 @@ class Catalog:
             raise ProtocolError(f"Unknown resource: {uri}")
         return Route(source, original)
 
+    def source_of(self, exposed_uri: str) -> str | None:
+        """The source behind an exposed resource URI or URI template, from its namespace prefix."""
+        namespace, sep, _ = exposed_uri.partition(URI_JOIN)
+        return self._namespaces.get(namespace) if sep else None
+
     def prompt_route(self, name: str) -> Route:
         """The source and original name behind an exposed prompt name."""
         route = self._prompts.get(name)

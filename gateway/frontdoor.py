@@ -162,9 +162,9 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
     async def list_templates(
         ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        session_of(gateway, ctx)
+        session = session_of(gateway, ctx)
         try:
-            items, cursor = page(gateway.catalog.templates, _cursor(params), page_size, key=_template)
+            items, cursor = page(gateway.listed_templates(session), _cursor(params), page_size, key=_template)
         except ProtocolError as error:
             raise _protocol_error(error) from None
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
@@ -177,9 +177,9 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
             raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
 
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        session_of(gateway, ctx)
+        session = session_of(gateway, ctx)
         try:
-            items, cursor = page(gateway.catalog.prompts, _cursor(params), page_size, key=_name)
+            items, cursor = page(gateway.listed_prompts(session), _cursor(params), page_size, key=_name)
         except ProtocolError as error:
             raise _protocol_error(error) from None
         return types.ListPromptsResult(prompts=items, next_cursor=cursor)

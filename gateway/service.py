@@ -23,7 +23,7 @@ from gateway.budgets import Budgets
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config import GatewayConfig, ServerConfig
 from gateway.confirmation import TOKEN_NOTE, ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, extract_token
-from gateway.errors import GatewayError, UnknownToolError, UpstreamUnavailableError
+from gateway.errors import GatewayError, ProtocolError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
 from gateway.localtools import local_sources
 from gateway.loops import DetectLoops
@@ -37,7 +37,7 @@ from gateway.sandboxing import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.shaping import ShapeResult
 from gateway.skillfile import Skill, load_skills
-from gateway.skillhost import SKILL_SCHEME, SkillGate, SkillHost
+from gateway.skillhost import SKILL_SCHEME, SkillAccess, SkillHost, SkillLifecycle
 from gateway.tools import ToolRecord
 from gateway.upstream import Status, TransportFactory, Upstream
 from gateway.validation import ValidateArguments
@@ -127,11 +127,12 @@ class Gateway:
         return [
             AuditCalls(self.audit, time.time),
             ValidateArguments(),
-            SkillGate(self.skills),
-            DetectLoops(settings.loop_window, settings.loop_repeat_limit),
+            SkillAccess(self.skills),
             self.budgets,
             SandboxGuard(self.sandbox_availability),
             self._confirm,
+            SkillLifecycle(self.skills),
+            DetectLoops(settings.loop_window, settings.loop_repeat_limit),
             SessionOrdering(),
             ShapeResult(settings.max_result_chars, settings.max_binary_bytes),
             ExecuteWithDeadline(settings.call_timeout, settings.retries),
@@ -219,8 +220,9 @@ class Gateway:
         if fresh and transport == "stateless":
             self._make_room_for_handle(caller)
         context = self.sessions.open(session_id, caller, transport, self._clock())
+        # The role is the one of the latest credential: a token that now names another role applies at once.
+        context.role = role
         if fresh:
-            context.role = role
 
             async def forget_budget() -> None:
                 self.budgets.tracker.end_session(session_id)
@@ -324,15 +326,40 @@ class Gateway:
             return await self._meta_pipeline.run(call)
         return await self.pipeline.run(call)
 
+    def visible_sources(self, session: SessionContext) -> set[str]:
+        """Sources whose resources and prompts the session may see: with roles, those of which
+        it may see at least one tool; without roles, every source."""
+        if self.policy.roles is None:
+            return set(self.catalog.sources())
+        return {tool.source for tool in self.visible_tools(session)}
+
     def listed_resources(self, session: SessionContext) -> list[types.Resource]:
         """Resources this session may see: its skills' files, then the servers' resources."""
-        return self.skills.resources(session) + self.catalog.resources
+        sources = self.visible_sources(session)
+        return self.skills.resources(session) + [
+            resource for resource in self.catalog.resources if self.catalog.source_of(resource.uri) in sources
+        ]
+
+    def listed_templates(self, session: SessionContext) -> list[types.ResourceTemplate]:
+        """Resource templates of the sources this session may see."""
+        sources = self.visible_sources(session)
+        return [item for item in self.catalog.templates if self.catalog.source_of(item.uri_template) in sources]
+
+    def listed_prompts(self, session: SessionContext) -> list[types.Prompt]:
+        """Prompts of the sources this session may see."""
+        sources = self.visible_sources(session)
+        return [prompt for prompt in self.catalog.prompts if self.catalog.prompt_route(prompt.name).source in sources]
+
+    def _visible_route(self, session: SessionContext, route: Route, what: str) -> Route:
+        if route.source not in self.visible_sources(session):
+            raise ProtocolError(f"Unknown {what}")
+        return route
 
     async def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
         """Read an exposed resource: a skill file, or a resource of the server behind it."""
         if uri.startswith(SKILL_SCHEME):
             return self.skills.read_resource(session, uri)
-        route = self.catalog.resource_route(uri)
+        route = self._visible_route(session, self.catalog.resource_route(uri), f"resource: {uri}")
         result = await (await self._upstream(session, route)).read_resource(route.original)
         contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
         return result.model_copy(update={"contents": contents})
@@ -341,17 +368,17 @@ class Gateway:
         self, session: SessionContext, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         """Get an exposed prompt from the server behind it."""
-        route = self.catalog.prompt_route(name)
+        route = self._visible_route(session, self.catalog.prompt_route(name), f"prompt: {name}")
         return await (await self._upstream(session, route)).get_prompt(route.original, arguments)
 
     async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         """Forward argument completion for an exposed prompt or resource template."""
         ref = params.ref
         if isinstance(ref, types.PromptReference):
-            route = self.catalog.prompt_route(ref.name)
+            route = self._visible_route(session, self.catalog.prompt_route(ref.name), f"prompt: {ref.name}")
             ref = ref.model_copy(update={"name": route.original})
         else:
-            route = self.catalog.resource_route(ref.uri)
+            route = self._visible_route(session, self.catalog.resource_route(ref.uri), f"resource: {ref.uri}")
             ref = ref.model_copy(update={"uri": route.original})
         return await (await self._upstream(session, route)).complete(params.model_copy(update={"ref": ref}))
 

@@ -109,10 +109,16 @@ class SkillHost:
     # The Disclosure protocol of the meta-tools
 
     def visible_skills(self, session: SessionContext) -> list[Skill]:
-        """Skills the session's role may see."""
-        return [
-            self.skills.skills[name] for name in self.names if self._may_see_skill(session, self.skills.skills[name])
-        ]
+        """Skills the session's role may see, leaving out those whose every catalog tool is hidden from it."""
+        return [skill for skill in (self.skills.skills[name] for name in self.names) if self._shows(session, skill)]
+
+    def _shows(self, session: SessionContext, skill: Skill) -> bool:
+        if not self._may_see_skill(session, skill):
+            return False
+        members = [tool for tool in (self._catalog.tool(name) for name in self.members(skill.name)) if tool]
+        # A skill that would bring only hidden tools is useless to the caller, and its name and
+        # description would tell of tools it may not know of. One selecting no tool yet still shows.
+        return not members or any(self._may_see(session, tool) for tool in members)
 
     def skill_tools(self, session: SessionContext, skill: Skill) -> list[ToolRecord]:
         """The tools `skill` brings that the session may see."""
@@ -238,14 +244,25 @@ class SkillHost:
         return left
 
 
-class SkillGate:
-    """The pipeline step applying the skill access rule and the skills' lifecycles."""
+class SkillAccess:
+    """The pipeline step applying the skill access rule, before anything asks a person or runs."""
 
     def __init__(self, host: SkillHost) -> None:
         self._host = host
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         self._host.check_access(call.session, call.tool)
+        return await call_next(call)
+
+
+class SkillLifecycle:
+    """The pipeline step keeping skills' recency and lifecycles: placed after confirmation, so only
+    a call that was cleared to run counts as used and as completed."""
+
+    def __init__(self, host: SkillHost) -> None:
+        self._host = host
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         await self._host.call_started(call.session, call.tool.name)
         try:
             return await call_next(call)

@@ -19,6 +19,7 @@ def files_server() -> dict[str, object]:
         "args": ["-m", "servers.files", "--root", "${WORKSPACE}"],
         "cwd": str(REPO),
         "scope": "session",
+        "risk": "medium",
     }
 
 
