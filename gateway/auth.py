@@ -21,7 +21,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from gateway.config import ConfigProblems
+from gateway.config import ConfigProblems, explain_error, render_path
 from gateway.errors import GatewayError
 
 Method = Literal["api_key", "jwt", "anonymous", "stdio"]
@@ -316,43 +316,17 @@ _SCHEMA = _object(
         "jwt": _JWT,
     }
 )
-_TYPES = {"object": "a map", "array": "a list", "string": "a string", "number": "a number", "boolean": "true or false"}
-
-
-def _render(path: tuple[str | int, ...]) -> str:
-    """A path inside the file, written like `auth.api_keys[1].role`."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
 
 
 def _schema_problems(section: Any) -> list[tuple[str, str]]:
-    """Every schema violation, as (path, problem); values are never echoed, as they may be secrets."""
-    problems: list[tuple[str, str]] = []
-    for error in jsonschema.Draft202012Validator(_SCHEMA).iter_errors(section):
-        path: tuple[str | int, ...] = ("auth", *error.absolute_path)
-        schema, expected = cast(dict[str, Any], error.schema), error.validator_value
-        if error.validator == "additionalProperties":
-            allowed = ", ".join(sorted(schema["properties"]))
-            problems += [
-                (_render((*path, k)), f"unknown key; allowed: {allowed}")
-                for k in error.instance
-                if k not in schema["properties"]
-            ]
-        elif error.validator == "type":
-            names = [expected] if isinstance(expected, str) else expected
-            problems.append((_render(path), f"expected {' or '.join(_TYPES.get(n, n) for n in names)}"))
-        elif error.validator == "required":
-            problems += [(_render(path), f"missing required key '{k}'") for k in expected if k not in error.instance]
-        elif error.validator == "pattern":
-            problems.append((_render(path), f"must be {schema['description']}"))
-        elif error.validator in ("minLength", "minItems"):
-            problems.append((_render(path), "must not be empty"))
-        elif error.validator == "minimum":
-            problems.append((_render(path), f"must be at least {expected}"))
-        elif error.validator == "enum":
-            problems.append((_render(path), f"must be one of {', '.join(expected)}"))
-        else:
-            problems.append((_render(path), error.message))
-    return problems
+    """Every schema violation, as (path, problem)."""
+    validator = jsonschema.Draft202012Validator(_SCHEMA)
+    return [
+        # Values are never echoed ("; got ..."): the section holds keys and secrets.
+        (render_path(("auth", *path)), text.split("; got ", 1)[0])
+        for error in validator.iter_errors(section)
+        for path, text in explain_error(error)
+    ]
 
 
 def _build(section: Mapping[str, Any], base_dir: Path, roles: frozenset[str] | None, source: str) -> AuthSettings:

@@ -2,6 +2,9 @@
 
 The middleware leaves the `Authorization` header in place for the MCP SDK; the gateway never
 forwards it: upstream connections are separate and carry their own configured credentials.
+It also hands the caller to the SDK as the request's user, which binds every HTTP session to
+the caller who opened it: any other caller presenting that session id, for any method (a call,
+the event stream, or DELETE), is answered exactly as for a session that does not exist.
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ import logging
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.auth import AuthenticationError, Authenticator, AuthSettings
+from gateway.auth import AuthenticationError, Authenticator, AuthSettings, Identity
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_RESOURCE_PATH = "/mcp"
@@ -48,6 +53,13 @@ def _quoted(text: str) -> str:
     return "".join(c if " " <= c <= "~" and c not in '"\\' else "'" for c in text)
 
 
+def principal(identity: Identity) -> AuthenticatedUser:
+    """The caller as the SDK's session manager sees it: the owner of the sessions it opens."""
+    # The principal is the caller name alone; the credential is not kept on the request.
+    token = AccessToken(token="", client_id=identity.caller, scopes=[], subject=identity.caller)
+    return AuthenticatedUser(token)
+
+
 class AuthMiddleware:
     """Authenticates requests to the protected paths and puts the Identity in `request.state.identity`."""
 
@@ -76,6 +88,7 @@ class AuthMiddleware:
             await self._challenge(Request(scope), error)(scope, receive, send)
             return
         scope.setdefault("state", {})["identity"] = identity
+        scope["user"] = principal(identity)
         await self._app(scope, receive, send)
 
     def _challenge(self, request: Request, error: AuthenticationError) -> Response:

@@ -29,6 +29,9 @@ FIND_TOOLS = "Find_Tools"
 READ_SKILL_FILE = "Read_Skill_File"
 SKILL_TOOLS = (LIST_SKILLS, LOAD_SKILL, UNLOAD_SKILL, READ_SKILL_FILE)
 STATE_TOOLS = frozenset({LIST_SKILLS, LOAD_SKILL, UNLOAD_SKILL, USE_TOOL, READ_SKILL_FILE})
+# No enum of skill names: the schemas are the same for every caller, and an enum would name
+# skills that some roles may not see. List_Skills gives each caller the names it may use.
+SKILL_NAME = {"type": "string", "description": "A skill name, as List_Skills gives it."}
 HANDLE = {
     "type": "string",
     "description": "Only for clients without sessions: the handle an earlier Load_Skill returned.",
@@ -60,9 +63,12 @@ CallBack = Callable[
 ]
 
 
-def records(skill_names: Sequence[str], with_skills: bool, with_search: bool) -> list[ToolRecord]:
+def records(skill_names: Sequence[str] | None, with_skills: bool, with_search: bool) -> list[ToolRecord]:
     """The meta-tools worth listing: skill tools when skills exist, search and call-through when needed."""
     result: list[ToolRecord] = []
+    # Listed per role, the skill argument names exactly the skills that role may load; the
+    # records used to validate calls leave it open, so a hidden name fails like an unknown one.
+    skill_name = SKILL_NAME if skill_names is None else {**SKILL_NAME, "enum": list(skill_names)}
     if with_skills:
         result += [
             _record(
@@ -77,7 +83,7 @@ def records(skill_names: Sequence[str], with_skills: bool, with_search: bool) ->
                 LOAD_SKILL,
                 "Activate a skill: returns its instructions, its bundled files and the full schemas of its "
                 "tools, which you then call with Use_Tool. Loading an active skill only refreshes it.",
-                {"name": {"type": "string", "enum": list(skill_names)}, "handle": HANDLE},
+                {"name": skill_name, "handle": HANDLE},
                 ["name"],
                 _STATEFUL,
             ),
@@ -86,7 +92,7 @@ def records(skill_names: Sequence[str], with_skills: bool, with_search: bool) ->
                 "Deactivate a skill by name, or pass task_done=true when the current task is finished "
                 "to release every task-scoped skill.",
                 {
-                    "name": {"type": "string", "enum": list(skill_names)},
+                    "name": skill_name,
                     "task_done": {"type": "boolean", "default": False},
                     "handle": HANDLE,
                 },
@@ -96,7 +102,7 @@ def records(skill_names: Sequence[str], with_skills: bool, with_search: bool) ->
             _record(
                 READ_SKILL_FILE,
                 "Read one bundled file of an active skill (a path from Load_Skill's file list).",
-                {"name": {"type": "string", "enum": list(skill_names)}, "path": {"type": "string"}, "handle": HANDLE},
+                {"name": skill_name, "path": {"type": "string"}, "handle": HANDLE},
                 ["name", "path"],
                 _READ_ONLY,
             ),

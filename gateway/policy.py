@@ -15,7 +15,12 @@ allow rule matches it and no deny rule does (deny wins); a role with no allow ru
 Skills. Without a `roles` section a skill is visible when its metadata names no roles or names
 the caller's role. With one, a caller with no role or an unknown role sees no skill; a known
 role sees a skill when its `skills:` lists it, or the skill's metadata.roles names the role, or
-the skill names no roles at all. The tools a skill brings are still filtered tool by tool.
+the skill names no roles at all. The tools a skill brings are still filtered tool by tool, and a
+skill whose every tool is hidden is hidden too (gateway/skillhost.py).
+
+Resources and prompts. A server's resources, templates and prompts are visible to a role that
+may see at least one of the server's tools; a role that sees none of them does not learn the
+server exists (gateway/service.py applies this to listings, reads, prompts and completion).
 
 Risk. A risk set in the configuration wins. Otherwise, from the tool's annotations: read-only is
 low; `destructiveHint` set explicitly to true is high; anything else is medium, including an

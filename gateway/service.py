@@ -101,17 +101,15 @@ class Gateway:
         )
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         skills = load_skills(settings.skill_dirs)
-        self.meta_tools = meta_records(
-            sorted(skills.skills), with_skills=bool(skills.skills), with_search=_has_extended(config)
-        )
-        self._meta = {tool.name: tool for tool in self.meta_tools}
+        self._meta_kinds = {"with_skills": bool(skills.skills), "with_search": _has_extended(config)}
+        self._meta = {tool.name: tool for tool in meta_records(None, **self._meta_kinds)}
         order = [server.name for server in config.servers] + list(self.local_sources)
         self.catalog = Catalog(order, reserved=list(self._meta))
         self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self.may_see_skill, self._session_changed)
         self.sessions = SessionRegistry(settings.session_idle_timeout)
         self.audit = AuditStore(self.data_dir / "audit.db")
         self.confirmations = ConfirmationStore(self.data_dir / "confirmations.db")
-        self.budgets = Budgets(self.policy.budget)
+        self.budgets = Budgets(self.policy.budget, clock)
         self._confirm = ConfirmRiskyCalls(self.confirmations, derive_risk, confirmation.risk, confirmation.ttl_seconds)
         self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}
         self.pipeline = Pipeline(self._steps(), self._execute)
@@ -280,7 +278,12 @@ class Gateway:
         if self.config.settings.disclosure == "list_changed" and session.transport != "stateless":
             extra = self.skills.active_tools(session)
         listed = [tool for tool in self.visible_tools(session) if tool.layer == "core" or tool.name in extra]
-        return self.meta_tools + listed
+        return self.meta_tools(session) + listed
+
+    def meta_tools(self, session: SessionContext) -> list[ToolRecord]:
+        """The meta-tools as this session's role sees them (skill names limited to its skills)."""
+        names = [skill.name for skill in self.skills.visible_skills(session)]
+        return meta_records(names, **self._meta_kinds)
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
         """The tool `name` as this session may see it; unknown and invisible tools are alike."""

@@ -259,10 +259,9 @@ def test_config_problems_name_each_path() -> None:
         "jwt": {"issuer": ISSUER, "leeway": -1},
     }
     assert problems(section) == [
-        ("auth.anonymus_role", "unknown key; allowed: anonymous_role, api_keys, authorization_servers, enabled, "
-         "jwt, resource_url, scopes_supported"),
+        ("auth.anonymus_role", "unknown key (did you mean 'anonymous_role'?)"),
         ("auth.api_keys[0].key_sha256", "must be 64 hex digits"),
-        ("auth.api_keys[1].role", "expected a string"),
+        ("auth.api_keys[1].role", "expected a string, got the number 3"),
         ("auth.jwt.leeway", "must be at least 0"),
     ]  # fmt: skip
 

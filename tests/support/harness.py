@@ -62,9 +62,11 @@ async def gateway_client(
     **client_options: Any,
 ) -> AsyncIterator[tuple[Gateway, Client]]:
     """A started gateway and an SDK client connected to its MCP server in memory."""
-    async with Gateway(config, transports=transports) as gateway:
-        async with Client(build_server(gateway), mode=mode, **client_options) as client:
-            yield gateway, client
+    async with (
+        Gateway(config, transports=transports) as gateway,
+        Client(build_server(gateway), mode=mode, **client_options) as client,
+    ):
+        yield gateway, client
 
 
 def free_port() -> int:
