@@ -62,7 +62,7 @@ async def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None
     with anyio.fail_after(limit):
         # The states polled here (sessions, upstream status) belong to the code under test,
         # which offers no event to wait on.
-        while not condition():  # noqa: ASYNC110
+        while not condition():
             await anyio.sleep(0.02)
 
 
