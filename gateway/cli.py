@@ -100,7 +100,7 @@ def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(run)
+    anyio.run(run, backend_options={"use_uvloop": True})
     return 0
 
 

@@ -139,6 +139,7 @@ class GatewaySettings:
     stdio_role: str | None = None
     sandbox_image: str = "mcp-gateway-sandbox:latest"
     sandbox_warm: int = 2
+    http_json_responses: bool = False
 
 
 @dataclass(frozen=True, slots=True)

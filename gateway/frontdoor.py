@@ -103,6 +103,7 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     capabilities = ctx.session.client_capabilities
     if (
         ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        and ctx.session.can_send_request
         and capabilities is not None
         and capabilities.elicitation is not None
     ):
@@ -211,6 +212,10 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         on_get_prompt=get_prompt,
         on_completion=complete,
     )
+
+    # The SDK's default middleware opens a tracing span per request, a measurable cost per call
+    # that buys nothing until a tracer is installed.
+    server.middleware.clear()
 
     async def changed() -> None:
         await notify_tools_changed(gateway)

@@ -58,13 +58,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             + list(LOOPBACK_ORIGINS)
             + list(config.settings.allowed_origins),
         )
-    # SSE responses, not single JSON bodies: only a stream carries a call's progress
-    # notifications back, and lets the SDK notice a 2026-era client abandoning a call
-    # (so the cancel reaches the upstream). Calls that emit nothing are still answered
-    # with plain JSON in the 2026 era.
+    # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
+    # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
+    # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
+    # answered with plain JSON in the 2026 era. `http_json_responses` trades those for speed.
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
-        json_response=False,
+        json_response=config.settings.http_json_responses,
         transport_security=security,
         host=host,
         session_idle_timeout=config.settings.session_idle_timeout,

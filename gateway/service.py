@@ -164,6 +164,7 @@ class Gateway:
         for upstream in self.upstreams.values():
             self._group.start_soon(upstream.run)
         self._group.start_soon(self._expire_idle_sessions)
+        self._group.start_soon(self.audit.maintain)
         await self.wait_for_upstreams()
         return self
 
