@@ -203,12 +203,13 @@ def measure(url: str, mode: str, calls: int, seconds: float, server: int, upstre
     )
 
 
-def gateway_config(directory: Path) -> Path:
+def gateway_config(directory: Path, json_responses: bool) -> Path:
     """A gateway config with one stdio upstream, `echo`, writing its data under `directory`."""
     path = directory / "gateway.yaml"
     path.write_text(
         "gateway:\n"
         f"  data_dir: {directory / 'data'}\n"
+        f"  http_json_responses: {'true' if json_responses else 'false'}\n"
         "servers:\n"
         "  echo:\n"
         f"    command: {sys.executable}\n"
@@ -218,7 +219,7 @@ def gateway_config(directory: Path) -> Path:
     return path
 
 
-def run(calls: int, seconds: float, mode: str) -> tuple[Measurement, Measurement]:
+def run(calls: int, seconds: float, mode: str, json_responses: bool) -> tuple[Measurement, Measurement]:
     """Measure the direct path, then the gateway path; every process is stopped before this returns."""
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as temp, ExitStack() as stack:
         directory = Path(temp)
@@ -232,7 +233,7 @@ def run(calls: int, seconds: float, mode: str) -> tuple[Measurement, Measurement
         port = free_port()
         log = directory / "gateway.log"
         command = [sys.executable, "-m", "gateway", "--log-level", "warning", "serve"]
-        command += ["--config", str(gateway_config(directory)), "--port", str(port)]
+        command += ["--config", str(gateway_config(directory, json_responses)), "--port", str(port)]
         gateway = stack.enter_context(started(command, log=log))
         wait_until_ready(gateway, f"http://127.0.0.1:{port}/readyz", log)
         upstreams = children_of(gateway.pid)
@@ -283,6 +284,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--mode", default="legacy", choices=["legacy", "2026-07-28"], help="protocol era the client speaks"
     )
+    parser.add_argument(
+        "--json-responses",
+        action="store_true",
+        help="run the gateway with http_json_responses: true (one JSON body per request, as the direct server)",
+    )
     args = parser.parse_args(argv)
     if args.calls < 1 or not 0 < args.seconds <= 600:
         parser.error("--calls must be at least 1 and --seconds between 0 and 600")
@@ -291,10 +297,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     # Other work on the machine shares the CPUs with all three processes; the reader should know.
     load = os.getloadavg()[0]
     try:
-        direct, through = run(args.calls, args.seconds, args.mode)
+        direct, through = run(args.calls, args.seconds, args.mode, args.json_responses)
     except KeyboardInterrupt:
         print("interrupted; every process the benchmark started has been stopped", file=sys.stderr)
         raise SystemExit(130) from None
+    responses = "JSON bodies" if args.json_responses else "event streams"
+    print(f"gateway answers with {responses}")
     print(report(direct, through, args.mode, args.calls, args.seconds, load))
 
 

@@ -14,6 +14,13 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -116,8 +123,11 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     return notes
 
 
-async def notify_tools_changed(gateway: Gateway) -> None:
-    """Tell every connected client with a back channel that the lists changed."""
+async def notify_tools_changed(gateway: Gateway, bus: InMemorySubscriptionBus) -> None:
+    """Tell every connected client that the lists changed: handshake-era sessions through their
+    back channel, 2026-era clients through their `subscriptions/listen` streams."""
+    for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
+        await bus.publish(event)
     for context in gateway.sessions.live():
         connection = context.state.get(CONNECTION_KEY)
         if isinstance(connection, Connection) and connection.has_standalone_channel:
@@ -199,6 +209,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         except (ProtocolError, ToolError) as error:
             raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
 
+    bus = InMemorySubscriptionBus()
     server = GatewayServer(
         "mcp-gateway",
         version="0.1.0",
@@ -211,6 +222,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
         on_completion=complete,
+        on_subscriptions_listen=ListenHandler(bus),
     )
 
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call
@@ -218,7 +230,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
     server.middleware.clear()
 
     async def changed() -> None:
-        await notify_tools_changed(gateway)
+        await notify_tools_changed(gateway, bus)
 
     async def session_changed(session: SessionContext) -> None:
         connection = session.state.get(CONNECTION_KEY)

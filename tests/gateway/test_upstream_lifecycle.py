@@ -10,6 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.service import Gateway
 from gateway.upstream import State
@@ -141,3 +142,18 @@ async def test_http_clients_are_told_when_an_upstream_list_changes(tmp_path: Pat
         names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
         assert "toy__sprout" in names
         assert gateway.catalog.tool("toy__sprout") is not None
+
+
+async def test_stateless_era_clients_listening_are_told_when_an_upstream_list_changes(tmp_path: Path) -> None:
+    config = make_config(tmp_path, placeholder(["toy"]))
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy()})) as (_, url),
+        Client(f"{url}/mcp", mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True) as subscription,
+    ):
+        await client.call_tool("toy__grow", {"tool_name": "bud"})
+        with anyio.fail_after(10):
+            event = await subscription.__anext__()
+        assert isinstance(event, ToolsListChanged)
+        names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert "toy__bud" in names
