@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -23,7 +24,7 @@ import anyio.to_thread
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway.config import GatewayConfig, SandboxSettings, ServerConfig
+from gateway.config import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
 from gateway.pipeline import CallNext, ToolCall
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError, parse_size
 from gateway.upstream import Streams, TransportFactory
@@ -31,6 +32,7 @@ from gateway.upstream import Streams, TransportFactory
 log = logging.getLogger(__name__)
 
 AVAILABILITY_INTERVAL = 30.0
+RELEASE_KEY = "gateway.sandbox.release"
 
 
 class SandboxGuard:
@@ -78,6 +80,12 @@ def shared_workspace(path: Path) -> Path:
     return path
 
 
+def sandbox_scope(settings: GatewaySettings) -> str:
+    """The scope label of this gateway's containers: stable across restarts on the same data
+    directory, so that a restarted gateway sweeps what its predecessor left."""
+    return "gw-" + hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:12]
+
+
 class Sandboxes:
     """The gateway's Docker sandbox, created only when some tool needs one."""
 
@@ -87,10 +95,13 @@ class Sandboxes:
             server.sandbox is not None or any(tool.sandbox is not None for tool in server.tools.values())
             for server in config.servers
         )
-        # Stable across restarts, so that a restarted gateway sweeps what its predecessor left.
-        scope = "gw-" + hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:12]
+        scope = sandbox_scope(settings)
+        # Session containers end with their client sessions (the gateway's own idle expiry), not
+        # on a timer of the sandbox's: a quiet session would otherwise lose its server's state.
         self.docker = (
-            DockerSandbox(settings.sandbox_image, warm_size=settings.sandbox_warm, scope=scope) if needed else None
+            DockerSandbox(settings.sandbox_image, warm_size=settings.sandbox_warm, scope=scope, session_idle=math.inf)
+            if needed
+            else None
         )
         self._state = (False, "the Docker sandbox has not been checked yet")
 
@@ -134,10 +145,19 @@ class Sandboxes:
 
     async def call(self, call: ToolCall, server: ServerConfig, workspace: Path) -> types.CallToolResult:
         """Run one call of a per-call sandboxed tool in a fresh container."""
-        assert self.docker is not None
+        docker = self.docker
+        assert docker is not None
         settings = server.settings_for(call.tool.original_name).sandbox
         assert settings is not None
-        return await self.docker.call_per_call(
+        if RELEASE_KEY not in call.session.state:
+            # Warm containers mount this session's workspace: nobody else may use them once it ends.
+            call.session.state[RELEASE_KEY] = True
+
+            async def release() -> None:
+                await docker.release_workspace(workspace)
+
+            call.session.on_close(release)
+        return await docker.call_per_call(
             container_command(server, settings),
             call.tool.original_name,
             call.arguments,

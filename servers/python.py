@@ -117,10 +117,14 @@ async def run_snippet(code: str, stdin: str | None, seconds: float, max_output_b
 
 def render(result: RunResult, timeout: float) -> str:
     """A short text rendering: how it ended, then each non-empty stream."""
+    code = result["exit_code"]
     if result["timed_out"]:
         parts = [f"timed out after {timeout:g} s; the process group was killed"]
+    elif code is not None and code < 0:
+        cause = " (out of memory or another limit)" if -code == signal.SIGKILL else ""
+        parts = [f"killed by signal {signal.strsignal(-code) or -code}{cause}"]
     else:
-        parts = [f"exit code {result['exit_code']}"]
+        parts = [f"exit code {code}"]
     if result["stdout"]:
         parts.append(f"--- stdout ---\n{result['stdout']}")
     if result["stderr"]:

@@ -280,6 +280,8 @@ class ContainerStdio:
         self._stack: AsyncExitStack | None = None
         self._handle: SandboxContainer | None = None
         self._stderr = bytearray()
+        self.failure: str | None = None
+        """Why the transport gave up on the server, when it did (the session only sees the connection close)."""
         self.last_activity = time.monotonic()
 
     @property
@@ -354,9 +356,8 @@ class ContainerStdio:
                                 self.last_activity = time.monotonic()
                                 await reader_in.send(_parse(message))
                         if len(line) > self._max_message:
-                            await reader_in.send(
-                                ToolExecutionError(f"sandboxed server sent a message over {self._max_message} bytes")
-                            )
+                            self.failure = f"the sandboxed server sent a message over {self._max_message} bytes"
+                            await reader_in.send(ToolExecutionError(self.failure))
                             return
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 return

@@ -138,6 +138,13 @@ class DockerSandbox:
             await self.close_session(session_id)
         return len(idle)
 
+    async def release_workspace(self, workspace: Path) -> int:
+        """Remove the warm pools whose containers mount `workspace` (its session ended); return how many."""
+        keys = [key for key in self._pools if key[2] == workspace]
+        for key in keys:
+            await self._pools.pop(key).close()
+        return len(keys)
+
     async def prewarm(self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None) -> None:
         """Fill the warm pool for this command now rather than on its first call."""
         pool = await self._pool(command, limits, workspace)
@@ -223,7 +230,9 @@ async def _call(
             raise
         tail = transport.stderr_tail.strip()[-500:]
         detail = f"; server stderr: {tail}" if tail else ""
-        raise ToolExecutionError(f"sandboxed tool {tool_name} failed: {failure.message}{detail}") from error
+        # The session only saw the connection close; the transport knows why it closed it.
+        reason = transport.failure or failure.message
+        raise ToolExecutionError(f"sandboxed tool {tool_name} failed: {reason}{detail}") from error
 
 
 def _first_leaf(error: BaseException) -> BaseException:

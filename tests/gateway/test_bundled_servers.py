@@ -22,10 +22,18 @@ pytestmark = pytest.mark.anyio
 Bundled = tuple[Gateway, Client, Path]
 
 
+# A tag nobody builds: the sandbox is unavailable even where Docker and the real image are present.
+ABSENT_IMAGE = "mcp-gateway-sandbox:absent"
+
+
 def default_config(data_dir: Path, *servers: str) -> GatewayConfig:
-    """The default configuration with its data under `data_dir`, keeping only `servers`."""
+    """The default configuration with its data under `data_dir`, keeping only `servers`, and no sandbox image."""
     config = load_config(default_config_path(), environ={"GATEWAY_DATA_DIR": str(data_dir), "HOME": str(data_dir)})
-    return replace(config, servers=tuple(server for server in config.servers if server.name in servers))
+    return replace(
+        config,
+        settings=replace(config.settings, sandbox_image=ABSENT_IMAGE),
+        servers=tuple(server for server in config.servers if server.name in servers),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -137,4 +145,7 @@ async def test_the_sandboxed_python_tool_is_refused_and_never_runs_on_the_host(b
     assert result.is_error
     assert "runs only in a Docker sandbox" in text_of(result)
     assert "The call was not run." in text_of(result)
+    # Without Docker the reason names Docker, with it the absent image; either way the refusal says why.
+    ready, reason = gateway.sandbox_availability()
+    assert not ready and reason in text_of(result)
     assert (rows[0].tool, rows[0].outcome) == ("python__run_python", "refused:sandbox")
