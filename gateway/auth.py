@@ -21,7 +21,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from gateway.config import ConfigProblems, explain_error, render_path
+from gateway.configschema import ConfigProblems, explain_error, render_path
 from gateway.errors import GatewayError
 
 Method = Literal["api_key", "jwt", "anonymous", "stdio"]

@@ -2,39 +2,37 @@
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import json
 import os
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-import jsonschema
-import yaml
-
+from gateway.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
+from gateway.configreader import read_config_file
+from gateway.configschema import (
+    NAME_PATTERN,
+    NAME_RULE,
+    JsonPath,
+    Problem,
+    describe_value,
+    raise_if_any,
+    schema_problems,
+)
 from gateway.errors import ConfigError
 from gateway.tools import Layer, Risk
+from gateway.variables import WORKSPACE_REFERENCE, expand, substitute
 
 SandboxMode = Literal["per-call", "per-session"]
 Transport = Literal["stdio", "http", "sse"]
 Scope = Literal["shared", "session"]
-WORKSPACE = "WORKSPACE"
-WORKSPACE_REFERENCE = "${WORKSPACE}"
 Disclosure = Literal["call-through", "list_changed"]
-JsonPath = tuple[str | int, ...]
-Problem = tuple[JsonPath, str]
 
-MAX_CONFIG_BYTES = 1 << 20
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
-NAME_RULE = "names and namespaces are 1-32 letters, digits, '_' or '-', because they prefix tool names"
 EXTRA_SECTIONS = ("roles", "auth", "confirmation")
-FOREIGN_DATA_DIR = "${GATEWAY_DATA_DIR:-~/.local/share/mcp-gateway}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,16 +153,6 @@ class GatewayConfig:
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""
 
 
-class ConfigProblems(ConfigError):
-    """Every violation found in one file; `file`, `path` and `problem` describe the first."""
-
-    def __init__(self, file: str, problems: list[tuple[str, str]]) -> None:
-        super().__init__(file, *problems[0])
-        self.problems = tuple(problems)
-        self.message = "\n".join(f"{file}: {path}: {text}" if path else f"{file}: {text}" for path, text in problems)
-        self.args = (self.message,)
-
-
 def default_config_path() -> Path:
     """The embedded default configuration, gateway/default.yaml."""
     return Path(__file__).with_name("default.yaml")
@@ -173,7 +161,7 @@ def default_config_path() -> Path:
 def load_config(path: Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
     """Read, validate and resolve a configuration file (the gateway's YAML, or a client's JSON)."""
     path = Path(path).absolute()
-    config = parse_config(_read(path), source=str(path), base_dir=path.parent, environ=environ)
+    config = parse_config(read_config_file(path), source=str(path), base_dir=path.parent, environ=environ)
     return replace(config, path=path)
 
 
@@ -182,328 +170,30 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     if data is None:
         raise ConfigError(source, "", "the file is empty")
     if not isinstance(data, dict):
-        raise ConfigError(source, "", f"expected a map at the top level, got {_describe(data)}")
+        raise ConfigError(source, "", f"expected a map at the top level, got {describe_value(data)}")
     env = dict(os.environ if environ is None else environ)
     problems: list[Problem] = []
-    kind = _detect_format(data)
+    kind = detect_format(data)
     variables = {**env, "GATEWAY_PYTHON": sys.executable, "CONFIG_DIR": str(base_dir)}
     section = data.get("gateway")
     raw_dir = section.get("data_dir") if isinstance(section, dict) else None
-    raw_dir = raw_dir if kind == "gateway" else FOREIGN_DATA_DIR
+    raw_dir = raw_dir if kind == "gateway" else CLIENT_DATA_DIR
     if not isinstance(raw_dir, str):
         raw_dir = "./data"
-    data_dir = _local_path(_expand(raw_dir, variables, ("gateway", "data_dir"), problems), base_dir, env)
-    data = _substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
-    problems += _schema_problems(data, kind)
-    _raise_if_any(source, problems)
+    data_dir = _local_path(expand(raw_dir, variables, ("gateway", "data_dir"), problems), base_dir, env)
+    data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
+    problems += schema_problems(data, kind)
+    raise_if_any(source, problems)
     renames: dict[str, str] = {}
-    document: dict[str, Any] = data if kind == "gateway" else _from_foreign(data, kind, problems, renames)
+    document: dict[str, Any] = data if kind == "gateway" else from_client_file(data, kind, problems, renames)
     config = _build(document, kind, data_dir, base_dir, env, problems, renames)
-    _raise_if_any(source, problems)
+    raise_if_any(source, problems)
     notes = tuple(
         f"server {original!r} is called '{name}' here: names prefix tool names, which allow only "
         "letters, digits, '_' and '-'"
         for name, original in renames.items()
     )
     return replace(config, notes=notes)
-
-
-def _read(path: Path) -> Any:
-    """The parsed content of a file, bounded in size; every failure becomes a ConfigError."""
-    source = str(path)
-    try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(source, "", "no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(source, "", "is a directory, not a configuration file") from None
-    except OSError as error:
-        raise ConfigError(source, "", f"cannot be read: {error.strerror}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(source, "", f"is larger than {MAX_CONFIG_BYTES} bytes, the limit for a configuration file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ConfigError(source, "", f"is not UTF-8 text (bad byte at offset {error.start})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text, object_pairs_hook=_unique_pairs)
-        except json.JSONDecodeError as error:
-            raise ConfigError(
-                source, f"line {error.lineno}, column {error.colno}", f"JSON syntax error: {error.msg}"
-            ) from None
-        except ValueError as error:
-            raise ConfigError(source, "", str(error)) from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        context = f" ({error.context})" if error.context and error.problem else ""
-        label = "" if isinstance(error, _DuplicateKeyError) else "YAML syntax error: "
-        raise ConfigError(source, where, f"{label}{error.problem or error.context}{context}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(source, "", f"YAML syntax error: {error}") from None
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refusing a key given twice (JSON parsers would keep only the last)."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}; only one of them would take effect")
-        result[key] = value
-    return result
-
-
-class _DuplicateKeyError(yaml.constructor.ConstructorError):
-    """A YAML map gives the same key twice."""
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key given twice in one map instead of keeping the last."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """The map, after checking its own keys (merged `<<` keys may legitimately be overridden)."""
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise _DuplicateKeyError(
-                    None, None, f"duplicate key {key!r}; only one of them would take effect", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _detect_format(data: Mapping[str, Any]) -> str:
-    """Which schema definition the file follows, judged by its top-level keys."""
-    if "mcpServers" in data:
-        return "mcpServersFile"
-    servers = data.get("servers")
-    typed = isinstance(servers, dict) and any(isinstance(s, dict) and "type" in s for s in servers.values())
-    if "inputs" in data or (set(data) == {"servers"} and typed):
-        return "vscodeFile"
-    return "gateway"
-
-
-_REFERENCE = re.compile(r"\$(?:(\$)|\{([^}]*)(\}?))")
-_VARIABLE = re.compile(r"(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
-
-
-def _expand(text: str, variables: Mapping[str, str], path: JsonPath, problems: list[Problem]) -> str:
-    """`text` with ${NAME} and ${NAME:-default} replaced and $$ turned into $."""
-
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(1):
-            return "$"
-        body = match.group(2)
-        if not match.group(3):
-            problems.append((path, f"'${{{body}' is not closed with '}}' (write $$ for a literal $)"))
-        elif body.startswith("input:"):
-            problems.append(
-                (
-                    path,
-                    f"${{{body}}} is a VS Code input the gateway cannot ask for; set an "
-                    "environment variable and write ${NAME} instead",
-                )
-            )
-        elif (variable := _VARIABLE.fullmatch(body)) is None or "${" in (variable.group(2) or ""):
-            problems.append(
-                (
-                    path,
-                    f"${{{body}}} is not a variable reference; write ${{NAME}} or ${{NAME:-default}} "
-                    "(nested references are not supported; $$ is a literal $)",
-                )
-            )
-        else:
-            name, default = variable.groups()
-            if name == WORKSPACE and name not in variables:
-                # Filled in per session when a `scope: session` server starts.
-                return match.group(0)
-            value = variables.get(name)
-            if default is not None and not value:
-                return str(default)
-            if value is not None:
-                return value
-            problems.append(
-                (path, f"environment variable {name} is not set (set it, or give a default: ${{{name}:-value}})")
-            )
-        # Keep the text as written so that the schema does not report a second, derived problem.
-        return match.group(0)
-
-    return _REFERENCE.sub(substitute, text)
-
-
-def _substitute(value: Any, variables: Mapping[str, str], path: JsonPath, problems: list[Problem]) -> Any:
-    """A copy of the parsed file with every string value expanded; map keys must be strings."""
-    if isinstance(value, str):
-        return _expand(value, variables, path, problems)
-    if isinstance(value, list):
-        return [_substitute(item, variables, (*path, index), problems) for index, item in enumerate(value)]
-    if isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):
-                problems.append(((*path, str(key)), f"the key {key!r} must be text; quote it"))
-        return {str(k): _substitute(v, variables, (*path, str(k)), problems) for k, v in value.items()}
-    return value
-
-
-@cache
-def _schema() -> dict[str, Any]:
-    """The JSON Schema of every accepted format (gateway/config_schema.json)."""
-    schema: dict[str, Any] = json.loads(Path(__file__).with_name("config_schema.json").read_text("utf-8"))
-    return schema
-
-
-def _schema_problems(data: Any, kind: str) -> list[Problem]:
-    """Every schema violation of `data`, read as the format `kind` (a definition in the schema)."""
-    schema = _schema() if kind == "gateway" else {**_schema(), "$ref": f"#/$defs/{kind}"}
-    validator = jsonschema.Draft202012Validator(schema)
-    return [problem for error in validator.iter_errors(data) for problem in explain_error(error)]
-
-
-_TYPE_NAMES = {
-    "object": "a map",
-    "array": "a list",
-    "string": "a string",
-    "number": "a number",
-    "integer": "a whole number",
-    "boolean": "true or false",
-    "null": "null",
-}
-
-
-def explain_error(error: jsonschema.ValidationError) -> list[Problem]:
-    """One readable problem per thing wrong, with the path inside the file."""
-    path: JsonPath = tuple(error.absolute_path)
-    kind, schema = error.validator, cast(dict[str, Any], error.schema)
-    expected: Any = error.validator_value
-    value: Any = error.instance
-    if kind == "additionalProperties" and expected is False:
-        allowed = sorted(schema.get("properties", {}))
-        return [((*path, key), _unknown_key(key, allowed)) for key in value if key not in allowed]
-    if kind == "type":
-        names = [expected] if isinstance(expected, str) else expected
-        return [(path, f"expected {' or '.join(_TYPE_NAMES[n] for n in names)}, got {_describe(value)}")]
-    if kind == "required":
-        return [(path, f"missing required key '{key}'") for key in expected if key not in value]
-    if kind == "enum":
-        return [(path, f"must be one of {', '.join(map(repr, expected))}; got {value!r}")]
-    if kind == "minimum":
-        return [(path, f"must be at least {expected}; got {value!r}")]
-    if kind == "exclusiveMinimum":
-        return [(path, f"must be greater than {expected}; got {value!r}")]
-    if kind == "minLength":
-        return [(path, "must not be empty")]
-    if kind == "pattern":
-        return [(path, f"must be {schema.get('description', expected)}; got {value!r}")]
-    if kind in ("anyOf", "oneOf"):
-        branches: dict[int, list[jsonschema.ValidationError]] = {}
-        for sub in error.context or []:
-            branches.setdefault(cast(int, sub.relative_schema_path[0]), []).append(sub)
-        for subs in branches.values():
-            # The branch whose kind of value matches (a map for a map) explains the real mistake.
-            if not any(sub.validator in ("type", "const") and not sub.relative_path for sub in subs):
-                return [problem for sub in subs for problem in explain_error(sub)]
-        described = schema.get("description", "a valid value")
-        return [(path, f"expected {described}, got {_describe(value)}")]
-    return [(path, error.message)]
-
-
-def _unknown_key(key: str, allowed: list[str]) -> str:
-    """The message for a key the schema does not know, suggesting the nearest allowed one."""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75)
-    return f"unknown key (did you mean '{close[0]}'?)" if close else f"unknown key; allowed: {', '.join(allowed)}"
-
-
-def _describe(value: Any) -> str:
-    """A short description of a value's kind, without echoing strings that may hold secrets."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    names = {dict: "a map", list: "a list", str: "a string", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
-
-
-def render_path(path: JsonPath) -> str:
-    """A path inside the file, written like `servers.files.args[2]`."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z0-9_-]+", part):
-            text += f".{part}" if text else part
-        else:
-            text += f"[{json.dumps(part)}]"
-    return text
-
-
-def _raise_if_any(source: str, problems: list[Problem]) -> None:
-    """Raise one ConfigError listing every problem (each once, in order), if there are any."""
-    unique = list(dict.fromkeys((render_path(path), text) for path, text in problems))
-    if unique:
-        raise ConfigProblems(source, unique)
-
-
-_FOREIGN_TRANSPORTS = {
-    "stdio": "stdio",
-    "sse": "sse",
-    "http": "http",
-    "streamable-http": "http",
-    "streamableHttp": "http",
-}
-
-
-def _from_foreign(
-    data: Mapping[str, Any], kind: str, problems: list[Problem], renames: dict[str, str]
-) -> dict[str, Any]:
-    """A client's file (mcpServers or VS Code servers) rewritten in the gateway's own shape.
-
-    Clients allow any server name; a name unfit to prefix tool names is given a fitting one
-    (recorded in `renames`, new name -> original), because such a file cannot say `namespace`.
-    """
-    key = "mcpServers" if kind == "mcpServersFile" else "servers"
-    servers: dict[str, Any] = {}
-    taken = {name for name in data[key] if NAME_PATTERN.fullmatch(name)}
-    for original, entry in data[key].items():
-        name = original
-        if original not in taken:
-            name = _fitting_name(original, taken)
-            taken.add(name)
-            renames[name] = original
-        server = {k: entry[k] for k in ("command", "args", "env", "cwd", "headers", "timeout") if k in entry}
-        if (url := entry.get("url", entry.get("serverUrl"))) is not None:
-            server["url"] = url
-        if (transport := entry.get("type", entry.get("transportType"))) is not None:
-            server["transport"] = _FOREIGN_TRANSPORTS[transport]
-        if entry.get("disabled"):
-            server["enabled"] = False
-        if "disabledTools" in entry:
-            server["tools"] = {tool: {"enabled": False} for tool in entry["disabledTools"]}
-        if "envFile" in entry:
-            problems.append(
-                (
-                    (key, original, "envFile"),
-                    "env files are not read; list the variables under env "
-                    "(values may use ${NAME} from the gateway's environment)",
-                )
-            )
-        servers[name] = server
-    return {"servers": servers}
-
-
-def _fitting_name(original: str, taken: set[str]) -> str:
-    """`original` reduced to a valid server name; a hash of it is added if that name is taken."""
-    name = re.sub(r"[^A-Za-z0-9_-]+", "_", original).strip("_")[:32] or "server"
-    if name in taken:
-        digest = hashlib.sha256(original.encode()).hexdigest()[:8]
-        name = f"{name[:23]}_{digest}"
-    return name
 
 
 def _build(

@@ -38,7 +38,7 @@ from typing import Any
 import jsonschema
 
 from gateway.budgets import BUDGET_SCHEMA, Budget
-from gateway.config import ConfigProblems, explain_error, render_path
+from gateway.configschema import ConfigProblems, explain_error, render_path
 from gateway.metatools import SOURCE as META_SOURCE
 from gateway.tools import Risk, ToolRecord
 

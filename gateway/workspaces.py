@@ -17,10 +17,11 @@ import anyio
 from anyio.abc import TaskGroup
 
 from gateway.catalog import SourceListing
-from gateway.config import WORKSPACE_REFERENCE, GatewaySettings, ServerConfig
+from gateway.config import GatewaySettings, ServerConfig
 from gateway.errors import UpstreamUnavailableError
 from gateway.session import SessionContext
 from gateway.upstream import State, TransportFactory, Upstream
+from gateway.variables import WORKSPACE_REFERENCE
 
 DISCOVERY = ".discovery"
 

@@ -21,7 +21,8 @@ from gateway.auth import (
     hash_key,
     print_key_hash,
 )
-from gateway.config import ConfigProblems, parse_config
+from gateway.config import parse_config
+from gateway.configschema import ConfigProblems
 from gateway.errors import ConfigError
 
 SOURCE = "/etc/gateway.yaml"

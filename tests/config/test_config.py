@@ -12,8 +12,6 @@ import jsonschema
 import pytest
 
 from gateway.config import (
-    MAX_CONFIG_BYTES,
-    ConfigProblems,
     GatewaySettings,
     LocalToolConfig,
     SandboxSettings,
@@ -23,6 +21,8 @@ from gateway.config import (
     load_config,
     parse_config,
 )
+from gateway.configreader import MAX_CONFIG_BYTES
+from gateway.configschema import ConfigProblems
 from gateway.errors import ConfigError
 from gateway.tools import Risk
 
