@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 from gateway.errors import ToolRefusedError
 from gateway.skillfile import Lifecycle
 
-# The meta-tool that activates skills; its own completion never ends a `turn` skill.
-LOAD_SKILL = "Load_Skill"
-
 
 class SkillTooLargeError(ToolRefusedError):
     """A skill brings more tools than a session may hold at once, so it cannot be loaded."""
@@ -88,10 +85,8 @@ class ActiveSkills:
         for name in [name for name, entry in self._entries.items() if tool_name in entry.tools]:
             self._entries.move_to_end(name)
 
-    def after_call(self, tool_name: str) -> list[str]:
-        """Record that a call to `tool_name` completed; returns the `turn` skills that therefore left."""
-        if tool_name == LOAD_SKILL:
-            return []
+    def after_call(self) -> list[str]:
+        """Record that a tool call completed; returns the `turn` skills that therefore left."""
         return self._remove("turn")
 
     def finish_task(self) -> list[str]:
@@ -105,10 +100,6 @@ class ActiveSkills:
     def tools(self) -> set[str]:
         """Every tool name the active skills bring, each once."""
         return {tool for entry in self._entries.values() for tool in entry.tools}
-
-    def carrying(self, tool_name: str) -> list[str]:
-        """Active skills that bring `tool_name`, most recently used first."""
-        return [name for name in self.active() if tool_name in self._entries[name].tools]
 
     def _remove(self, lifecycle: Lifecycle) -> list[str]:
         """Remove every skill of `lifecycle`; their names, most recently used first."""

@@ -27,7 +27,6 @@ UNLOAD_SKILL = "Unload_Skill"
 USE_TOOL = "Use_Tool"
 FIND_TOOLS = "Find_Tools"
 READ_SKILL_FILE = "Read_Skill_File"
-SKILL_TOOLS = (LIST_SKILLS, LOAD_SKILL, UNLOAD_SKILL, READ_SKILL_FILE)
 STATE_TOOLS = frozenset({LIST_SKILLS, LOAD_SKILL, UNLOAD_SKILL, USE_TOOL, READ_SKILL_FILE})
 # No enum of skill names: the schemas are the same for every caller, and an enum would name
 # skills that some roles may not see. List_Skills gives each caller the names it may use.

@@ -170,11 +170,6 @@ class Policy:
         validate_section(roles_section, ROLES_SCHEMA, section="roles", source_file=source_file)
         return cls({name: _role(raw) for name, raw in roles_section.items()})
 
-    @property
-    def configured(self) -> bool:
-        """True when a `roles` section exists, so unknown roles see nothing."""
-        return self.roles is not None
-
     def may_see(self, role: str | None, tool: ToolRecord) -> bool:
         """Whether a caller with `role` may know that `tool` exists (see the module docstring)."""
         if tool.source == META_SOURCE or self.roles is None:

@@ -8,8 +8,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gateway.tools import ToolRecord
-
 # Standard BM25 constants: term-frequency saturation and document-length normalisation.
 K1 = 1.2
 B = 0.75
@@ -81,14 +79,6 @@ class ToolIndex:
             term: math.log(1 + (total - len(postings) + 0.5) / (len(postings) + 0.5))
             for term, postings in self._postings.items()
         }
-
-    @classmethod
-    def from_records(cls, records: Iterable[ToolRecord]) -> ToolIndex:
-        """An index over catalog records; their skills and tags join the searchable words."""
-        return cls(
-            SearchItem(record.name, record.description, " ".join((*record.skills, *sorted(record.tags))))
-            for record in records
-        )
 
     def __len__(self) -> int:
         return len(self._items)

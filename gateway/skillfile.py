@@ -60,10 +60,6 @@ class Skill:
     compatibility: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict, hash=False)
 
-    def visible_to(self, role: str | None) -> bool:
-        """True when a caller with `role` may see the skill (no roles listed means everyone)."""
-        return not self.roles or role in self.roles
-
     def tool_names(self, catalog_names: Iterable[str]) -> list[str]:
         """The catalog names that `allowed-tools` selects (exact names or globs), in catalog order."""
         exact = {pattern for pattern in self.allowed_tools if not _GLOB_CHARS & set(pattern)}

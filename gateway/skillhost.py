@@ -233,12 +233,12 @@ class SkillHost:
         if active is not None:
             active.used(tool_name)
 
-    async def call_completed(self, session: SessionContext, tool_name: str) -> Sequence[str]:
-        """A call of `tool_name` completed: `turn` skills leave."""
+    async def call_completed(self, session: SessionContext) -> Sequence[str]:
+        """A tool call completed: `turn` skills leave."""
         active: ActiveSkills | None = session.state.get(STATE_KEY)
         if active is None:
             return []
-        left = active.after_call(tool_name)
+        left = active.after_call()
         if left:
             await self._notify(session)
         return left
@@ -267,4 +267,4 @@ class SkillLifecycle:
         try:
             return await call_next(call)
         finally:
-            await self._host.call_completed(call.session, call.tool.name)
+            await self._host.call_completed(call.session)

@@ -20,7 +20,6 @@ from pydantic import Field
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
-READ_CHUNK_BYTES = 64 * 1024
 # Bounds the wait for a killed process group to be reaped; SIGKILL cannot be ignored.
 REAP_TIMEOUT_SECONDS = 5.0
 

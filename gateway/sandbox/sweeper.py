@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 
-import anyio
-import anyio.to_thread
 import docker.errors
 from docker import DockerClient
 from docker.models.containers import Container
@@ -50,16 +46,3 @@ def _remove(container: Container) -> bool:
         logger.warning("could not sweep sandbox container %s", container.id, exc_info=True)
         return False
     return True
-
-
-async def sweep_periodically(client: DockerClient, interval: float, clock: Callable[[], float] = time.time) -> None:
-    """Sweep expired containers every `interval` seconds until cancelled."""
-    while True:
-        try:
-            removed = await anyio.to_thread.run_sync(sweep, client, clock())
-        except DOCKER_ERRORS as error:
-            logger.warning("sandbox sweep failed: %s", error)
-        else:
-            if removed:
-                logger.info("swept %d expired sandbox container(s)", removed)
-        await anyio.sleep(interval)

@@ -83,7 +83,7 @@ def test_meta_tools_are_visible_to_every_role_and_to_none(policy: Policy) -> Non
 
 def test_without_a_roles_section_everything_is_visible() -> None:
     policy = Policy.from_config(None, source_file="gateway.yaml")
-    assert not policy.configured
+    assert policy.role_names() is None
     assert policy.may_see(None, tool("sqlite__execute", annotations=DESTRUCTIVE))
     assert policy.may_see("anyone", tool("calc__add"))
     assert policy.budget("anyone") is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.disclosure import LOAD_SKILL, ActiveSkills, LoadOutcome, SkillTooLargeError
+from gateway.disclosure import ActiveSkills, LoadOutcome, SkillTooLargeError
 from gateway.errors import ToolRefusedError
 
 
@@ -58,7 +58,6 @@ def test_using_a_tool_carried_by_several_skills_refreshes_all_of_them() -> None:
     skills.load("c", ["shared"], "session")
     skills.used("shared")
     assert skills.active() == ["c", "a", "b"]
-    assert skills.carrying("shared") == ["c", "a"]
     skills.used("unknown")
     assert skills.active() == ["c", "a", "b"]
 
@@ -109,26 +108,24 @@ def test_turn_skill_leaves_after_the_next_completed_call() -> None:
     skills = ActiveSkills()
     skills.load("math", ["calc__evaluate"], "turn")
     skills.load("files", ["files__read_file"], "session")
-    assert skills.after_call("files__read_file") == ["math"]
+    assert skills.after_call() == ["math"]
     assert skills.active() == ["files"]
-    assert skills.after_call("calc__evaluate") == []
+    assert skills.after_call() == []
 
 
-def test_load_skill_calls_do_not_end_a_turn_skill() -> None:
+def test_every_turn_skill_leaves_after_the_same_completed_call() -> None:
     skills = ActiveSkills()
     skills.load("math", ["calc__evaluate"], "turn")
-    assert skills.after_call(LOAD_SKILL) == []
     skills.load("stats", ["python__run_python"], "turn")
-    assert skills.after_call(LOAD_SKILL) == []
-    assert skills.after_call("calc__evaluate") == ["stats", "math"]
+    assert skills.after_call() == ["stats", "math"]
 
 
 def test_turn_skill_loaded_after_a_call_waits_for_the_following_call() -> None:
     skills = ActiveSkills()
-    assert skills.after_call("files__read_file") == []
+    assert skills.after_call() == []
     skills.load("math", ["calc__evaluate"], "turn")
     assert skills.active() == ["math"]
-    assert skills.after_call("calc__evaluate") == ["math"]
+    assert skills.after_call() == ["math"]
 
 
 def test_finish_task_removes_only_task_skills() -> None:
@@ -136,7 +133,7 @@ def test_finish_task_removes_only_task_skills() -> None:
     skills.load("analysis", ["sqlite__query"], "task")
     skills.load("files", ["files__read_file"], "session")
     skills.load("report", ["files__write_file"], "task")
-    assert skills.after_call("sqlite__query") == []
+    assert skills.after_call() == []
     assert skills.finish_task() == ["report", "analysis"]
     assert skills.active() == ["files"]
     assert skills.finish_task() == []
@@ -145,7 +142,7 @@ def test_finish_task_removes_only_task_skills() -> None:
 def test_session_skill_stays_until_unloaded_or_evicted() -> None:
     skills = ActiveSkills(capacity=1)
     skills.load("files", ["files__read_file"], "session")
-    skills.after_call("files__read_file")
+    skills.after_call()
     skills.finish_task()
     assert skills.active() == ["files"]
     assert skills.load("math", ["calc__evaluate"], "turn").evicted == ["files"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from gateway.search import SearchItem, ToolIndex, tokenize
-from gateway.tools import ToolRecord
 
 CATALOG = [
     SearchItem("files__list_directory", "List the entries of a directory.", "file-organisation"),
@@ -96,14 +95,3 @@ def test_empty_or_unmatched_query_returns_nothing(index: ToolIndex, query: str) 
 
 def test_empty_index_returns_nothing() -> None:
     assert ToolIndex([]).search("anything") == []
-
-
-def test_index_from_catalog_records_searches_skills_and_tags() -> None:
-    records = [
-        ToolRecord("git__log", "git", "log", "Show commit history.", skills=("release-notes",)),
-        ToolRecord("git__diff", "git", "diff", "Show changes.", tags=frozenset({"review"})),
-    ]
-    index = ToolIndex.from_records(records)
-    assert len(index) == 2
-    assert [hit.name for hit in index.search("release notes")] == ["git__log"]
-    assert [hit.name for hit in index.search("review")] == ["git__diff"]

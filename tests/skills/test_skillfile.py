@@ -43,15 +43,12 @@ def test_defaults_are_session_lifecycle_and_every_role(write_skill: WriteSkill, 
     skill = load_skills([tmp_path / "skills"]).skills["plain"]
     assert skill.lifecycle == "session"
     assert skill.roles == ()
-    assert skill.visible_to(None) and skill.visible_to("anyone")
 
 
-def test_roles_restrict_visibility(write_skill: WriteSkill, tmp_path: Path) -> None:
-    write_skill("ops", "name: ops\ndescription: Ops.\nmetadata:\n  roles: admin\n")
+def test_metadata_roles_name_the_roles_that_see_the_skill(write_skill: WriteSkill, tmp_path: Path) -> None:
+    write_skill("ops", "name: ops\ndescription: Ops.\nmetadata:\n  roles: admin, auditor\n")
     skill = load_skills([tmp_path / "skills"]).skills["ops"]
-    assert skill.visible_to("admin")
-    assert not skill.visible_to("analyst")
-    assert not skill.visible_to(None)
+    assert skill.roles == ("admin", "auditor")
 
 
 def test_allowed_tools_accepts_a_yaml_list(write_skill: WriteSkill, tmp_path: Path) -> None:
