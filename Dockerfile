@@ -6,6 +6,6 @@ COPY gateway gateway
 COPY servers servers
 COPY skills skills
 RUN pip install --no-cache-dir .
-ENV GATEWAY_DATA_DIR=/data
+ENV GATEWAY_DATA_DIR=/var/lib/mcp-gateway
 EXPOSE 8000
 CMD ["python", "-m", "gateway", "serve", "--host", "0.0.0.0", "--port", "8000"]
