@@ -34,6 +34,8 @@ from gateway.tools import ToolRecord
 
 log = logging.getLogger(__name__)
 
+MAX_DESCRIPTION_CHARS = 8000
+
 _TAIL_BYTES = 4096
 Streams = tuple[Any, Any]
 TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
@@ -146,7 +148,7 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
                 name=record.name,
                 source=record.source,
                 original_name=record.original_name,
-                description=record.description,
+                description=_bounded(record.description),
                 input_schema=record.input_schema,
                 output_schema=record.output_schema,
                 title=record.title,
@@ -159,6 +161,13 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
             )
         )
     return tuple(records)
+
+
+def _bounded(description: str) -> str:
+    # A description is read by the model on every listing; one server must not flood its context.
+    if len(description) <= MAX_DESCRIPTION_CHARS:
+        return description
+    return description[:MAX_DESCRIPTION_CHARS] + f" [... {len(description) - MAX_DESCRIPTION_CHARS} characters cut]"
 
 
 def _sandbox_kind(sandbox: Any) -> str | None:
