@@ -106,7 +106,7 @@ def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
     async def run() -> int:
-        async with Gateway(config) as gateway:
+        async with Gateway(config, serving=False) as gateway:
             failed = False
             print(f"config: {config.path} (valid)")
             for note in config.notes:
@@ -154,7 +154,7 @@ def _skill_rows(gateway: Gateway) -> list[dict[str, Any]]:
 
 def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
     async def run() -> dict[str, Any]:
-        async with Gateway(config) as gateway:
+        async with Gateway(config, serving=False) as gateway:
             tools = [
                 {
                     "name": tool.name,

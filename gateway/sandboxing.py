@@ -111,11 +111,14 @@ class Sandboxes:
             return False, "no tool of this configuration uses the sandbox"
         return self._state
 
-    async def start(self, group: TaskGroup) -> None:
-        """Check Docker, remove leftovers of earlier runs, and keep both up to date in the background."""
+    async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
+        """Check Docker; as the owner of the data directory's containers also remove leftovers of
+        earlier runs and keep both up to date in the background."""
         if self.docker is None:
             return
         await self._check()
+        if not owner:
+            return
         if self._state[0]:
             removed = await self.docker.sweep_leftovers()
             if removed:

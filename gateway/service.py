@@ -60,8 +60,11 @@ class Gateway:
         transports: Mapping[str, TransportFactory] | None = None,
         clock: Callable[[], float] = time.monotonic,
         local_identity: Identity | None = None,
+        serving: bool = True,
     ) -> None:
         self.config = config
+        # A gateway that only inspects (check, catalog) must not sweep the containers of one that serves.
+        self._serving = serving
         settings = config.settings
         self._clock = clock
         self.data_dir = Path(settings.data_dir)
@@ -158,7 +161,7 @@ class Gateway:
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = await self._stack.enter_async_context(anyio.create_task_group())
         self._stack.push_async_callback(self.sandboxes.close)
-        await self.sandboxes.start(self._group)
+        await self.sandboxes.start(self._group, owner=self._serving)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
         for upstream in self.upstreams.values():

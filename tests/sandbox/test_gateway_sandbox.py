@@ -385,3 +385,19 @@ def _running(client: DockerClient, scope: str) -> list[str]:
     """Ids of the scope's running containers."""
     found = client.api.containers(filters={"label": scope_filter(scope), "status": "running"})
     return [str(entry["Id"]) for entry in found]
+
+
+async def test_an_inspecting_gateway_leaves_the_containers_of_a_serving_one_alone(
+    sandboxed: Sandboxed, client: Client
+) -> None:
+    gateway, docker_client, scope = sandboxed
+    with anyio.fail_after(WAIT):
+        assert text_of(await client.call_tool("counter__increment", {})) == "1"
+    serving = session_containers(docker_client, scope)
+    assert serving
+    # What `python -m gateway check` and `catalog` do: start on the same configuration, only to look.
+    async with Gateway(gateway.config, serving=False) as inspecting:
+        assert inspecting.sandbox_availability()[0]
+    assert session_containers(docker_client, scope) >= serving
+    with anyio.fail_after(WAIT):
+        assert text_of(await client.call_tool("counter__increment", {})) == "2"
