@@ -223,6 +223,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_subscriptions_listen=ListenHandler(bus),
+        get_tool_input_schema=gateway.input_schema,
     )
 
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call
