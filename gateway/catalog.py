@@ -158,7 +158,11 @@ def page(items: Sequence[T], cursor: str | None, size: int, key: Callable[[T], s
     start = 0
     if cursor:
         after, position = _decode_cursor(cursor)
-        start = next((i + 1 for i, item in enumerate(items) if key(item) == after), position)
+        # Keys may repeat (one URI listed twice): the item at the position is the one served, if it is still there.
+        if 0 < position <= len(items) and key(items[position - 1]) == after:
+            start = position
+        else:
+            start = next((i + 1 for i, item in enumerate(items) if key(item) == after), position)
     chunk = list(items[start : start + size])
     end = start + len(chunk)
     if end >= len(items) or not chunk:
@@ -177,6 +181,7 @@ def _decode_cursor(cursor: str) -> tuple[str, int]:
         after, position = json.loads(base64.urlsafe_b64decode(padded))
         if isinstance(after, str) and isinstance(position, int) and position >= 0:
             return after, position
-    except (binascii.Error, ValueError, TypeError):
+    except (binascii.Error, ValueError, TypeError, RecursionError):
+        # RecursionError: a forged cursor can nest JSON arrays deeper than the decoder recurses.
         pass
     raise ProtocolError(f"Invalid cursor: {cursor[:40]}")

@@ -73,6 +73,7 @@ def _fitting_name(original: str, taken: set[str]) -> str:
     """`original` reduced to a valid server name; a hash of it is added if that name is taken."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", original).strip("_")[:32] or "server"
     if name in taken:
-        digest = hashlib.sha256(original.encode()).hexdigest()[:8]
+        # surrogatepass: a JSON file may name a server with a lone surrogate ("\ud800").
+        digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         name = f"{name[:23]}_{digest}"
     return name

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
-from urllib.parse import urlsplit
 
 from gateway.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
 from gateway.configreader import read_config_file
@@ -20,9 +19,11 @@ from gateway.configschema import (
     JsonPath,
     Problem,
     describe_value,
+    nesting_problem,
     raise_if_any,
     schema_problems,
 )
+from gateway.configvalues import local_path, seconds, size_bytes, url_path
 from gateway.errors import ConfigError
 from gateway.tools import Layer, Risk
 from gateway.variables import WORKSPACE_REFERENCE, expand, substitute
@@ -171,6 +172,8 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         raise ConfigError(source, "", "the file is empty")
     if not isinstance(data, dict):
         raise ConfigError(source, "", f"expected a map at the top level, got {describe_value(data)}")
+    # Checked first: every step after this one walks the data recursively.
+    raise_if_any(source, nesting_problem(data))
     env = dict(os.environ if environ is None else environ)
     problems: list[Problem] = []
     kind = detect_format(data)
@@ -180,7 +183,8 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     raw_dir = raw_dir if kind == "gateway" else CLIENT_DATA_DIR
     if not isinstance(raw_dir, str):
         raw_dir = "./data"
-    data_dir = _local_path(expand(raw_dir, variables, ("gateway", "data_dir"), problems), base_dir, env)
+    data_dir_text = expand(raw_dir, variables, ("gateway", "data_dir"), problems)
+    data_dir = local_path(data_dir_text, base_dir, env, ("gateway", "data_dir"), problems)
     data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += schema_problems(data, kind)
     raise_if_any(source, problems)
@@ -254,9 +258,16 @@ def _settings(
 ) -> GatewaySettings:
     """The `gateway` section, with paths resolved against the file's directory."""
     values: dict[str, Any] = {
-        key: float(value) if key in _FLOAT_SETTINGS else value for key, value in raw.items() if key != "data_dir"
+        key: seconds(value, ("gateway", key), problems) if key in _FLOAT_SETTINGS else value
+        for key, value in raw.items()
+        if key != "data_dir"
     }
-    values["skill_dirs"] = tuple(_local_path(text, base_dir, env) for text in values.get("skill_dirs", ()))
+    # None marks a number already reported as unusable; the default stands in until the error is raised.
+    values = {key: value for key, value in values.items() if value is not None}
+    values["skill_dirs"] = tuple(
+        local_path(text, base_dir, env, ("gateway", "skill_dirs", index), problems)
+        for index, text in enumerate(values.get("skill_dirs", ()))
+    )
     values["allowed_origins"] = tuple(values.get("allowed_origins", ()))
     for index, origin in enumerate(values["allowed_origins"]):
         if not re.fullmatch(r"https?://[^/\s]+", origin):
@@ -309,7 +320,7 @@ def _server(
                 ((*path, transport_key), "'stdio' needs a command; a server reached by url speaks http or sse")
             )
         if transport in (None, "stdio"):
-            transport = "sse" if urlsplit(url).path.rstrip("/").endswith("/sse") else "http"
+            transport = "sse" if url_path(url, (*path, "url"), problems).rstrip("/").endswith("/sse") else "http"
         problems.extend(
             ((*path, key), f"{key} applies only to servers started by command")
             for key in ("args", "env", "cwd")
@@ -321,13 +332,13 @@ def _server(
         command=command,
         args=tuple(raw.get("args", ())),
         env=dict(raw.get("env", {})),
-        cwd=str(_local_path(raw["cwd"], base_dir, env)) if "cwd" in raw else None,
+        cwd=str(local_path(raw["cwd"], base_dir, env, (*path, "cwd"), problems)) if "cwd" in raw else None,
         url=url,
         headers=dict(raw.get("headers", {})),
         namespace=namespace,
         enabled=raw.get("enabled", True),
         required=raw.get("required", False),
-        timeout=_seconds(raw.get("timeout")),
+        timeout=seconds(raw.get("timeout"), (*path, "timeout"), problems),
         layer=raw.get("layer", "core"),
         tags=tuple(raw.get("tags", ())),
         sandbox=_sandbox(raw.get("sandbox"), (*path, "sandbox"), problems),
@@ -350,7 +361,7 @@ def _scope(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> S
 def _tool(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> ToolSettings:
     """The overrides for one tool of a server."""
     return ToolSettings(
-        timeout=_seconds(raw.get("timeout")),
+        timeout=seconds(raw.get("timeout"), (*path, "timeout"), problems),
         layer=raw.get("layer"),
         sandbox=_sandbox(raw.get("sandbox"), (*path, "sandbox"), problems),
         risk=Risk(raw["risk"]) if "risk" in raw else None,
@@ -366,11 +377,17 @@ def _sandbox(raw: Any, path: JsonPath, problems: list[Problem]) -> SandboxSettin
         return None
     if raw == "docker":
         return SandboxSettings()
-    values: dict[str, Any] = {key: float(value) if key in ("cpus", "deadline") else value for key, value in raw.items()}
+    values: dict[str, Any] = {
+        key: seconds(value, (*path, key), problems) if key in ("cpus", "deadline") else value
+        for key, value in raw.items()
+    }
+    values = {key: value for key, value in values.items() if value is not None}
     if "command" in values:
         values["command"] = tuple(values["command"])
     sandbox = SandboxSettings(**values)
-    if _size(sandbox.tmpfs) >= _size(sandbox.memory):
+    tmpfs = size_bytes(sandbox.tmpfs, (*path, "tmpfs"), problems)
+    memory = size_bytes(sandbox.memory, (*path, "memory"), problems)
+    if tmpfs is not None and memory is not None and tmpfs >= memory:
         # Files written to tmpfs count against the container's memory limit.
         problems.append(
             (
@@ -393,26 +410,6 @@ def _local_tool(raw: str | Mapping[str, Any], path: JsonPath, problems: list[Pro
         ref=raw["ref"],
         namespace=namespace,
         layer=raw.get("layer", "core"),
-        timeout=_seconds(raw.get("timeout")),
+        timeout=seconds(raw.get("timeout"), (*path, "timeout"), problems),
         tags=tuple(raw.get("tags", ())),
     )
-
-
-def _seconds(value: float | None) -> float | None:
-    """A duration from the file as a float (YAML gives ints for whole numbers)."""
-    return None if value is None else float(value)
-
-
-def _size(text: str) -> int:
-    """Bytes in a Docker-style size such as 64m."""
-    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    unit = text[-1].lower()
-    return int(text[:-1]) * units[unit] if unit in units else int(text)
-
-
-def _local_path(text: str, base_dir: Path, env: Mapping[str, str]) -> Path:
-    """A path from the file: `~` expanded, relative paths taken from the file's directory, normalised."""
-    home = env.get("HOME")
-    if home and (text == "~" or text.startswith("~/")):
-        text = home + text[1:]
-    return Path(os.path.normpath(base_dir / Path(text).expanduser()))

@@ -16,6 +16,9 @@ from gateway.errors import ConfigError
 JsonPath = tuple[str | int, ...]
 Problem = tuple[JsonPath, str]
 
+# Far deeper than any real configuration, and shallow enough for every recursive step that reads one.
+MAX_DEPTH = 64
+
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 NAME_RULE = "names and namespaces are 1-32 letters, digits, '_' or '-', because they prefix tool names"
 
@@ -119,6 +122,20 @@ def render_path(path: JsonPath) -> str:
         else:
             text += f"[{json.dumps(part)}]"
     return text
+
+
+def nesting_problem(data: Any) -> list[Problem]:
+    """The problem of lists and maps nested more than MAX_DEPTH deep, found without recursing."""
+    pending: list[tuple[Any, JsonPath]] = [(data, ())]
+    while pending:
+        value, path = pending.pop()
+        if len(path) > MAX_DEPTH:
+            return [(path[:MAX_DEPTH], f"lists and maps are nested more than {MAX_DEPTH} levels deep here")]
+        if isinstance(value, dict):
+            pending.extend((item, (*path, str(key))) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((item, (*path, index)) for index, item in enumerate(value))
+    return []
 
 
 def raise_if_any(source: str, problems: list[Problem]) -> None:

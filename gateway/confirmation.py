@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 import sqlite3
 import threading
@@ -33,7 +34,7 @@ import anyio
 import mcp_types as types
 
 from gateway.audit import arguments_digest
-from gateway.errors import ToolRefusedError
+from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline import CallNext, ToolCall
 from gateway.policy import risk_at_least, validate_section
 from gateway.tools import Risk, ToolRecord
@@ -53,7 +54,7 @@ CONFIRMATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "ttl_seconds": {"type": "number", "exclusiveMinimum": 0},
+        "ttl_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800},
         "risk": {"enum": [risk.value for risk in Risk]},
     },
 }
@@ -112,7 +113,11 @@ class ConfirmationSettings:
         if section is None:
             return cls()
         validate_section(section, CONFIRMATION_SCHEMA, section="confirmation", source_file=source_file)
-        return cls(ttl_seconds=float(section.get("ttl_seconds", 300.0)), risk=Risk(section.get("risk", "high")))
+        ttl = section.get("ttl_seconds", 300.0)
+        # The schema's bounds cannot catch NaN, which YAML can spell (.nan).
+        if not math.isfinite(ttl):
+            raise ConfigError(source_file, "confirmation.ttl_seconds", "must be a finite number of seconds")
+        return cls(ttl_seconds=float(ttl), risk=Risk(section.get("risk", "high")))
 
 
 @dataclass(frozen=True, slots=True)

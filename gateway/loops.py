@@ -170,7 +170,8 @@ def fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     canonical = json.dumps(
         _normalise(dict(arguments)), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
     )
-    return hashlib.sha256(f"{tool}\n{canonical}".encode()).hexdigest()
+    # surrogatepass: arguments of in-process callers may hold lone surrogates, which UTF-8 cannot encode.
+    return hashlib.sha256(f"{tool}\n{canonical}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def result_digest(result: types.CallToolResult) -> str:
@@ -181,7 +182,7 @@ def result_digest(result: types.CallToolResult) -> str:
 
 def error_digest(error: ToolError) -> str:
     """A digest of a failure, so the same error again and again counts as the same result."""
-    return hashlib.sha256(f"{type(error).__name__}\n{error.message}".encode()).hexdigest()
+    return hashlib.sha256(f"{type(error).__name__}\n{error.message}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _normalise(value: Any) -> Any:

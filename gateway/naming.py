@@ -20,7 +20,8 @@ _HASH_LEN = 8
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LEN]
+    # surrogatepass: names read from JSON by the standard library may hold lone surrogates.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_LEN]
 
 
 def exposed_name(namespace: str, original: str) -> str:

@@ -89,8 +89,11 @@ class Skill:
     def read_file(self, relative: str) -> str | bytes:
         """A bundled file's content (text when it is UTF-8), refusing anything outside the folder."""
         path = self._confined(relative)
-        with path.open("rb") as stream:
-            data = stream.read(MAX_BUNDLED_FILE_BYTES + 1)
+        try:
+            with path.open("rb") as stream:
+                data = stream.read(MAX_BUNDLED_FILE_BYTES + 1)
+        except OSError as error:
+            raise SkillFileError(f"Skill {self.name!r}: {relative!r} cannot be read: {error.strerror}") from None
         if len(data) > MAX_BUNDLED_FILE_BYTES:
             raise SkillFileError(
                 f"Skill {self.name!r}: {relative} is larger than {MAX_BUNDLED_FILE_BYTES} bytes",
@@ -106,6 +109,8 @@ class Skill:
         where = f"Skill {self.name!r}: {relative!r}"
         if not relative.strip():
             raise SkillFileError(f"Skill {self.name!r}: the file path is empty")
+        if "\x00" in relative:
+            raise SkillFileError(f"{where} holds a NUL character, which no file name can")
         if PurePosixPath(relative).is_absolute() or PureWindowsPath(relative).is_absolute():
             raise SkillFileError(f"{where} is an absolute path; paths are relative to the skill folder")
         parts = PurePosixPath(relative.replace("\\", "/")).parts
@@ -118,7 +123,12 @@ class Skill:
         path = root.joinpath(*parts)
         if not _inside(path, root):
             raise SkillFileError(f"{where} is a link that leads outside the skill folder")
-        if not path.is_file():
+        try:
+            exists = path.is_file()
+        except OSError:
+            # is_file() passes on errors other than "no such file", such as a name too long.
+            exists = False
+        if not exists:
             raise SkillFileError(f"{where} does not exist in the skill folder")
         return path
 
@@ -189,6 +199,11 @@ def parse_skill(text: str, folder: Path, source: Path) -> Skill:
         fields = yaml.safe_load(frontmatter)
     except yaml.YAMLError as error:
         raise ConfigError(str(source), "frontmatter", f"invalid YAML: {error}") from error
+    except RecursionError:
+        raise ConfigError(str(source), "frontmatter", "lists and maps are nested too deeply") from None
+    except ValueError as error:
+        # Python refuses to read integers of thousands of digits.
+        raise ConfigError(str(source), "frontmatter", f"a value cannot be read: {error}") from None
     if not isinstance(fields, dict):
         raise ConfigError(str(source), "frontmatter", "must be a YAML mapping of keys to values")
     return _build(fields, body, folder, source)
@@ -281,4 +296,9 @@ def _allowed_tools(value: object, file: str) -> tuple[str, ...]:
 
 def _inside(path: Path, root: Path) -> bool:
     """True when `path`, with every link followed, stays within `root` (already resolved)."""
-    return path.resolve().is_relative_to(root)
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError, ValueError):
+        # A link loop (RuntimeError before Python 3.13) or a name the OS cannot take (a lone surrogate)
+        # leads nowhere that can be read.
+        return False

@@ -18,6 +18,7 @@ from gateway.pipeline import CallNext, ToolCall
 _MAX_VIOLATION_CHARS = 300
 # Enough for every tool of a large catalog; bounded so catalog reloads cannot grow it without end.
 _CACHE_SIZE = 4096
+_BROKEN_SCHEMA = "The tool's server publishes a broken schema; use another tool."
 
 
 class ValidateArguments:
@@ -48,7 +49,7 @@ class ValidateArguments:
             # A schema can pass the meta-schema and still fail when applied (unresolvable $ref,
             # a regex Python rejects); that is the server's fault, not the caller's.
             raise ToolExecutionError(
-                f"Tool '{tool}' has an input schema that cannot be applied: {type(error).__name__}: {error}"
+                f"Tool '{tool}' has an input schema that cannot be applied: {type(error).__name__}: {_clip(str(error))}"
             ) from None
         ordered = sorted(errors, key=lambda error: (_path_key(error), error.message))
         return [f"{error.json_path}: {_clip(error.message)}" for error in ordered]
@@ -68,13 +69,19 @@ class ValidateArguments:
 
 def _compile(tool: str, schema: Mapping[str, Any]) -> Validator:
     """A validator for `schema`, of the draft its `$schema` names (2020-12 by default)."""
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(dict(schema))
     except jsonschema.SchemaError as error:
         raise ToolExecutionError(
             f"Tool '{tool}' has an invalid input schema at {error.json_path}: {_clip(error.message)}",
-            hint="The tool's server publishes a broken schema; use another tool.",
+            hint=_BROKEN_SCHEMA,
+        ) from None
+    except Exception as error:
+        # Checking can fail before judging the schema: `$schema` is not a string, nesting passes the recursion limit.
+        raise ToolExecutionError(
+            f"Tool '{tool}' has an input schema that cannot be checked: {type(error).__name__}: {_clip(str(error))}",
+            hint=_BROKEN_SCHEMA,
         ) from None
     return cls(schema)
 
