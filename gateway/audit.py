@@ -40,6 +40,7 @@ from gateway.errors import (
     UpstreamUnavailableError,
 )
 from gateway.pipeline import CallNext, ToolCall
+from gateway.storage import open_database
 
 # Enough to say what went wrong; full results and arguments never go into the audit trail.
 _MAX_DETAIL_CHARS = 1000
@@ -94,14 +95,10 @@ class AuditStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         try:
-            # Autocommit: each insert is its own transaction, committed before `record` returns.
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db = open_database(self.path, _SCHEMA)
             # Checkpoints copy the WAL into the database and can take milliseconds; `maintain` runs
             # them in a worker thread so that the insert on the event loop stays a short append.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
-            self._db.executescript(_SCHEMA)
         except sqlite3.Error as error:
             raise AuditError(f"Cannot open the audit database {self.path}: {error}") from None
 

@@ -37,6 +37,7 @@ from gateway.audit import arguments_digest
 from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline import CallNext, ToolCall
 from gateway.policy import risk_at_least, validate_section
+from gateway.storage import open_database
 from gateway.tools import Risk, ToolRecord
 
 ARGUMENT = "_confirmation"
@@ -178,10 +179,7 @@ class ConfirmationStore:
         self._lock = threading.Lock()
         try:
             # Autocommit, so a token marked used is committed before the call it confirms runs.
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db = open_database(self.path, _SCHEMA)
         except sqlite3.Error as error:
             raise ConfirmationStoreError(f"Cannot open the confirmation database {self.path}: {error}") from None
 

@@ -6,6 +6,8 @@ finds the client's session context, and turns gateway errors into protocol error
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import mcp_types as types
@@ -136,8 +138,14 @@ async def notify_tools_changed(gateway: Gateway, bus: InMemorySubscriptionBus) -
             await connection.send_resource_list_changed()
 
 
-def _protocol_error(error: ProtocolError) -> MCPError:
-    return MCPError(code=types.INVALID_PARAMS, message=error.message)
+@contextmanager
+def protocol_errors() -> Iterator[None]:
+    """Answer gateway errors outside a tool result (unknown names, bad cursors, failed reads) as
+    JSON-RPC invalid-params errors; a tool call's own failures are results, never raised here."""
+    try:
+        yield
+    except (ProtocolError, ToolError) as error:
+        raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
 
 
 def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
@@ -145,10 +153,8 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
-        except ProtocolError as error:
-            raise _protocol_error(error) from None
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -157,57 +163,43 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         progress: ProgressFn | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ctx.session.report_progress
-        try:
+        with protocol_errors():
             return await gateway.call_tool(session, params.name, params.arguments, progress, client_notes(ctx))
-        except ProtocolError as error:
-            raise _protocol_error(error) from None
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             items, cursor = page(gateway.listed_resources(session), _cursor(params), page_size, key=_uri)
-        except ProtocolError as error:
-            raise _protocol_error(error) from None
         return types.ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_templates(
         ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             items, cursor = page(gateway.listed_templates(session), _cursor(params), page_size, key=_template)
-        except ProtocolError as error:
-            raise _protocol_error(error) from None
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
 
     async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             return await gateway.read_resource(session, params.uri)
-        except (ProtocolError, ToolError) as error:
-            raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
 
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             items, cursor = page(gateway.listed_prompts(session), _cursor(params), page_size, key=_name)
-        except ProtocolError as error:
-            raise _protocol_error(error) from None
         return types.ListPromptsResult(prompts=items, next_cursor=cursor)
 
     async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             return await gateway.get_prompt(session, params.name, params.arguments)
-        except (ProtocolError, ToolError) as error:
-            raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
 
     async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
         session = session_of(gateway, ctx)
-        try:
+        with protocol_errors():
             return await gateway.complete(session, params)
-        except (ProtocolError, ToolError) as error:
-            raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
 
     bus = InMemorySubscriptionBus()
     server = GatewayServer(
