@@ -6,6 +6,7 @@ finds the client's session context, and turns gateway errors into protocol error
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,6 +39,7 @@ from gateway.session import SessionContext
 SESSION_KEY = "gateway.session"
 CONNECTION_KEY = "gateway.connection"
 DEFAULT_HANDLE = "default"
+APPROVAL_REQUEST = "approval"
 APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
     "type": "object",
     "properties": {"approve": {"type": "boolean", "title": "Run this call?"}},
@@ -103,6 +105,43 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     return context
 
 
+def _can_elicit(ctx: Context) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+def _approved(responses: types.InputResponses | None) -> bool:
+    answer = (responses or {}).get(APPROVAL_REQUEST)
+    return (
+        isinstance(answer, types.ElicitResult)
+        and answer.action == "accept"
+        and bool((answer.content or {}).get("approve"))
+    )
+
+
+async def _declined(message: str, summary: dict[str, Any]) -> bool:
+    return False
+
+
+def _pending_confirmation(result: types.CallToolResult) -> str | None:
+    """The one-time token of a result that says a person must confirm the call first."""
+    pending = (result.meta or {}).get(META_KEY)
+    token = pending.get("token") if isinstance(pending, dict) else None
+    return token if isinstance(token, str) else None
+
+
+def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.InputRequiredResult:
+    """The stateless era's way to ask the person: the client elicits, then retries the call with
+    the answer; the token travels as the request state, bound to this exact call."""
+    arguments = json.dumps(params.arguments or {}, sort_keys=True)
+    shown = arguments if len(arguments) <= 2000 else arguments[:2000] + " ..."
+    message = f"Allow '{params.name}' to run with these arguments?\n{shown}"
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
+    )
+    return types.InputRequiredResult(input_requests={APPROVAL_REQUEST: request}, request_state=token)
+
+
 def client_notes(ctx: Context) -> dict[str, Any]:
     """What the pipeline may use of this client: a way to ask its user, and a confirmation token."""
     notes: dict[str, Any] = {}
@@ -157,14 +196,28 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
             tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
 
-    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
         session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
         progress: ProgressFn | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ctx.session.report_progress
+        notes = client_notes(ctx)
+        stateless = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if stateless and params.request_state is not None:
+            # The retry after the person answered the approval the gateway asked for below.
+            if _approved(params.input_responses):
+                notes[TOKEN_NOTE] = params.request_state
+            else:
+                notes[ELICIT_NOTE] = _declined
         with protocol_errors():
-            return await gateway.call_tool(session, params.name, params.arguments, progress, client_notes(ctx))
+            result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
+        pending = _pending_confirmation(result)
+        if stateless and pending is not None and _can_elicit(ctx):
+            return _ask_approval(params, pending)
+        return result
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         session = session_of(gateway, ctx)

@@ -1,5 +1,6 @@
-"""Confirmation of high-risk calls through a real gateway over HTTP: elicitation in the handshake era,
-one-time tokens otherwise, and tokens that survive a restart exactly once."""
+"""Confirmation of high-risk calls through a real gateway over HTTP: elicitation (a server request in
+the handshake era, an input-required result in the stateless era), one-time tokens otherwise, and
+tokens that survive a restart exactly once."""
 
 from __future__ import annotations
 
@@ -178,3 +179,26 @@ async def test_three_confirmed_calls_in_a_row_are_not_taken_for_a_loop(tmp_path:
     ):
         counts = [await _count(client) for _ in range(3)]
     assert counts == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_stateless_era_client_that_can_elicit_is_asked_and_its_answer_decides(
+    tmp_path: Path, approve: bool
+) -> None:
+    person = Person(approve=approve)
+    async with http_gateway(_config(tmp_path), transports=in_memory({"toy": toy()})) as (_, url):
+        async with http_client(url, ADMIN, mode="2026-07-28", elicitation_callback=person) as client:
+            with anyio.fail_after(10):
+                result = await client.call_tool("toy__increment", {})
+        async with http_client(url, ADMIN, mode="2026-07-28") as client:
+            with anyio.fail_after(10):
+                count = await _count(client)
+    (question,) = person.questions
+    assert "toy__increment" in question
+    if approve:
+        assert text(result) == "1"
+        assert count == "2"
+    else:
+        assert result.is_error
+        assert "declined" in text(result)
+        assert count == "1"
