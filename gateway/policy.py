@@ -22,6 +22,9 @@ Resources and prompts. A server's resources, templates and prompts are visible t
 may see at least one of the server's tools; a role that sees none of them does not learn the
 server exists (gateway/service.py applies this to listings, reads, prompts and completion).
 
+Admins. A role marked `admin: true` operates the gateway: it sees per-server detail and may
+approve parked calls. Without a `roles` section nobody is an admin.
+
 Risk. A risk set in the configuration wins. Otherwise, from the tool's annotations: read-only is
 low; `destructiveHint` set explicitly to true is high; anything else is medium, including an
 absent `destructiveHint` (the protocol's default of true would make every unannotated tool high
@@ -73,6 +76,7 @@ ROLES_SCHEMA: dict[str, Any] = {
             "deny": {"type": "array", "items": _RULE_SCHEMA},
             "skills": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "budget": BUDGET_SCHEMA,
+            "admin": {"type": "boolean"},
         },
     },
 }
@@ -147,6 +151,7 @@ class RolePolicy:
     deny: tuple[Rule, ...] = ()
     skills: frozenset[str] = frozenset()
     budget: Budget | None = None
+    admin: bool = False
 
     def may_see(self, tool: ToolRecord) -> bool:
         """True when an allow rule matches the tool and no deny rule does."""
@@ -190,6 +195,11 @@ class Policy:
             return False
         return skill_name in policy.skills or not skill_roles or role in skill_roles
 
+    def is_admin(self, role: str | None) -> bool:
+        """Whether `role` is marked `admin: true`: it operates the gateway (sees server detail, approves calls)."""
+        policy = self.roles.get(role) if self.roles is not None and role is not None else None
+        return policy is not None and policy.admin
+
     def budget(self, role: str | None) -> Budget | None:
         """The role's budget, or None when its calls are not limited."""
         if self.roles is None or role is None:
@@ -205,4 +215,5 @@ def _role(raw: Mapping[str, Any]) -> RolePolicy:
         deny=tuple(Rule.parse(rule) for rule in raw.get("deny", ())),
         skills=frozenset(raw.get("skills", ())),
         budget=Budget.from_config(budget) if budget is not None else None,
+        admin=bool(raw.get("admin", False)),
     )

@@ -181,3 +181,15 @@ def test_a_bad_roles_section_names_the_file_and_the_place(roles: Any, path: str,
     assert raised.value.file == "gateway.yaml"
     assert raised.value.path == path
     assert problem in raised.value.problem
+
+
+def test_a_role_marked_admin_is_an_admin_and_others_are_not() -> None:
+    policy = Policy.from_config({"ops": {"allow": ["*"], "admin": True}, "guest": {"allow": ["*"]}}, source_file="t")
+    assert policy.is_admin("ops")
+    assert not policy.is_admin("guest")
+    assert not policy.is_admin("nobody")
+    assert not policy.is_admin(None)
+
+
+def test_without_a_roles_section_nobody_is_an_admin() -> None:
+    assert not Policy().is_admin("ops")
