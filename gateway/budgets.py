@@ -183,7 +183,11 @@ class Budgets:
         budget = self._budget_of(call.session.role)
         if budget is None:
             return await call_next(call)
-        session, caller = call.session, call.session.caller
+        # Anonymous sessions each keep their own state but count together against caller-wide
+        # limits: otherwise a fresh session (or, in the stateless era, a fresh request) would
+        # start a fresh budget.
+        session = call.session
+        caller = session.principal or session.caller
         self.tracker.acquire(session.id, caller, budget)
         if not session.state.get(STATE_KEY):
             session.state[STATE_KEY] = True
