@@ -4,8 +4,9 @@ Four limits, each optional, taken from the role of the session making the call:
 - `calls_per_minute`: calls of one session in any 60-second window (sliding);
 - `caller_calls_per_minute`: calls of one caller across all its sessions in any 60-second window;
 - `concurrent`: calls of one caller running at the same time;
-(for these two, every anonymous caller counts as the same caller);
 - `max_calls_per_session`: calls in one session, ever.
+
+For the two caller-wide limits every anonymous caller counts as one caller.
 
 Only admitted calls count; a refused call uses nothing. A call counts when it starts, whatever
 its outcome. `BudgetTracker` is the pure core (the caller passes the clock); `Budgets` is the
