@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.configschema import ConfigProblems, explain_error, render_path
 from gateway.errors import GatewayError
+from gateway.session import state_key
 
 Method = Literal["api_key", "jwt", "anonymous", "stdio"]
 ChallengeError = Literal["invalid_request", "invalid_token"]
@@ -40,11 +41,39 @@ JWT_ALGORITHMS = ("HS256", "RS256")
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """An authenticated (or knowingly anonymous) caller and the role it acts as."""
+    """An authenticated (or knowingly anonymous) caller and the role it acts as.
+
+    `caller` is the name people read; two callers may share it (an API key and a JWT both naming
+    `alice`), so state never keys on it: it keys on `key`.
+    """
 
     caller: str
     role: str | None
     method: Method
+    issuer: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Who this is, unambiguously: how the caller signed in, and as whom.
+
+        `api_key:<caller>`, `jwt:<issuer>:<subject>` or `stdio:<caller>`; every anonymous
+        request has the key `anonymous`, and each anonymous session one of its own (`caller_key`).
+        """
+        if self.method == "anonymous":
+            return state_key(self.method)
+        if self.method == "jwt":
+            return state_key(self.method, self.issuer or "", self.caller)
+        return state_key(self.method, self.caller)
+
+
+def caller_key(identity: Identity, session_id: str) -> str:
+    """The key a session's state hangs on: the identity's, or an anonymous session's very own."""
+    return state_key(identity.method, session_id) if identity.method == "anonymous" else identity.key
+
+
+def handle_key(identity: Identity, handle: str) -> str:
+    """The id of a stateless-era caller's state under `handle`: distinct for every (caller, handle)."""
+    return state_key("stateless", identity.key, handle)
 
 
 class AuthenticationError(GatewayError):
@@ -215,7 +244,8 @@ def _verify_jwt(token: str, settings: JwtSettings, known_roles: frozenset[str] |
         )
     except jwt.InvalidTokenError as error:
         raise AuthenticationError(_jwt_problem(error, settings)) from None
-    return Identity(_caller(claims, settings.caller_claim), _role(claims, settings.role_claim, known_roles), "jwt")
+    caller, role = _caller(claims, settings.caller_claim), _role(claims, settings.role_claim, known_roles)
+    return Identity(caller, role, "jwt", issuer=settings.issuer)
 
 
 def _jwt_problem(error: jwt.InvalidTokenError, settings: JwtSettings) -> str:

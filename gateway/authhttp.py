@@ -2,8 +2,8 @@
 
 The middleware leaves the `Authorization` header in place for the MCP SDK; the gateway never
 forwards it: upstream connections are separate and carry their own configured credentials.
-It also hands the caller to the SDK as the request's user, which binds every HTTP session to
-the caller who opened it: any other caller presenting that session id, for any method (a call,
+It also hands the caller's key to the SDK as the request's user, which binds every HTTP session
+to the caller who opened it: any other caller presenting that session id, for any method (a call,
 the event stream, or DELETE), is answered exactly as for a session that does not exist.
 """
 
@@ -55,8 +55,9 @@ def _quoted(text: str) -> str:
 
 def principal(identity: Identity) -> AuthenticatedUser:
     """The caller as the SDK's session manager sees it: the owner of the sessions it opens."""
-    # The principal is the caller name alone; the credential is not kept on the request.
-    token = AccessToken(token="", client_id=identity.caller, scopes=[], subject=identity.caller)
+    # The principal is the caller's key, which says how it signed in: an API key and a JWT naming
+    # the same caller are different owners. The credential itself is not kept on the request.
+    token = AccessToken(token="", client_id=identity.key, scopes=[], subject=identity.key)
     return AuthenticatedUser(token)
 
 

@@ -6,6 +6,8 @@ Four limits, each optional, taken from the role of the session making the call:
 - `concurrent`: calls of one caller running at the same time;
 - `max_calls_per_session`: calls in one session, ever.
 
+For the two caller-wide limits every anonymous caller counts as one caller.
+
 Only admitted calls count; a refused call uses nothing. A call counts when it starts, whatever
 its outcome. `BudgetTracker` is the pure core (the caller passes the clock); `Budgets` is the
 pipeline step around it.
@@ -183,7 +185,11 @@ class Budgets:
         budget = self._budget_of(call.session.role)
         if budget is None:
             return await call_next(call)
-        session, caller = call.session, call.session.caller
+        # Anonymous sessions each keep their own state but count together against caller-wide
+        # limits: otherwise a fresh session (or, in the stateless era, a fresh request) would
+        # start a fresh budget.
+        session = call.session
+        caller = session.principal or session.caller
         self.tracker.acquire(session.id, caller, budget)
         if not session.state.get(STATE_KEY):
             session.state[STATE_KEY] = True

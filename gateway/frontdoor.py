@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from uuid import uuid4
 
 import mcp_types as types
 from mcp.server import Server
@@ -27,14 +28,14 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from gateway.auth import Identity
+from gateway.auth import Identity, caller_key, handle_key
 from gateway.catalog import page
 from gateway.confirmation import ELICIT_NOTE, META_KEY, TOKEN_NOTE
 from gateway.errors import ProtocolError, ToolError
 from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
 from gateway.service import Gateway
-from gateway.session import SessionContext
+from gateway.session import SessionContext, Transport
 
 SESSION_KEY = "gateway.session"
 CONNECTION_KEY = "gateway.connection"
@@ -81,27 +82,31 @@ def identity_of(gateway: Gateway, ctx: Context) -> Identity:
 def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> SessionContext:
     """The session context of the client that sent this request.
 
-    In the stateless era there is no session: state keys on the caller, or on a handle the
-    caller passes back (so one caller can keep several conversations apart). A session
+    In the stateless era there is no session: state keys on the caller and a handle the caller
+    passes back (so one caller can keep several conversations apart), except for an anonymous
+    caller, who cannot be told from another and so keeps nothing beyond its request. A session
     belongs to the caller who opened it; anyone else is told it does not exist.
     """
     identity = identity_of(gateway, ctx)
-    caller, role = identity.caller, identity.role
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        key = f"stateless:{caller}:{handle or DEFAULT_HANDLE}"
-        return gateway.open_session(key, caller, "stateless", role)
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if modern and identity.method != "anonymous":
+        handle = handle or DEFAULT_HANDLE
+        return gateway.open_session(handle_key(identity, handle), identity, "stateless", handle)
     connection = _connection(ctx)
     context: SessionContext | None = connection.state.get(SESSION_KEY)
     if context is None:
-        session_id = connection.session_id or f"stdio-{id(connection):x}"
-        context = gateway.open_session(session_id, caller, "http" if connection.session_id else "stdio", role)
+        # A connection without an SDK session id (stdio, or one stateless-era request) gets a fresh
+        # random one: a reused id would hand a later anonymous request an earlier one's workspace.
+        session_id = connection.session_id or uuid4().hex
+        transport: Transport = "stateless" if modern else "http" if connection.session_id else "stdio"
+        context = gateway.open_session(session_id, identity, transport)
         context.state[CONNECTION_KEY] = connection
         connection.state[SESSION_KEY] = context
         connection.exit_stack.push_async_callback(gateway.close_session, session_id)
-    elif context.caller != caller:
+    elif caller_key(identity, context.id) != context.caller:
         raise MCPError(code=types.INVALID_REQUEST, message="Session not found")
     else:
-        gateway.open_session(context.id, caller, context.transport, role)
+        gateway.open_session(context.id, identity, context.transport)
     return context
 
 

@@ -18,7 +18,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
-from gateway.auth import Authenticator, AuthSettings, Identity
+from gateway.auth import Authenticator, AuthSettings, Identity, caller_key
 from gateway.budgets import Budgets
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config import GatewayConfig, ServerConfig
@@ -215,16 +215,22 @@ class Gateway:
     # Sessions
 
     def open_session(
-        self, session_id: str, caller: str, transport: Transport, role: str | None = None
+        self, session_id: str, identity: Identity, transport: Transport, handle: str | None = None
     ) -> SessionContext:
-        """The context of a client session, created on first use and bound to its caller and role."""
+        """The context of a client session, created on first use and bound to its caller and role.
+
+        The context's caller is the unambiguous key of `identity` (an anonymous session's own);
+        `handle` names a stateless-era caller's state, which a cap per caller keeps bounded.
+        """
+        caller = caller_key(identity, session_id)
         fresh = self.sessions.get(session_id) is None
-        if fresh and transport == "stateless":
+        if fresh and handle is not None:
             self._make_room_for_handle(caller)
-        context = self.sessions.open(session_id, caller, transport, self._clock())
+        context = self.sessions.open(session_id, caller, transport, self._clock(), handle=handle)
         # The role is the one of the latest credential: a token that now names another role applies at once.
-        context.role = role
+        context.role = identity.role
         if fresh:
+            context.principal = identity.key if identity.key != caller else None
 
             async def forget_budget() -> None:
                 self.budgets.tracker.end_session(session_id)
@@ -235,7 +241,7 @@ class Gateway:
     def _make_room_for_handle(self, caller: str) -> None:
         # Handles are chosen by the client; a cap per caller keeps one caller from growing state without end.
         mine = sorted(
-            (s for s in self.sessions.live() if s.transport == "stateless" and s.caller == caller),
+            (s for s in self.sessions.live() if s.handle is not None and s.caller == caller),
             key=lambda s: s.last_seen,
         )
         for context in mine[: max(0, len(mine) - MAX_HANDLES_PER_CALLER + 1)]:

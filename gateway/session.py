@@ -1,7 +1,7 @@
-"""Session contexts: the per-client state that travels with every request.
+"""Session contexts: the per-client state that travels with every request, and the keys it hangs on.
 
 A context belongs to one client session (an HTTP session, a stdio connection, or in the
-stateless era the caller). Later features hang their state on `state` and register
+stateless era the caller and a handle). Later features hang their state on `state` and register
 teardown with `on_close`. The registry is pure: the caller passes the clock.
 """
 
@@ -15,9 +15,25 @@ Transport = Literal["http", "stdio", "stateless", "memory"]
 Closer = Callable[[], Awaitable[None]]
 
 
+def state_key(*parts: str) -> str:
+    """One key for a sequence of texts, different for every different sequence.
+
+    Each part has its `%` and `:` escaped before the parts are joined with `:`, so the key splits
+    back into exactly its parts (`urllib.parse.unquote` each piece) and no two sequences meet.
+    Plain names stay readable: `api_key:alice`.
+    """
+    return ":".join(part.replace("%", "%25").replace(":", "%3A") for part in parts)
+
+
 @dataclass(eq=False, slots=True)
 class SessionContext:
-    """State of one client session."""
+    """State of one client session.
+
+    `caller` is the caller's key (see `gateway.auth.caller_key`), on which every piece of
+    per-caller state keys. `principal` is set when the credential names someone other than
+    `caller`: anonymous callers each have a key of their own, and all share the principal
+    `anonymous`. `handle` is what a stateless-era client passes back to reach this state.
+    """
 
     id: str
     caller: str
@@ -25,6 +41,8 @@ class SessionContext:
     created_at: float
     last_seen: float
     role: str | None = None
+    principal: str | None = None
+    handle: str | None = None
     state: dict[str, Any] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
 
@@ -52,11 +70,13 @@ class SessionRegistry:
         """The live context with that id, if any."""
         return self._sessions.get(session_id)
 
-    def open(self, session_id: str, caller: str, transport: Transport, now: float) -> SessionContext:
+    def open(
+        self, session_id: str, caller: str, transport: Transport, now: float, *, handle: str | None = None
+    ) -> SessionContext:
         """The context for `session_id`, created on first sight; marks it as just used."""
         context = self._sessions.get(session_id)
         if context is None:
-            context = SessionContext(session_id, caller, transport, created_at=now, last_seen=now)
+            context = SessionContext(session_id, caller, transport, created_at=now, last_seen=now, handle=handle)
             self._sessions[session_id] = context
         context.last_seen = now
         return context

@@ -165,8 +165,7 @@ class SkillHost:
 
     def handle_of(self, session: SessionContext) -> str | None:
         """The handle a session-less client passes back to reach this state."""
-        # The front door names stateless sessions `stateless:<caller>:<handle>`; a handle may hold ':'.
-        return session.id.removeprefix(f"stateless:{session.caller}:") if session.transport == "stateless" else None
+        return session.handle
 
     # Skills as MCP resources
 

@@ -157,12 +157,14 @@ def test_without_auth_everyone_is_anonymous_with_the_anonymous_role() -> None:
 
 
 def test_an_hs256_jwt_authenticates_its_subject_and_role() -> None:
-    assert authenticate(hs_section(), f"Bearer {token()}") == Identity("carol", "analyst", "jwt")
+    assert authenticate(hs_section(), f"Bearer {token()}") == Identity("carol", "analyst", "jwt", issuer=ISSUER)
 
 
 def test_an_rs256_jwt_authenticates_against_the_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
     section = {"jwt": {"issuer": ISSUER, "audience": AUDIENCE, "rs256_public_key": pem(rsa_key)}}
-    assert authenticate(section, f"Bearer {token(rsa_key, 'RS256')}") == Identity("carol", "analyst", "jwt")
+    assert authenticate(section, f"Bearer {token(rsa_key, 'RS256')}") == Identity(
+        "carol", "analyst", "jwt", issuer=ISSUER
+    )
 
 
 def test_an_rs256_public_key_file_is_read_relative_to_the_config(tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:

@@ -98,4 +98,4 @@ def test_any_authorization_header_gives_an_identity_or_an_authentication_error(r
 
 def test_a_valid_token_still_gives_its_identity() -> None:
     claims = {"iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 600, "sub": "bob", "role": "admin"}
-    assert AUTHENTICATOR.authenticate(f"Bearer {signed(claims)}") == Identity("bob", "admin", "jwt")
+    assert AUTHENTICATOR.authenticate(f"Bearer {signed(claims)}") == Identity("bob", "admin", "jwt", issuer=ISSUER)

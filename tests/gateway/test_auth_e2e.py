@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gateway.auth import AuthSettings
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError
+from gateway.session import state_key
 from gateway.upstream import TransportFactory
 from tests.support.access import (
     AUDIENCE,
@@ -123,7 +124,8 @@ async def test_api_keys_and_jwts_of_both_algorithms_sign_in_with_their_role(tmp_
         callers = {entry.caller for entry in await gateway.audit.recent(50)}
     assert by_key == by_hs256 == by_rs256 == INTERN_TOOLS
     assert admin > INTERN_TOOLS
-    assert callers <= {CALLERS["intern"], "hana", "rui", "root"}
+    jwt_callers = {state_key("jwt", ISSUER, name) for name in ("hana", "rui", "root")}
+    assert callers <= {state_key("api_key", CALLERS["intern"])} | jwt_callers
 
 
 async def test_the_role_comes_from_the_configured_claim(tmp_path: Path) -> None:
@@ -136,7 +138,8 @@ async def test_the_role_comes_from_the_configured_claim(tmp_path: Path) -> None:
         names = {tool.name for tool in (await client.list_tools()).tools if "__" in tool.name}
         (session,) = gateway.sessions.live()
     assert names == INTERN_TOOLS
-    assert (session.caller, session.role) == ("ivy@example.test", "intern")
+    # The caller claim names the caller; the key also says which issuer vouched for it.
+    assert (session.caller, session.role) == (state_key("jwt", ISSUER, "ivy@example.test"), "intern")
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

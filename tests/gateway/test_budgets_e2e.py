@@ -14,7 +14,7 @@ import pytest
 
 from gateway.budgets import BudgetTracker
 from gateway.service import Gateway
-from tests.support.access import KEYS, ROLES, access_config, http_client, toy_entry
+from tests.support.access import KEYS, ROLES, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.skills import text
 from tests.support.toy import build_server as toy
@@ -87,6 +87,23 @@ async def test_a_caller_is_counted_across_its_sessions(tmp_path: Path) -> None:
         assert not (await _echo(other_caller))[0]
         assert len({session.id for session in gateway.sessions.live()}) == 3
     assert refused and "your sessions together" in message
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_anonymous_clients_count_together_against_caller_wide_limits(tmp_path: Path, mode: str) -> None:
+    # Anonymous clients share no state, but a fresh session (or stateless request) must not
+    # bring a fresh budget: they are one caller as far as caller-wide limits go.
+    roles = {**ROLES, "guest": {"allow": ["toy__echo"], "budget": {"caller_calls_per_minute": 3}}}
+    config = access_config(tmp_path, {"toy": toy_entry()}, roles=roles, auth=auth_section(anonymous_role="guest"))
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy()})) as (_, url),
+        http_client(url, None, mode=mode) as first,
+        http_client(url, None, mode=mode) as second,
+    ):
+        admitted = [await _echo(first) for _ in range(2)] + [await _echo(second)]
+        refused, message = await _echo(second)
+    assert admitted == [(False, "hi")] * 3
+    assert refused and "caller_calls_per_minute" in message
 
 
 async def test_a_caller_cannot_run_more_calls_at_once_than_its_budget(tmp_path: Path) -> None:

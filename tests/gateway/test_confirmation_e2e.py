@@ -15,7 +15,7 @@ from mcp.client.context import ClientRequestContext
 
 from gateway.config import GatewayConfig
 from gateway.confirmation import ARGUMENT, META_KEY
-from tests.support.access import KEYS, access_config, http_client, toy_entry
+from tests.support.access import KEYS, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.skills import text, write_skill
 from tests.support.toy import build_server as toy
@@ -202,3 +202,29 @@ async def test_a_stateless_era_client_that_can_elicit_is_asked_and_its_answer_de
         assert result.is_error
         assert "declined" in text(result)
         assert count == "1"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_anonymous_token_confirms_only_within_the_anonymous_session_that_asked(
+    tmp_path: Path, mode: str
+) -> None:
+    # A stateless-era anonymous request keeps nothing: the token it was given belongs to it alone.
+    config = access_config(
+        tmp_path,
+        {"toy": toy_entry()},
+        auth=auth_section(anonymous_role="admin"),
+        skill_dirs=[str(write_skill(tmp_path / "skills", "notes").parent)],
+    )
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy()})) as (_, url),
+        http_client(url, None, mode=mode) as client,
+        http_client(url, None, mode=mode) as other,
+    ):
+        token = _token(await client.call_tool("toy__increment", {}))
+        stolen = await other.call_tool("toy__increment", {ARGUMENT: token})
+        own = await client.call_tool("toy__increment", {ARGUMENT: token})
+    assert stolen.is_error and "issued to you" in text(stolen)
+    if mode == "legacy":
+        assert text(own) == "1"
+    else:
+        assert own.is_error and "issued to you" in text(own)

@@ -1,5 +1,7 @@
 """Callers are kept apart: each has its own workspace on a session-scoped server, and a session
-belongs to the caller who opened it, whatever session id another caller presents."""
+belongs to the caller who opened it, whatever session id another caller presents. Callers whose
+bare names collide (an API key and a JWT naming one name, a name and a handle that join to the
+same text, anonymous clients) are distinct callers with state of their own."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
 
 from gateway.config import GatewayConfig
-from tests.support.access import KEYS, access_config, http_client
+from tests.support.access import KEYS, access_config, auth_section, http_client, token_for
 from tests.support.harness import REPO, http_gateway, in_memory
-from tests.support.skills import text
+from tests.support.skills import structured, text, write_skill
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -71,12 +75,13 @@ def _messages(response: httpx2.Response) -> list[dict[str, Any]]:
 class RawCaller:
     """One caller speaking the handshake-era protocol by hand, to present any session id it likes."""
 
-    def __init__(self, http: httpx2.AsyncClient, url: str, key: str) -> None:
+    def __init__(self, http: httpx2.AsyncClient, url: str, key: str | None) -> None:
         self._http, self._url, self._key = http, f"{url}/mcp", key
         self._id = 0
 
     def _headers(self, session: str | None) -> dict[str, str]:
-        headers = {**MCP_HEADERS, "Authorization": f"Bearer {self._key}", "MCP-Protocol-Version": PROTOCOL}
+        headers = {**MCP_HEADERS, "MCP-Protocol-Version": PROTOCOL}
+        headers |= {"Authorization": f"Bearer {self._key}"} if self._key is not None else {}
         return headers | ({"Mcp-Session-Id": session} if session else {})
 
     async def initialize(self) -> str:
@@ -133,4 +138,166 @@ async def test_a_caller_presenting_another_callers_session_id_does_not_get_that_
         assert (response.status_code, response.text) == (404, unknown.text)
     # Ian's call never ran: Ada's second increment is the second.
     assert still_mine[0]["result"]["content"][0]["text"] == "2"
-    assert callers == {"ada"}
+    assert callers == {"api_key:ada"}
+
+
+ALICE_KEY, DAVE_KEY, DAVE_OPS_KEY, NAMED_ANONYMOUS_KEY = (
+    f"{name}-key-0123456789abcdef" for name in ("alice", "dave", "dave-ops", "anon")
+)
+
+
+def _collision_config(tmp_path: Path, **auth: Any) -> GatewayConfig:
+    """Callers whose bare names collide: API key `alice` and a JWT naming `alice`, API keys `dave` and
+    `dave:ops`, an API key named `anonymous`; a skill over the files server to hold state."""
+    write_skill(tmp_path / "skills", "filing", "files__*")
+    files = {
+        "command": sys.executable,
+        "args": ["-m", "servers.files", "--root", "${WORKSPACE}"],
+        "cwd": str(REPO),
+        "scope": "session",
+        "risk": "medium",
+    }
+    keys = [
+        {"caller": "alice", "role": "admin", "key": ALICE_KEY},
+        {"caller": "dave", "role": "admin", "key": DAVE_KEY},
+        {"caller": "dave:ops", "role": "admin", "key": DAVE_OPS_KEY},
+        {"caller": "anonymous", "role": "admin", "key": NAMED_ANONYMOUS_KEY},
+    ]
+    return access_config(
+        tmp_path,
+        {"files": files},
+        roles={"admin": {"allow": ["*"]}, "guest": {"allow": ["files__*"]}},
+        auth=auth_section(api_keys=keys, **auth),
+        skill_dirs=[str(tmp_path / "skills")],
+    )
+
+
+async def _active(client: Client, handle: str | None = None) -> list[str]:
+    arguments = {} if handle is None else {"handle": handle}
+    active: list[str] = structured(await client.call_tool("List_Skills", arguments))["active"]
+    return active
+
+
+async def _write(client: Client, content: str, handle: str | None = None) -> None:
+    arguments: dict[str, Any] = {"path": "secret.txt", "content": content}
+    call = {"name": "files__write_file", "arguments": arguments} | ({"handle": handle} if handle else {})
+    written = await client.call_tool("Use_Tool", call)
+    assert not written.is_error, text(written)
+
+
+async def _read(client: Client, handle: str | None = None) -> types.CallToolResult:
+    call = {"name": "files__read_file", "arguments": {"path": "secret.txt"}} | ({"handle": handle} if handle else {})
+    return await client.call_tool("Use_Tool", call)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_api_key_caller_and_a_jwt_naming_the_same_caller_keep_separate_state(
+    tmp_path: Path, mode: str
+) -> None:
+    async with (
+        http_gateway(_collision_config(tmp_path)) as (gateway, url),
+        http_client(url, ALICE_KEY, mode=mode) as by_key,
+        http_client(url, token_for("alice", "guest"), mode=mode) as by_jwt,
+    ):
+        with anyio.fail_after(60):
+            await by_key.call_tool("Load_Skill", {"name": "filing"})
+            await _write(by_key, "the admin's")
+            theirs = await _read(by_jwt)
+            jwt_skills = await _active(by_jwt)
+            mine = await _read(by_key)
+        callers = {context.caller for context in gateway.sessions.live()}
+    assert "the admin's" in text(mine)
+    assert theirs.is_error and "the admin's" not in text(theirs)
+    assert jwt_skills == []
+    assert len(callers) == 2
+
+
+async def test_a_jwt_naming_an_api_key_caller_cannot_use_that_callers_session(tmp_path: Path) -> None:
+    config = _collision_config(tmp_path)
+    async with http_gateway(config) as (_, url), httpx2.AsyncClient(timeout=30) as http:
+        owner, namesake = RawCaller(http, url, ALICE_KEY), RawCaller(http, url, token_for("alice", "admin"))
+        session = await owner.initialize()
+        unknown = await namesake.post("0" * 32, "tools/list", {})
+        stolen = await namesake.post(session, "tools/list", {})
+        ended = await namesake.delete(session)
+        still_mine = await owner.post(session, "tools/list", {})
+    for response in (stolen, ended):
+        assert (response.status_code, response.text) == (404, unknown.text)
+    assert still_mine.status_code == 200
+
+
+async def test_callers_whose_name_and_handle_join_to_the_same_text_keep_separate_state(tmp_path: Path) -> None:
+    # `dave` with handle `ops:default` and `dave:ops` with handle `default` once shared one key.
+    async with (
+        http_gateway(_collision_config(tmp_path)) as (_, url),
+        http_client(url, DAVE_KEY, mode="2026-07-28") as dave,
+        http_client(url, DAVE_OPS_KEY, mode="2026-07-28") as dave_ops,
+    ):
+        with anyio.fail_after(60):
+            loaded = structured(await dave.call_tool("Load_Skill", {"name": "filing", "handle": "ops:default"}))
+            await _write(dave, "dave's", handle="ops:default")
+            ops_skills = await _active(dave_ops)
+            theirs = await _read(dave_ops)
+            mine = await _read(dave, handle="ops:default")
+    assert loaded["handle"] == "ops:default"
+    assert ops_skills == []
+    assert theirs.is_error and "dave's" not in text(theirs)
+    assert "dave's" in text(mine)
+
+
+async def test_anonymous_clients_of_the_stateless_era_keep_nothing_between_requests(tmp_path: Path) -> None:
+    async with (
+        http_gateway(_collision_config(tmp_path, anonymous_role="guest")) as (gateway, url),
+        http_client(url, None, mode="2026-07-28") as first,
+        http_client(url, None, mode="2026-07-28") as second,
+    ):
+        with anyio.fail_after(60):
+            loaded = structured(await first.call_tool("Load_Skill", {"name": "filing"}))
+            remembered = await _active(first)
+            seen_by_other = await _active(second)
+            await _write(first, "first's")
+            reread = await _read(first)
+            read_by_other = await _read(second)
+        live = gateway.sessions.live()
+    assert "handle" not in loaded
+    assert remembered == [] and seen_by_other == []
+    assert reread.is_error and read_by_other.is_error
+    assert "first's" not in text(reread) + text(read_by_other)
+    assert live == []
+
+
+async def test_anonymous_clients_of_the_handshake_era_are_each_their_own_caller(tmp_path: Path) -> None:
+    async with (
+        http_gateway(_collision_config(tmp_path, anonymous_role="guest")) as (gateway, url),
+        http_client(url, None) as first,
+        http_client(url, None) as second,
+    ):
+        with anyio.fail_after(60):
+            await _write(first, "first's")
+            mine = await _read(first)
+            theirs = await _read(second)
+        callers = {context.caller for context in gateway.sessions.live()}
+    assert "first's" in text(mine)
+    assert theirs.is_error and "first's" not in text(theirs)
+    assert len(callers) == 2
+
+
+async def test_an_api_key_caller_named_anonymous_cannot_use_an_anonymous_session(tmp_path: Path) -> None:
+    config = _collision_config(tmp_path, anonymous_role="guest")
+    async with http_gateway(config) as (_, url), httpx2.AsyncClient(timeout=30) as http:
+        anonymous, named = RawCaller(http, url, None), RawCaller(http, url, NAMED_ANONYMOUS_KEY)
+        anonymous_session, named_session = await anonymous.initialize(), await named.initialize()
+        unknown = await named.post("0" * 32, "tools/list", {})
+        responses = [
+            await named.post(anonymous_session, "tools/list", {}),
+            await anonymous.post(named_session, "tools/list", {}),
+            await named.delete(anonymous_session),
+            await anonymous.delete(named_session),
+        ]
+        still_theirs = [
+            await anonymous.post(anonymous_session, "tools/list", {}),
+            await named.post(named_session, "tools/list", {}),
+        ]
+    for response in responses:
+        assert (response.status_code, response.text) == (404, unknown.text)
+    assert [response.status_code for response in still_theirs] == [200, 200]
