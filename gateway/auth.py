@@ -25,10 +25,11 @@ from gateway.configschema import ConfigProblems, explain_error, render_path
 from gateway.errors import GatewayError
 from gateway.session import state_key
 
-Method = Literal["api_key", "jwt", "anonymous", "stdio"]
+Method = Literal["api_key", "jwt", "anonymous", "local", "stdio"]
 ChallengeError = Literal["invalid_request", "invalid_token"]
 
 ANONYMOUS_CALLER = "anonymous"
+LOCAL_CALLER = "local"
 MIN_KEY_LENGTH = 16
 MIN_HS256_SECRET = 32
 MIN_RSA_BITS = 2048
@@ -56,8 +57,9 @@ class Identity:
     def key(self) -> str:
         """Who this is, unambiguously: how the caller signed in, and as whom.
 
-        `api_key:<caller>`, `jwt:<issuer>:<subject>` or `stdio:<caller>`; every anonymous
-        request has the key `anonymous`, and each anonymous session one of its own (`caller_key`).
+        `api_key:<caller>`, `jwt:<issuer>:<subject>`, `stdio:<caller>` or, with authentication
+        off, `local:local`; every anonymous request has the key `anonymous`, and each anonymous
+        session one of its own (`caller_key`).
         """
         if self.method == "anonymous":
             return state_key(self.method)
@@ -181,7 +183,10 @@ class Authenticator:
     def authenticate(self, authorization_header: str | None) -> Identity:
         """The caller behind `Authorization: Bearer <API key or JWT>`."""
         if not self.settings.enabled:
-            return self.anonymous()
+            # Without authentication the gateway serves one trusted party (it listens on loopback):
+            # one caller whose state lasts across requests, unlike the anonymous strangers of an
+            # `anonymous_role`, who share nothing.
+            return Identity(LOCAL_CALLER, self.settings.anonymous_role, "local")
         if authorization_header is None:
             if self.settings.anonymous_role is not None:
                 return self.anonymous()

@@ -150,10 +150,10 @@ def test_a_malformed_header_is_an_invalid_request(header: str, message: str) -> 
     assert error.error == "invalid_request"
 
 
-def test_without_auth_everyone_is_anonymous_with_the_anonymous_role() -> None:
-    assert authenticate(None, "Bearer anything-at-all-really") == Identity("anonymous", None, "anonymous")
+def test_without_auth_everyone_is_the_one_local_caller_with_the_anonymous_role() -> None:
+    assert authenticate(None, "Bearer anything-at-all-really") == Identity("local", None, "local")
     disabled = {**KEYS, "enabled": False, "anonymous_role": "guest"}
-    assert authenticate(disabled, f"Bearer {ALICE_KEY}") == Identity("anonymous", "guest", "anonymous")
+    assert authenticate(disabled, f"Bearer {ALICE_KEY}") == Identity("local", "guest", "local")
 
 
 def test_an_hs256_jwt_authenticates_its_subject_and_role() -> None:

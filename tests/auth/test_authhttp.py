@@ -106,9 +106,9 @@ def test_paths_outside_the_protected_prefixes_pass_without_credentials(client_fo
         assert response.json()["identity"] is None
 
 
-def test_without_auth_every_request_is_anonymous(client_for: Any) -> None:
+def test_without_auth_every_request_is_the_local_caller(client_for: Any) -> None:
     response = client_for({"anonymous_role": "guest"}).post("/mcp", headers={"Authorization": "Bearer whatever-1234"})
-    assert response.json()["identity"] == {"caller": "anonymous", "role": "guest", "method": "anonymous"}
+    assert response.json()["identity"] == {"caller": "local", "role": "guest", "method": "local"}
 
 
 def test_the_challenge_uses_the_configured_resource_url_and_scopes(client_for: Any) -> None:
