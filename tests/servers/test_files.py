@@ -121,6 +121,53 @@ async def test_symlink_inside_root_is_followed(root: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_relative_symlinks_are_followed_inside_the_root_but_cannot_climb_out_of_it(root: Path) -> None:
+    (root / "docs" / "up.txt").symlink_to("../hello.txt")
+    (root / "docs" / "out.txt").symlink_to("../../outside/secret.txt")
+    inside = await call(root, "read_file", {"path": "docs/up.txt"})
+    out = await call(root, "read_file", {"path": "docs/out.txt"})
+    assert inside.structured_content is not None
+    assert (inside.structured_content["path"], text_of(inside)) == ("hello.txt", "hello\nworld\n")
+    assert out.is_error and "'docs/out.txt' refused: it leads outside the root" in text_of(out)
+
+
+@pytest.mark.anyio
+async def test_a_symlink_loop_is_refused(root: Path) -> None:
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    result = await call(root, "read_file", {"path": "a"})
+    assert result.is_error and "Too many levels of symbolic links: 'a'" in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_a_fifo_is_neither_read_nor_searched_and_hangs_nothing(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    read = await call(root, "read_file", {"path": "pipe"})
+    found = await call(root, "search_files", {"pattern": "*", "content": "x"})
+    listing = await call(root, "list_directory", {})
+    assert read.is_error and "'pipe' is not a file" in text_of(read)
+    assert found.structured_content == {"matches": [], "truncated": False}
+    assert listing.structured_content is not None
+    assert {"name": "pipe", "type": "other", "size": None} in listing.structured_content["entries"]
+
+
+@pytest.mark.anyio
+async def test_reading_a_missing_file_names_it(root: Path) -> None:
+    result = await call(root, "read_file", {"path": "docs/nope.md"})
+    assert result.is_error and "'docs/nope.md' does not exist" in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_writing_through_a_symlink_inside_the_root_replaces_its_target(root: Path) -> None:
+    (root / "alias.txt").symlink_to(root / "hello.txt")
+    result = await call(root, "write_file", {"path": "alias.txt", "content": "new", "overwrite": True})
+    assert result.structured_content == {"path": "hello.txt", "detail": "replaced (3 bytes)"}
+    assert (root / "alias.txt").is_symlink()
+    assert (root / "hello.txt").read_text() == "new"
+    assert sorted(os.listdir(root)) == ["alias.txt", "docs", "hello.txt"]
+
+
+@pytest.mark.anyio
 async def test_reads_and_writes_past_the_size_limits_are_refused(root: Path) -> None:
     (root / "big.txt").write_text("x" * 100)
     read = await call(root, "read_file", {"path": "big.txt"}, max_read_bytes=50)
