@@ -101,13 +101,12 @@ def _result(text: str, structured: Any) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(structured))
 
 
-def _guard(call: Callable[..., T], *args: object) -> T:
+def _guard(call: Callable[[], T], *paths: str) -> T:
     """Run a root operation, turning OS errors into tool errors that name the problem and the paths."""
     try:
-        return call(*args)
+        return call()
     except OSError as exc:
-        paths = ", ".join(repr(a) for a in args if isinstance(a, str))
-        raise ToolError(f"{exc.strerror or exc}: {paths}") from exc
+        raise ToolError(f"{exc.strerror or exc}: {', '.join(map(repr, paths))}") from exc
 
 
 def _entry_type(mode: int) -> EntryType:
@@ -469,7 +468,7 @@ def build_server(root: Path | str, max_read_bytes: int = MIB, max_write_bytes: i
     @server.tool(annotations=reading)
     def list_directory(path: str = ".") -> Annotated[CallToolResult, Listing]:
         """List a directory's entries with their type and size."""
-        listing = _guard(tree.list_directory, path)
+        listing = _guard(lambda: tree.list_directory(path), path)
         return _result(_render_listing(listing), listing)
 
     @server.tool(annotations=reading)
@@ -479,7 +478,7 @@ def build_server(root: Path | str, max_read_bytes: int = MIB, max_write_bytes: i
         limit: Annotated[int | None, Field(ge=0, description="most bytes to read")] = None,
     ) -> Annotated[CallToolResult, FileChunk]:
         """Read a UTF-8 text file, whole or a byte range of it."""
-        chunk = _guard(tree.read_file, path, offset, limit)
+        chunk = _guard(lambda: tree.read_file(path, offset, limit), path)
         result = _result(chunk["content"], chunk)
         if chunk["more"]:
             next_offset = chunk["offset"] + chunk["bytes_read"]
@@ -494,25 +493,25 @@ def build_server(root: Path | str, max_read_bytes: int = MIB, max_write_bytes: i
         content: Annotated[str | None, Field(description="only files containing this text")] = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Find files by name under a directory, optionally only those containing some text."""
-        found = _guard(tree.search, pattern, path, content)
+        found = _guard(lambda: tree.search(pattern, path, content), path)
         return _result(_render_matches(found), found)
 
     @server.tool(annotations=changing)
     def write_file(path: str, content: str, overwrite: bool = False) -> Annotated[CallToolResult, Change]:
         """Write a UTF-8 text file, creating parent directories; replaces a file only with overwrite=true."""
-        change = _guard(tree.write_file, path, content, overwrite)
+        change = _guard(lambda: tree.write_file(path, content, overwrite), path)
         return _result(f"{change['path']}: {change['detail']}", change)
 
     @server.tool(annotations=changing)
     def move_file(source: str, destination: str) -> Annotated[CallToolResult, Change]:
         """Move or rename a file or directory; the destination must not exist."""
-        change = _guard(tree.move, source, destination)
+        change = _guard(lambda: tree.move(source, destination), source, destination)
         return _result(f"{change['path']}: {change['detail']}", change)
 
     @server.tool(annotations=changing)
     def delete_file(path: str) -> Annotated[CallToolResult, Change]:
         """Delete a file or an empty directory."""
-        change = _guard(tree.delete, path)
+        change = _guard(lambda: tree.delete(path), path)
         return _result(f"{change['path']}: {change['detail']}", change)
 
     return server

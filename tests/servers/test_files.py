@@ -152,6 +152,13 @@ async def test_a_fifo_is_neither_read_nor_searched_and_hangs_nothing(root: Path)
 
 
 @pytest.mark.anyio
+async def test_an_os_error_names_the_path_and_never_echoes_the_content(root: Path) -> None:
+    result = await call(root, "write_file", {"path": "hello.txt/inner.txt", "content": "private words"})
+    assert result.is_error
+    assert text_of(result).endswith("Not a directory: 'hello.txt/inner.txt'")
+
+
+@pytest.mark.anyio
 async def test_reading_a_missing_file_names_it(root: Path) -> None:
     result = await call(root, "read_file", {"path": "docs/nope.md"})
     assert result.is_error and "'docs/nope.md' does not exist" in text_of(result)
