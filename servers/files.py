@@ -337,14 +337,15 @@ class Root:
                 raise ToolError(f"{path!r} is a directory")
             if existed and not overwrite:
                 raise ToolError(f"{path!r} already exists; pass overwrite=true to replace it")
-            # O_EXCL: a file created meanwhile is not clobbered; O_NOFOLLOW: nor is a link planted meanwhile.
             if existed:
                 temporary = f".{place.name}.{secrets.token_hex(8)}.tmp"
-                _create(place.directory, temporary, data)
                 try:
+                    _create(place.directory, temporary, data)
                     os.replace(temporary, place.name, src_dir_fd=place.directory, dst_dir_fd=place.directory)
                 except BaseException:
-                    os.unlink(temporary, dir_fd=place.directory)
+                    # A write cut short (a full disk) leaves no half-written temporary file behind.
+                    with suppress(FileNotFoundError):
+                        os.unlink(temporary, dir_fd=place.directory)
                     raise
             else:
                 _create(place.directory, place.name, data)
@@ -387,7 +388,7 @@ class Root:
 
 
 def _create(directory: int, name: str, data: bytes) -> None:
-    """Write a new file in an open directory, failing if anything (a file, a link) already has the name."""
+    """Write a new file in an open directory; O_EXCL and O_NOFOLLOW: never a file or link already there."""
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=directory)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)

@@ -1,6 +1,7 @@
 """Tests for the file server: confinement to the root, size limits, and each tool."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -205,6 +206,29 @@ async def test_write_file_creates_parents_and_only_overwrites_when_asked(root: P
     assert replaced.structured_content == {"path": "a/b/c.txt", "detail": "replaced (5 bytes)"}
     assert (root / "a" / "b" / "c.txt").read_text() == "three"
     assert sorted(os.listdir(root / "a" / "b")) == ["c.txt"]
+
+
+# In a child process: a file size limit makes the write fail (EFBIG) the way a full disk would.
+FAILING_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from servers.files import Root
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4, 4))
+try:
+    Root(Path(sys.argv[1]), 1024, 1024).write_file("hello.txt", "far more than four bytes", True)
+except OSError as error:
+    print(error.strerror)
+"""
+
+
+def test_a_replacement_cut_short_keeps_the_old_file_and_no_temporary(root: Path) -> None:
+    failed = subprocess.run(
+        [sys.executable, "-c", FAILING_WRITE, str(root)], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert failed.stdout == "File too large\n", failed.stderr
+    assert (root / "hello.txt").read_text() == "hello\nworld\n"
+    assert sorted(os.listdir(root)) == ["docs", "hello.txt"]
 
 
 @pytest.mark.anyio
