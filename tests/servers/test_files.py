@@ -1,6 +1,7 @@
 """Tests for the file server: confinement to the root, size limits, and each tool."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -121,6 +122,60 @@ async def test_symlink_inside_root_is_followed(root: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_relative_symlinks_are_followed_inside_the_root_but_cannot_climb_out_of_it(root: Path) -> None:
+    (root / "docs" / "up.txt").symlink_to("../hello.txt")
+    (root / "docs" / "out.txt").symlink_to("../../outside/secret.txt")
+    inside = await call(root, "read_file", {"path": "docs/up.txt"})
+    out = await call(root, "read_file", {"path": "docs/out.txt"})
+    assert inside.structured_content is not None
+    assert (inside.structured_content["path"], text_of(inside)) == ("hello.txt", "hello\nworld\n")
+    assert out.is_error and "'docs/out.txt' refused: it leads outside the root" in text_of(out)
+
+
+@pytest.mark.anyio
+async def test_a_symlink_loop_is_refused(root: Path) -> None:
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    result = await call(root, "read_file", {"path": "a"})
+    assert result.is_error and "Too many levels of symbolic links: 'a'" in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_a_fifo_is_neither_read_nor_searched_and_hangs_nothing(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    read = await call(root, "read_file", {"path": "pipe"})
+    found = await call(root, "search_files", {"pattern": "*", "content": "x"})
+    listing = await call(root, "list_directory", {})
+    assert read.is_error and "'pipe' is not a file" in text_of(read)
+    assert found.structured_content == {"matches": [], "truncated": False}
+    assert listing.structured_content is not None
+    assert {"name": "pipe", "type": "other", "size": None} in listing.structured_content["entries"]
+
+
+@pytest.mark.anyio
+async def test_an_os_error_names_the_path_and_never_echoes_the_content(root: Path) -> None:
+    result = await call(root, "write_file", {"path": "hello.txt/inner.txt", "content": "private words"})
+    assert result.is_error
+    assert text_of(result).endswith("Not a directory: 'hello.txt/inner.txt'")
+
+
+@pytest.mark.anyio
+async def test_reading_a_missing_file_names_it(root: Path) -> None:
+    result = await call(root, "read_file", {"path": "docs/nope.md"})
+    assert result.is_error and "'docs/nope.md' does not exist" in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_writing_through_a_symlink_inside_the_root_replaces_its_target(root: Path) -> None:
+    (root / "alias.txt").symlink_to(root / "hello.txt")
+    result = await call(root, "write_file", {"path": "alias.txt", "content": "new", "overwrite": True})
+    assert result.structured_content == {"path": "hello.txt", "detail": "replaced (3 bytes)"}
+    assert (root / "alias.txt").is_symlink()
+    assert (root / "hello.txt").read_text() == "new"
+    assert sorted(os.listdir(root)) == ["alias.txt", "docs", "hello.txt"]
+
+
+@pytest.mark.anyio
 async def test_reads_and_writes_past_the_size_limits_are_refused(root: Path) -> None:
     (root / "big.txt").write_text("x" * 100)
     read = await call(root, "read_file", {"path": "big.txt"}, max_read_bytes=50)
@@ -151,6 +206,29 @@ async def test_write_file_creates_parents_and_only_overwrites_when_asked(root: P
     assert replaced.structured_content == {"path": "a/b/c.txt", "detail": "replaced (5 bytes)"}
     assert (root / "a" / "b" / "c.txt").read_text() == "three"
     assert sorted(os.listdir(root / "a" / "b")) == ["c.txt"]
+
+
+# In a child process: a file size limit makes the write fail (EFBIG) the way a full disk would.
+FAILING_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from servers.files import Root
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4, 4))
+try:
+    Root(Path(sys.argv[1]), 1024, 1024).write_file("hello.txt", "far more than four bytes", True)
+except OSError as error:
+    print(error.strerror)
+"""
+
+
+def test_a_replacement_cut_short_keeps_the_old_file_and_no_temporary(root: Path) -> None:
+    failed = subprocess.run(
+        [sys.executable, "-c", FAILING_WRITE, str(root)], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert failed.stdout == "File too large\n", failed.stderr
+    assert (root / "hello.txt").read_text() == "hello\nworld\n"
+    assert sorted(os.listdir(root)) == ["docs", "hello.txt"]
 
 
 @pytest.mark.anyio
