@@ -18,6 +18,9 @@ from gateway.approvals import API_PATH, ApprovalClosedError, ApprovalNotFoundErr
 from gateway.auth import Identity
 from gateway.service import Gateway
 
+# The same words for an unknown id and one the caller may not see, so the answer tells nothing.
+NOT_FOUND = "No such approval"
+
 
 def approval_routes(gateway: Gateway, security: TransportSecuritySettings | None) -> list[Route]:
     """The routes of `/api/v1/approvals`; `security` is the Host/Origin policy of `/mcp` (None: off)."""
@@ -47,15 +50,15 @@ def approval_routes(gateway: Gateway, security: TransportSecuritySettings | None
         approval_id: str = request.path_params["approval_id"]
         approval = await anyio.to_thread.run_sync(gateway.approvals.get, approval_id)
         if approval is None or not may_see(gateway.policy, identity.caller, identity.role, approval):
-            return _error(404, "not_found", f"No approval {approval_id}")
+            return _error(404, "not_found", NOT_FOUND)
         if not may_decide(gateway.policy, identity.caller, identity.role, approval):
             return _error(403, "forbidden", f"Only an admin may decide approval {approval_id}")
         try:
             decided = await anyio.to_thread.run_sync(
                 gateway.approvals.decide, approval_id, approve, f"api:{identity.caller}"
             )
-        except ApprovalNotFoundError as error:
-            return _error(404, "not_found", error.message)
+        except ApprovalNotFoundError:
+            return _error(404, "not_found", NOT_FOUND)
         except ApprovalClosedError as error:
             return _error(409, "conflict", error.message)
         await gateway.audit.record(decision_entry(decided))
