@@ -14,7 +14,14 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from gateway.approvals import APPROVALS_FILE, ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, decision_entry
+from gateway.approvals import (
+    APPROVALS_FILE,
+    ApprovalClosedError,
+    ApprovalNotFoundError,
+    ApprovalStore,
+    ApprovalStoreError,
+    decision_entry,
+)
 from gateway.audit import AuditStore
 from gateway.auth import Identity, print_key_hash
 from gateway.config import GatewayConfig, default_config_path, load_config
@@ -224,9 +231,14 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     """Whoever can run this on the gateway's data directory is the person who approves."""
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = ApprovalStore(data_dir / APPROVALS_FILE)
+    try:
+        store = ApprovalStore(data_dir / APPROVALS_FILE)
+    except ApprovalStoreError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return 1
     try:
         if args.action == "list":
+            print(f"{'ID':<15}  {'CALLER':<12}  {'TOOL':<32}  {'LEFT':>6}  ARGUMENTS")
             for approval in store.pending():
                 left = max(0, round(approval.expires - store.clock()))
                 print(
@@ -238,7 +250,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
             return 2
         try:
             decided = store.decide(args.id, args.action == "approve", "cli")
-        except (ApprovalNotFoundError, ApprovalClosedError) as error:
+        except (ApprovalNotFoundError, ApprovalClosedError, ApprovalStoreError) as error:
             print(f"error: {error.message}", file=sys.stderr)
             return 1
     finally:
