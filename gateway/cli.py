@@ -1,4 +1,4 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog` and `audit`."""
+"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit` and `approvals`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,14 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
+from gateway.approvals import (
+    APPROVALS_FILE,
+    ApprovalClosedError,
+    ApprovalNotFoundError,
+    ApprovalStore,
+    ApprovalStoreError,
+    decision_entry,
+)
 from gateway.audit import AuditStore
 from gateway.auth import Identity, print_key_hash
 from gateway.config import GatewayConfig, default_config_path, load_config
@@ -54,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--limit", type=int, default=20, help="how many entries (default 20)")
     audit.add_argument("--session", help="only this session's entries")
     audit.add_argument("--tool", help="only this tool's entries")
+    approvals = with_config("approvals", "list, approve or decline parked high-risk calls")
+    approvals.add_argument("action", choices=["list", "approve", "decline"])
+    approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
     return parser
 
 
@@ -80,7 +91,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(2) from None
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
-    handlers = {"serve": _serve, "stdio": _stdio, "check": _check, "catalog": _catalog, "audit": _audit}
+    handlers = {
+        "serve": _serve,
+        "stdio": _stdio,
+        "check": _check,
+        "catalog": _catalog,
+        "audit": _audit,
+        "approvals": _approvals,
+    }
     raise SystemExit(handlers[args.command](config, args))
 
 
@@ -207,3 +225,40 @@ def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
         return anyio.run(run)
     finally:
         store.close()
+
+
+def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
+    """Whoever can run this on the gateway's data directory is the person who approves."""
+    data_dir = Path(config.settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        store = ApprovalStore(data_dir / APPROVALS_FILE)
+    except ApprovalStoreError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return 1
+    try:
+        if args.action == "list":
+            print(f"{'ID':<15}  {'CALLER':<12}  {'TOOL':<32}  {'LEFT':>6}  ARGUMENTS")
+            for approval in store.pending():
+                left = max(0, round(approval.expires - store.clock()))
+                print(
+                    f"{approval.id}  {approval.caller:<12}  {approval.tool:<32}  {left:>5}s  {approval.arguments[:200]}"
+                )
+            return 0
+        if args.id is None:
+            print(f"error: approvals {args.action} needs the id of an approval", file=sys.stderr)
+            return 2
+        try:
+            decided = store.decide(args.id, args.action == "approve", "cli")
+        except (ApprovalNotFoundError, ApprovalClosedError, ApprovalStoreError) as error:
+            print(f"error: {error.message}", file=sys.stderr)
+            return 1
+    finally:
+        store.close()
+    audit = AuditStore(data_dir / "audit.db")
+    try:
+        anyio.run(audit.record, decision_entry(decided))
+    finally:
+        audit.close()
+    print(f"{decided.id} {decided.status.value}: {decided.tool} for {decided.caller}")
+    return 0

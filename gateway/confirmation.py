@@ -1,14 +1,19 @@
 """Confirmation of risky calls: a person approves a call at or above the risk threshold before it runs.
 
-Two ways to ask, decided per call by what the front door put in `call.notes`:
-1. `notes["elicit"]`, when the client supports elicitation: an async `(message, summary) -> bool`.
-   The call runs only if it returns True; otherwise `ConfirmationDeclinedError`.
-2. Otherwise the call does not run: the result is an `is_error` result (nothing happened, so it
-   must not read as success) that describes the call and carries a one-time token. The model asks
-   the user, then calls again with the same arguments plus the argument `_confirmation` (or the
-   request `_meta` key `io.mcp-gateway/confirmation`); the front door strips either with
-   `extract_token` before validation and puts the token in `notes["confirmation_token"]`.
-A call that carries a token is checked against the token even when the client could elicit.
+Three ways to ask, decided per call by what the front door put in `call.notes`:
+1. `notes["elicit"]`, when a handshake-era client supports elicitation: an async
+   `(message, summary) -> bool` that asks the person during the call. The call runs only if it
+   returns True; otherwise `ConfirmationDeclinedError`.
+2. `notes["input_request"]`, when a 2026-era client supports elicitation: the step issues a
+   one-time token and leaves it in the `InputRequest`; the front door answers with an
+   input-required result whose request state is that token. The client asks the person and
+   retries with the answer; the front door puts the returned state in `notes["confirmation_token"]`
+   only when the person approved, and the step redeems it. The token never appears in a result
+   the model reads, nor in the audit trail; the store keeps only its hash.
+3. Otherwise the call is parked as a pending approval (gateway/approvals.py): the model learns only
+   the approval's id, a person decides out of its reach, and the same call made again runs once
+   after an approval. A `_confirmation` argument is taken out and ignored: nothing the model
+   sends can stand for a person's approval.
 
 Tokens are bound to the caller, the session, the tool and the exact arguments (sha256 of their
 canonical JSON), expire after the TTL, and work once. They live in SQLite (WAL, autocommit; only
@@ -33,6 +38,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from gateway.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.audit import arguments_digest
 from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline import CallNext, ToolCall
@@ -41,9 +47,10 @@ from gateway.storage import open_database
 from gateway.tools import Risk, ToolRecord
 
 ARGUMENT = "_confirmation"
-META_KEY = "io.mcp-gateway/confirmation"
+APPROVAL_KEY = "io.mcp-gateway/approval"
 TOKEN_NOTE = "confirmation_token"
 ELICIT_NOTE = "elicit"
+INPUT_NOTE = "input_request"
 
 Elicit = Callable[[str, dict[str, Any]], Awaitable[bool]]
 """Asks the person at the client: `(message, summary) -> approved`."""
@@ -75,11 +82,6 @@ CREATE TABLE IF NOT EXISTS confirmations (
 CREATE INDEX IF NOT EXISTS confirmations_by_expiry ON confirmations (expires);
 """
 
-_RETRY_HINT = (
-    "Call the tool again without `_confirmation` to get a new confirmation request, "
-    "and ask the user to approve that one."
-)
-
 
 class ConfirmationDeclinedError(ToolRefusedError):
     """The person declined or cancelled the confirmation; the call did not run."""
@@ -89,10 +91,10 @@ class ConfirmationDeclinedError(ToolRefusedError):
 
 
 class ConfirmationInvalidError(ToolRefusedError):
-    """The confirmation token is unknown, expired, used, or issued for another call."""
+    """The request state a client returned is unknown, expired, used, or issued for another call."""
 
     reason = "confirmation"
-    hint = _RETRY_HINT
+    hint = "Call the tool again, so that the user is asked again."
 
 
 class ConfirmationStoreError(ToolRefusedError):
@@ -121,19 +123,16 @@ class ConfirmationSettings:
         return cls(ttl_seconds=float(ttl), risk=Risk(section.get("risk", "high")))
 
 
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """What a token is good for: one caller, one session, one tool, these exact arguments."""
+def binding_of(call: ToolCall) -> Binding:
+    """What confirms `call`: its caller, session, tool and exact arguments."""
+    return Binding(call.session.caller, call.session.id, call.tool.name, arguments_digest(call.arguments))
 
-    caller: str
-    session: str
-    tool: str
-    args_digest: str
 
-    @classmethod
-    def of(cls, call: ToolCall) -> Binding:
-        """The binding of `call`."""
-        return cls(call.session.caller, call.session.id, call.tool.name, arguments_digest(call.arguments))
+@dataclass(slots=True)
+class InputRequest:
+    """Where the step leaves the one-time token a 2026-era client returns as its request state."""
+
+    state: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +144,10 @@ class Issued:
     used: float | None
 
 
-def extract_token(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The arguments without `_confirmation`, and its value (as text) if it was there."""
-    rest = dict(arguments)
-    if ARGUMENT not in rest:
-        return rest, None
-    token = rest.pop(ARGUMENT)
-    return rest, token if isinstance(token, str) else json.dumps(token)
+def strip_confirmation(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments without `_confirmation`: a value the model sends confirms nothing, and must
+    not reach the tool, the audit digest or the approvals database."""
+    return {key: value for key, value in arguments.items() if key != ARGUMENT}
 
 
 def refusal(issued: Issued | None, binding: Binding, now: float) -> str | None:
@@ -241,50 +237,67 @@ class ConfirmRiskyCalls:
     def __init__(
         self,
         store: ConfirmationStore,
+        approvals: ApprovalStore,
         risk_of: Callable[[ToolRecord], Risk],
         threshold: Risk,
         ttl: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._approvals = approvals
         self._risk_of = risk_of
         self._threshold = threshold
         self._ttl = ttl
         self._clock = clock
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
-        """Run low-risk calls; confirm risky ones by token or by asking the person first."""
+        """Run low-risk calls; confirm risky ones through the client's user, or park them for a person."""
         risk = self._risk_of(call.tool)
         if not risk_at_least(risk, self._threshold):
             return await call_next(call)
         token: str | None = call.notes.get(TOKEN_NOTE)
         elicit: Elicit | None = call.notes.get(ELICIT_NOTE)
+        request: InputRequest | None = call.notes.get(INPUT_NOTE)
         if token is not None:
-            await self._store.redeem(token, Binding.of(call), self._clock())
+            await self._store.redeem(token, binding_of(call), self._clock())
         elif elicit is not None:
             message, summary = describe(call, risk)
             if not await elicit(message, summary):
                 raise ConfirmationDeclinedError(f"The user declined the call to '{call.tool.name}'; it did not run.")
+        elif request is not None:
+            request.state = await self._store.issue(binding_of(call), self._clock(), self._ttl)
+            text = f"Asking the user to approve the call to '{call.tool.name}'. Nothing was done yet."
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
         else:
-            token = await self._store.issue(Binding.of(call), self._clock(), self._ttl)
-            return self._confirmation_required(call, risk, token)
+            return await self._park(call, risk, call_next)
         return await call_next(call)
 
-    def _confirmation_required(self, call: ToolCall, risk: Risk, token: str) -> types.CallToolResult:
-        name, ttl = call.tool.name, round(self._ttl)
+    async def _park(self, call: ToolCall, risk: Risk, call_next: CallNext) -> types.CallToolResult:
+        shown = _shown(call.arguments)
+        approval, fresh = await anyio.to_thread.run_sync(
+            self._approvals.checkpoint, binding_of(call), call.session.role, shown, self._ttl
+        )
+        if approval.status == Status.USED:
+            return await call_next(call)
+        name = call.tool.name
+        if approval.status == Status.DECLINED:
+            raise ConfirmationDeclinedError(f"A person declined approval {approval.id}: '{name}' did not run.")
+        left = max(0, round(approval.expires - self._approvals.clock()))
+        first = "Waiting" if fresh else "Still waiting"
         text = (
-            f"Confirmation required: '{name}' is a {risk.value}-risk tool, so a person must approve this call "
-            "before it runs. Nothing was done.\n"
+            f"{first} for approval {approval.id}: '{name}' is a {risk.value}-risk tool, so a person must approve "
+            "this call before it runs. Nothing was done.\n"
             f"What it does: {call.tool.description or '(no description)'}\n"
-            f"Arguments: {_shown(call.arguments)}\n"
-            f"Ask the user to approve exactly this call. If they approve, call '{name}' again with the same "
-            f'arguments plus "{ARGUMENT}": "{token}". The confirmation works once, only for these arguments, '
-            f"and expires in {ttl} seconds. If they decline, do not call it again."
+            f"Arguments: {shown}\n"
+            f"A person approves it on the gateway's host with `python -m gateway approvals approve {approval.id}`, "
+            f"or through POST {API_PATH}/{approval.id}/approve. Tell the user. Once it is approved, call '{name}' "
+            "again with exactly the same arguments and it runs once; called before that, it only says it is still "
+            f"waiting. The approval expires in {left} seconds. If it is declined, do not call it again."
         )
         return types.CallToolResult(
             content=[types.TextContent(text=text)],
             is_error=True,
-            _meta={META_KEY: {"token": token, "tool": name, "expires_in": ttl}},
+            _meta={APPROVAL_KEY: {"id": approval.id, "status": approval.status.value, "expires_in": left}},
         )
 
 

@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway.auth import Identity, caller_key, handle_key
 from gateway.catalog import page
-from gateway.confirmation import ELICIT_NOTE, META_KEY, TOKEN_NOTE
+from gateway.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest
 from gateway.errors import ProtocolError, ToolError
 from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
@@ -110,11 +110,6 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     return context
 
 
-def _can_elicit(ctx: Context) -> bool:
-    capabilities = ctx.session.client_capabilities
-    return capabilities is not None and capabilities.elicitation is not None
-
-
 def _approved(responses: types.InputResponses | None) -> bool:
     answer = (responses or {}).get(APPROVAL_REQUEST)
     return (
@@ -126,13 +121,6 @@ def _approved(responses: types.InputResponses | None) -> bool:
 
 async def _declined(message: str, summary: dict[str, Any]) -> bool:
     return False
-
-
-def _pending_confirmation(result: types.CallToolResult) -> str | None:
-    """The one-time token of a result that says a person must confirm the call first."""
-    pending = (result.meta or {}).get(META_KEY)
-    token = pending.get("token") if isinstance(pending, dict) else None
-    return token if isinstance(token, str) else None
 
 
 def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.InputRequiredResult:
@@ -148,18 +136,18 @@ def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.Inpu
 
 
 def client_notes(ctx: Context) -> dict[str, Any]:
-    """What the pipeline may use of this client: a way to ask its user, and a confirmation token."""
+    """What the pipeline may use of this client: a way to ask its user, if it has one.
+
+    Nothing the request carries (arguments, `_meta`) is taken as a confirmation: only a person's
+    answer through elicitation, or a person deciding a parked approval, confirms a call.
+    """
     notes: dict[str, Any] = {}
-    token = (ctx.meta or {}).get(META_KEY)
-    if isinstance(token, str):
-        notes[TOKEN_NOTE] = token
     capabilities = ctx.session.client_capabilities
-    if (
-        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        and ctx.session.can_send_request
-        and capabilities is not None
-        and capabilities.elicitation is not None
-    ):
+    if capabilities is None or capabilities.elicitation is None:
+        return notes
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        notes[INPUT_NOTE] = InputRequest()
+    elif ctx.session.can_send_request:
 
         async def elicit(message: str, summary: dict[str, Any]) -> bool:
             answer = await ctx.session.elicit_form(message, APPROVAL_SCHEMA)
@@ -210,8 +198,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ctx.session.report_progress
         notes = client_notes(ctx)
-        stateless = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if stateless and params.request_state is not None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
             if _approved(params.input_responses):
                 notes[TOKEN_NOTE] = params.request_state
@@ -219,9 +206,9 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
                 notes[ELICIT_NOTE] = _declined
         with protocol_errors():
             result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
-        pending = _pending_confirmation(result)
-        if stateless and pending is not None and _can_elicit(ctx):
-            return _ask_approval(params, pending)
+        request = notes.get(INPUT_NOTE)
+        if isinstance(request, InputRequest) and request.state is not None:
+            return _ask_approval(params, request.state)
         return result
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:

@@ -12,6 +12,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.approvals import API_PATH
+from gateway.approvalsapi import approval_routes
 from gateway.authhttp import AuthMiddleware, metadata_route
 from gateway.config import GatewayConfig
 from gateway.frontdoor import build_server
@@ -89,7 +91,8 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     authenticator = service.authenticator
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
+    routes += approval_routes(service, security)
     app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
-    app.add_middleware(AuthMiddleware, authenticator=authenticator)
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
     app.add_middleware(OriginGuard, allowed=tuple(config.settings.allowed_origins))
     return app

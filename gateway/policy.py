@@ -23,7 +23,8 @@ may see at least one of the server's tools; a role that sees none of them does n
 server exists (gateway/service.py applies this to listings, reads, prompts and completion).
 
 Admins. A role marked `admin: true` operates the gateway: it sees per-server detail and may
-approve parked calls. Without a `roles` section nobody is an admin.
+approve parked calls. Without a `roles` section nobody is an admin. A role marked `approve: own`
+lets its callers approve their own parked calls too; by default (`approve: admins`) only admins may.
 
 Risk. A risk set in the configuration wins. Otherwise, from the tool's annotations: read-only is
 low; `destructiveHint` set explicitly to true is high; anything else is medium, including an
@@ -77,6 +78,7 @@ ROLES_SCHEMA: dict[str, Any] = {
             "skills": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "budget": BUDGET_SCHEMA,
             "admin": {"type": "boolean"},
+            "approve": {"enum": ["own", "admins"]},
         },
     },
 }
@@ -152,6 +154,7 @@ class RolePolicy:
     skills: frozenset[str] = frozenset()
     budget: Budget | None = None
     admin: bool = False
+    approve_own: bool = False
 
     def may_see(self, tool: ToolRecord) -> bool:
         """True when an allow rule matches the tool and no deny rule does."""
@@ -200,6 +203,11 @@ class Policy:
         policy = self.roles.get(role) if self.roles is not None and role is not None else None
         return policy is not None and policy.admin
 
+    def approves_own(self, role: str | None) -> bool:
+        """Whether callers of `role` may approve their own parked calls (`approve: own`), not only admins."""
+        policy = self.roles.get(role) if self.roles is not None and role is not None else None
+        return policy is not None and policy.approve_own
+
     def budget(self, role: str | None) -> Budget | None:
         """The role's budget, or None when its calls are not limited."""
         if self.roles is None or role is None:
@@ -216,4 +224,5 @@ def _role(raw: Mapping[str, Any]) -> RolePolicy:
         skills=frozenset(raw.get("skills", ())),
         budget=Budget.from_config(budget) if budget is not None else None,
         admin=bool(raw.get("admin", False)),
+        approve_own=raw.get("approve", "admins") == "own",
     )

@@ -17,12 +17,13 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
+from gateway.approvals import APPROVALS_FILE, ApprovalStore
 from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
 from gateway.auth import Authenticator, AuthSettings, Identity, caller_key
 from gateway.budgets import Budgets
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config import GatewayConfig, ServerConfig
-from gateway.confirmation import TOKEN_NOTE, ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, extract_token
+from gateway.confirmation import ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, strip_confirmation
 from gateway.errors import GatewayError, ProtocolError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
 from gateway.localtools import local_sources
@@ -59,6 +60,7 @@ class Gateway:
         *,
         transports: Mapping[str, TransportFactory] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         local_identity: Identity | None = None,
         serving: bool = True,
     ) -> None:
@@ -112,8 +114,17 @@ class Gateway:
         self.sessions = SessionRegistry(settings.session_idle_timeout)
         self.audit = AuditStore(self.data_dir / "audit.db")
         self.confirmations = ConfirmationStore(self.data_dir / "confirmations.db")
+        # Wall-clock time: confirmation tokens and parked calls outlive the process.
+        self.approvals = ApprovalStore(self.data_dir / APPROVALS_FILE, wall_clock)
         self.budgets = Budgets(self.policy.budget, clock)
-        self._confirm = ConfirmRiskyCalls(self.confirmations, derive_risk, confirmation.risk, confirmation.ttl_seconds)
+        self._confirm = ConfirmRiskyCalls(
+            self.confirmations,
+            self.approvals,
+            derive_risk,
+            confirmation.risk,
+            confirmation.ttl_seconds,
+            wall_clock,
+        )
         self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}
         self.pipeline = Pipeline(self._steps(), self._execute)
         meta = MetaTools(self.skills, self.call_tool)
@@ -157,6 +168,7 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         self._stack.callback(self.audit.close)
         self._stack.callback(self.confirmations.close)
+        self._stack.callback(self.approvals.close)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -319,9 +331,10 @@ class Gateway:
         """Resolve and run one call through the pipeline; only an unknown tool raises.
 
         `notes` carries what the front door knows about the client (how to ask its user for a
-        confirmation); a confirmation token among the arguments is taken out here, so that it
-        works the same for direct calls and calls through Use_Tool.
+        confirmation). A `_confirmation` argument is taken out here, for direct calls and calls
+        through Use_Tool alike: the model cannot confirm its own call.
         """
+        plain = strip_confirmation(arguments or {})
         try:
             tool = self.resolve(session, name)
         except UnknownToolError:
@@ -331,16 +344,13 @@ class Gateway:
                     session=session.id,
                     caller=session.caller,
                     tool=name,
-                    args_digest=arguments_digest(arguments or {}),
+                    args_digest=arguments_digest(plain),
                     outcome="unknown_tool",
                     duration_ms=0.0,
                 )
             )
             raise
-        plain, token = extract_token(dict(arguments or {}))
         call = ToolCall(session=session, tool=tool, arguments=plain, progress=progress, notes=dict(notes or {}))
-        if token is not None:
-            call.notes[TOKEN_NOTE] = token
         if tool.name in self._meta:
             return await self._meta_pipeline.run(call)
         return await self.pipeline.run(call)

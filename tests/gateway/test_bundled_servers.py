@@ -11,8 +11,8 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.context import ClientRequestContext
 
-from gateway import confirmation
 from gateway.config import GatewayConfig, default_config_path, load_config
 from gateway.service import Gateway
 from tests.support.harness import gateway_client
@@ -48,7 +48,8 @@ async def bundled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bun
     data_dir = tmp_path_factory.mktemp("bundled")
     servers = ("files", "sqlite", "calc", "python")
     # Startup is bounded by the gateway itself (upstream_connect_timeout); a deadline here would span every test.
-    async with gateway_client(default_config(data_dir, *servers)) as (gateway, client):
+    config = default_config(data_dir, *servers)
+    async with gateway_client(config, elicitation_callback=approve) as (gateway, client):
         assert {status.name: status.error for status in gateway.statuses()} == dict.fromkeys(servers)
         yield gateway, client, data_dir
 
@@ -58,15 +59,15 @@ def text_of(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
+async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The person behind the client, who approves every high-risk call the gateway asks about."""
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-    """One call, bounded in time; a call the gateway holds for confirmation is approved and sent again."""
+    """One call, bounded in time (a high-risk one after the person approved it)."""
     with anyio.fail_after(10):
-        result = await client.call_tool(name, arguments)
-        asked = (result.meta or {}).get(confirmation.META_KEY)
-        if asked is None:
-            return result
-        # What a model does once the user approved: the same call, with the one-time token.
-        return await client.call_tool(name, {**arguments, confirmation.ARGUMENT: asked["token"]})
+        return await client.call_tool(name, arguments)
 
 
 async def test_the_default_configuration_lists_every_bundled_server(bundled: Bundled) -> None:

@@ -1,4 +1,5 @@
-"""Confirmation of risky calls: elicitation, one-time tokens in SQLite that survive a restart, and refusals."""
+"""Confirmation of risky calls: elicitation, request-state tokens in SQLite that survive a restart,
+pending approvals with a compare-and-set on their status, and refusals."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from gateway.approvals import ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, Binding, Status
 from gateway.confirmation import (
+    APPROVAL_KEY,
     ARGUMENT,
     ELICIT_NOTE,
-    META_KEY,
+    INPUT_NOTE,
     TOKEN_NOTE,
-    Binding,
     ConfirmationInvalidError,
     ConfirmationSettings,
     ConfirmationStore,
     ConfirmRiskyCalls,
-    extract_token,
+    InputRequest,
+    binding_of,
+    strip_confirmation,
 )
 from gateway.errors import ConfigError
 from gateway.pipeline import Pipeline, ToolCall
@@ -73,7 +77,7 @@ def session(session_id: str = "s1", caller: str = "alice") -> SessionContext:
 
 
 def binding(caller: str = "alice", session_id: str = "s1", tool: str = DROP.name, **arguments: Any) -> Binding:
-    return Binding.of(ToolCall(session(session_id, caller), DROP.renamed(tool), arguments or dict(SQL)))
+    return binding_of(ToolCall(session(session_id, caller), DROP.renamed(tool), arguments or dict(SQL)))
 
 
 def text(result: types.CallToolResult) -> str:
@@ -94,10 +98,28 @@ def store(db: Path) -> Iterator[ConfirmationStore]:
     opened.close()
 
 
-def test_the_token_argument_is_taken_out_of_the_arguments() -> None:
-    assert extract_token({"sql": "x", ARGUMENT: "tok"}) == ({"sql": "x"}, "tok")
-    assert extract_token({"sql": "x"}) == ({"sql": "x"}, None)
-    assert extract_token({ARGUMENT: 12}) == ({}, "12")
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def approvals(tmp_path: Path, clock: Clock) -> Iterator[ApprovalStore]:
+    opened = ApprovalStore(tmp_path / "approvals.db", clock)
+    yield opened
+    opened.close()
+
+
+def step(
+    store: ConfirmationStore, approvals: ApprovalStore, threshold: Risk = Risk.HIGH, clock: Clock | None = None
+) -> ConfirmRiskyCalls:
+    return ConfirmRiskyCalls(store, approvals, derive_risk, threshold, TTL, clock or Clock())
+
+
+def test_a_confirmation_argument_is_taken_out_of_the_arguments_and_kept_nowhere() -> None:
+    assert strip_confirmation({"sql": "x", ARGUMENT: "tok"}) == {"sql": "x"}
+    assert strip_confirmation({"sql": "x"}) == {"sql": "x"}
+    assert strip_confirmation({ARGUMENT: 12}) == {}
 
 
 @pytest.mark.anyio
@@ -160,53 +182,60 @@ async def test_the_database_keeps_only_a_hash_of_each_token(store: ConfirmationS
 
 
 @pytest.mark.anyio
-async def test_a_risky_call_without_elicitation_returns_a_token_then_runs_once_with_it(
-    store: ConfirmationStore,
+async def test_a_risky_call_without_elicitation_is_parked_then_runs_once_after_approval(
+    store: ConfirmationStore, approvals: ApprovalStore, clock: Clock
 ) -> None:
-    clock, runs = Clock(), Runs()
-    pipeline = Pipeline([ConfirmRiskyCalls(store, derive_risk, Risk.HIGH, TTL, clock)], runs)
+    runs = Runs()
+    pipeline = Pipeline([step(store, approvals, clock=clock)], runs)
     context = session()
 
     asked = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
     assert asked.is_error and not runs.calls
-    assert "Confirmation required" in text(asked)
+    assert "Waiting for approval" in text(asked)
     assert DROP.description in text(asked)
     assert '"DROP TABLE users"' in text(asked)
-    token = asked.meta[META_KEY]["token"] if asked.meta else None
-    assert isinstance(token, str) and f'"{ARGUMENT}": "{token}"' in text(asked)
+    approval = asked.meta[APPROVAL_KEY]["id"] if asked.meta else None
+    assert isinstance(approval, str) and approval in text(asked)
+
+    still = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
+    assert "Still waiting" in text(still) and approval in text(still) and not runs.calls
 
     clock.now += 60
-    done = await pipeline.run(ToolCall(context, DROP, dict(SQL), notes={TOKEN_NOTE: token}))
+    approvals.decide(approval, True, "tester")
+    done = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
     assert not done.is_error and len(runs.calls) == 1
 
-    replay = await pipeline.run(ToolCall(context, DROP, dict(SQL), notes={TOKEN_NOTE: token}))
-    assert replay.is_error and "already used" in text(replay) and len(runs.calls) == 1
+    replay = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
+    assert replay.is_error and "Waiting for approval" in text(replay) and approval not in text(replay)
+    assert len(runs.calls) == 1
 
 
 @pytest.mark.anyio
-async def test_calls_below_the_threshold_run_without_confirmation(store: ConfirmationStore) -> None:
+async def test_calls_below_the_threshold_run_without_confirmation(
+    store: ConfirmationStore, approvals: ApprovalStore
+) -> None:
     runs = Runs()
-    step = ConfirmRiskyCalls(store, derive_risk, Risk.HIGH, TTL, Clock())
-    result = await step(ToolCall(session(), QUERY, {"sql": "SELECT 1"}), runs)
+    result = await step(store, approvals)(ToolCall(session(), QUERY, {"sql": "SELECT 1"}), runs)
     assert not result.is_error and len(runs.calls) == 1
 
 
 @pytest.mark.anyio
-async def test_a_lower_threshold_asks_for_medium_risk_calls_too(store: ConfirmationStore) -> None:
+async def test_a_lower_threshold_asks_for_medium_risk_calls_too(
+    store: ConfirmationStore, approvals: ApprovalStore
+) -> None:
     runs = Runs()
-    step = ConfirmRiskyCalls(store, derive_risk, Risk.MEDIUM, TTL, Clock())
     plain = ToolRecord(name="notes__add", source="notes", original_name="add")
-    result = await step(ToolCall(session(), plain, {}), runs)
+    result = await step(store, approvals, Risk.MEDIUM)(ToolCall(session(), plain, {}), runs)
     assert result.is_error and not runs.calls
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("approved", [True, False])
 async def test_a_client_that_can_elicit_asks_the_person_and_runs_only_on_approval(
-    store: ConfirmationStore, approved: bool
+    store: ConfirmationStore, approvals: ApprovalStore, approved: bool
 ) -> None:
     runs = Runs()
-    pipeline = Pipeline([ConfirmRiskyCalls(store, derive_risk, Risk.HIGH, TTL, Clock())], runs)
+    pipeline = Pipeline([step(store, approvals)], runs)
     questions: list[tuple[str, dict[str, Any]]] = []
 
     async def elicit(message: str, summary: dict[str, Any]) -> bool:
@@ -221,29 +250,99 @@ async def test_a_client_that_can_elicit_asks_the_person_and_runs_only_on_approva
     assert len(runs.calls) == (1 if approved else 0)
     if not approved:
         assert "declined" in text(result)
+    assert approvals.pending() == []
 
 
 @pytest.mark.anyio
-async def test_a_token_is_used_even_when_the_client_could_elicit(store: ConfirmationStore) -> None:
-    clock, runs = Clock(), Runs()
-    step = ConfirmRiskyCalls(store, derive_risk, Risk.HIGH, TTL, clock)
+async def test_a_stateless_client_gets_a_request_state_token_that_no_result_shows(
+    store: ConfirmationStore, approvals: ApprovalStore, clock: Clock
+) -> None:
+    runs = Runs()
+    pipeline = Pipeline([step(store, approvals, clock=clock)], runs)
+    request = InputRequest()
+    asked = await pipeline.run(ToolCall(session(), DROP, dict(SQL), notes={INPUT_NOTE: request}))
+    assert request.state is not None
+    assert asked.is_error and request.state not in text(asked) and not asked.meta
+    done = await pipeline.run(ToolCall(session(), DROP, dict(SQL), notes={TOKEN_NOTE: request.state}))
+    assert not done.is_error and len(runs.calls) == 1
+    assert approvals.pending() == []
+
+
+@pytest.mark.anyio
+async def test_a_token_is_used_even_when_the_client_could_elicit(
+    store: ConfirmationStore, approvals: ApprovalStore, clock: Clock
+) -> None:
+    runs = Runs()
     token = await store.issue(binding(), clock(), TTL)
 
     async def never(message: str, summary: dict[str, Any]) -> bool:
         raise AssertionError("the person already confirmed with the token")
 
-    await step(ToolCall(session(), DROP, dict(SQL), notes={TOKEN_NOTE: token, ELICIT_NOTE: never}), runs)
+    call = ToolCall(session(), DROP, dict(SQL), notes={TOKEN_NOTE: token, ELICIT_NOTE: never})
+    await step(store, approvals, clock=clock)(call, runs)
     assert len(runs.calls) == 1
 
 
 @pytest.mark.anyio
-async def test_a_token_for_other_arguments_does_not_run_the_call(store: ConfirmationStore) -> None:
-    clock, runs = Clock(), Runs()
-    pipeline = Pipeline([ConfirmRiskyCalls(store, derive_risk, Risk.HIGH, TTL, clock)], runs)
+async def test_a_token_for_other_arguments_does_not_run_the_call(
+    store: ConfirmationStore, approvals: ApprovalStore, clock: Clock
+) -> None:
+    runs = Runs()
+    pipeline = Pipeline([step(store, approvals, clock=clock)], runs)
     token = await store.issue(binding(), clock(), TTL)
     changed = {"sql": "DROP TABLE orders"}
     result = await pipeline.run(ToolCall(session(), DROP, changed, notes={TOKEN_NOTE: token}))
     assert result.is_error and "different arguments" in text(result) and not runs.calls
+
+
+def test_an_approval_is_decided_once_and_used_once(approvals: ApprovalStore) -> None:
+    parked, fresh = approvals.checkpoint(binding(), "intern", "{}", TTL)
+    assert fresh and parked.status == Status.PENDING
+    assert approvals.checkpoint(binding(), "intern", "{}", TTL) == (parked, False)
+    assert approvals.decide(parked.id, True, "ops").status == Status.APPROVED
+    with pytest.raises(ApprovalClosedError, match="already approved"):
+        approvals.decide(parked.id, True, "ops")
+    with pytest.raises(ApprovalClosedError, match="already approved"):
+        approvals.decide(parked.id, False, "ops")
+    used, fresh = approvals.checkpoint(binding(), "intern", "{}", TTL)
+    assert used.id == parked.id and used.status == Status.USED and not fresh
+    again, fresh = approvals.checkpoint(binding(), "intern", "{}", TTL)
+    assert fresh and again.id != parked.id and again.status == Status.PENDING
+
+
+def test_an_approval_binds_its_exact_call(approvals: ApprovalStore) -> None:
+    parked, _ = approvals.checkpoint(binding(), None, "{}", TTL)
+    approvals.decide(parked.id, True, "ops")
+    for other in (binding(caller="mallory"), binding(session_id="s2"), binding(tool="x__y"), binding(sql="SELECT")):
+        approval, fresh = approvals.checkpoint(other, None, "{}", TTL)
+        assert fresh and approval.status == Status.PENDING
+    assert approvals.checkpoint(binding(), None, "{}", TTL)[0].status == Status.USED
+
+
+def test_an_expired_approval_can_no_longer_be_decided_nor_used(approvals: ApprovalStore, clock: Clock) -> None:
+    parked, _ = approvals.checkpoint(binding(), None, "{}", TTL)
+    approved, _ = approvals.checkpoint(binding(session_id="s2"), None, "{}", TTL)
+    approvals.decide(approved.id, True, "ops")
+    clock.now += TTL
+    with pytest.raises(ApprovalClosedError, match="expired"):
+        approvals.decide(parked.id, True, "ops")
+    assert approvals.pending() == []
+    replacement, fresh = approvals.checkpoint(binding(session_id="s2"), None, "{}", TTL)
+    assert fresh and replacement.id != approved.id and replacement.status == Status.PENDING
+    with pytest.raises(ApprovalNotFoundError):
+        approvals.decide("ap-unknown", True, "ops")
+
+
+def test_a_second_store_on_the_same_file_cannot_use_an_approval_twice(tmp_path: Path, clock: Clock) -> None:
+    first, second = ApprovalStore(tmp_path / "a.db", clock), ApprovalStore(tmp_path / "a.db", clock)
+    try:
+        parked, _ = first.checkpoint(binding(), None, "{}", TTL)
+        second.decide(parked.id, True, "ops")
+        statuses = [store.checkpoint(binding(), None, "{}", TTL)[0].status for store in (second, first)]
+    finally:
+        first.close()
+        second.close()
+    assert statuses == [Status.USED, Status.PENDING]
 
 
 def test_confirmation_settings_default_to_high_risk_and_five_minutes() -> None:

@@ -193,3 +193,19 @@ def test_a_role_marked_admin_is_an_admin_and_others_are_not() -> None:
 
 def test_without_a_roles_section_nobody_is_an_admin() -> None:
     assert not Policy().is_admin("ops")
+
+
+def test_only_a_role_marked_approve_own_may_approve_its_own_parked_calls() -> None:
+    roles = {"dev": {"allow": ["*"], "approve": "own"}, "ops": {"allow": ["*"], "approve": "admins"}, "guest": {}}
+    policy = Policy.from_config(roles, source_file="t")
+    assert policy.approves_own("dev")
+    assert not policy.approves_own("ops")
+    assert not policy.approves_own("guest")
+    assert not policy.approves_own(None)
+    assert not Policy().approves_own("dev")
+
+
+def test_an_unknown_approve_setting_names_the_place() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Policy.from_config({"dev": {"allow": ["*"], "approve": "anyone"}}, source_file="t")
+    assert "roles.dev.approve" in str(raised.value)

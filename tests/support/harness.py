@@ -79,10 +79,10 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def http_gateway(
-    config: GatewayConfig, *, transports: Mapping[str, TransportFactory] | None = None
+    config: GatewayConfig, *, transports: Mapping[str, TransportFactory] | None = None, **options: Any
 ) -> AsyncIterator[tuple[Gateway, str]]:
-    """The gateway served over real HTTP on loopback; yields it and its base URL."""
-    gateway = Gateway(config, transports=transports)
+    """The gateway served over real HTTP on loopback (`options` go to `Gateway`); yields it and its base URL."""
+    gateway = Gateway(config, transports=transports, **options)
     app = create_app(config, gateway=gateway)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
