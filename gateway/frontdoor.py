@@ -7,7 +7,7 @@ finds the client's session context, and turns gateway errors into protocol error
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway.auth import Identity
+from gateway.authhttp import current_identity
 from gateway.catalog import page
 from gateway.confirmation import ELICIT_NOTE, META_KEY, TOKEN_NOTE
 from gateway.errors import ProtocolError, ToolError
@@ -254,6 +255,11 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         with protocol_errors():
             return await gateway.complete(session, params)
 
+    def input_schema(name: str) -> Mapping[str, Any] | None:
+        # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
+        identity = current_identity() or gateway.local_identity
+        return gateway.input_schema(name, identity.role)
+
     bus = InMemorySubscriptionBus()
     server = GatewayServer(
         "mcp-gateway",
@@ -268,7 +274,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_subscriptions_listen=ListenHandler(bus),
-        get_tool_input_schema=gateway.input_schema,
+        get_tool_input_schema=input_schema,
     )
 
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call

@@ -289,11 +289,14 @@ class Gateway:
         names = [skill.name for skill in self.skills.visible_skills(session)]
         return meta_records(names, **self._meta_kinds)
 
-    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+    def input_schema(self, name: str, role: str | None) -> Mapping[str, Any] | None:
         """A tool's input schema by exposed name, for the SDK's check of 2026-era `Mcp-Param-*`
-        headers (without it the SDK runs a whole tools/list before every call)."""
+        headers (without it the SDK runs a whole tools/list before every call). None for a tool
+        `role` may not see: its headers go unchecked, so it is answered like a tool that does not exist."""
         tool = self._meta.get(name) or self.catalog.tool(name)
-        return tool.input_schema if tool is not None else None
+        if tool is None or not self.policy.may_see(role, tool):
+            return None
+        return tool.input_schema
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
         """The tool `name` as this session may see it; unknown and invisible tools are alike."""
