@@ -1,4 +1,4 @@
-"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Origin checks."""
+"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -19,28 +20,44 @@ from gateway.service import Gateway
 from gateway.upstream import State
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 LOOPBACK_ORIGINS = ("http://127.0.0.1", "http://localhost", "http://[::1]", "https://127.0.0.1", "https://localhost")
+
+
+def _with_port(value: str, base: str) -> bool:
+    """Whether `value` is `base`, or `base` followed by `:<port>`."""
+    rest = value[len(base) :] if value.startswith(base) else None
+    return rest is not None and (rest == "" or (rest[:1] == ":" and rest[1:].isdigit()))
 
 
 def origin_allowed(origin: str, extra: tuple[str, ...]) -> bool:
     """Whether a browser `Origin` may reach the gateway: loopback on any port, or configured."""
-    if origin in extra:
-        return True
-    return any(origin == base or origin.startswith(base + ":") for base in LOOPBACK_ORIGINS)
+    return origin in extra or any(_with_port(origin, base) for base in LOOPBACK_ORIGINS)
 
 
-class OriginGuard:
-    """Answers 403 to requests whose `Origin` header is not allowed (DNS-rebinding defence)."""
+def host_allowed(host: str) -> bool:
+    """Whether a `Host` header names the loopback interface (on any port)."""
+    return any(_with_port(host, name) for name in LOOPBACK_NAMES)
 
-    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+
+class HostOriginGuard:
+    """DNS-rebinding defence for every route: a foreign `Host` (when serving on loopback) gets 421,
+    a foreign `Origin` 403, the answers the MCP SDK gives on its own endpoint."""
+
+    def __init__(self, app: ASGIApp, *, check_host: bool, allowed_origins: tuple[str, ...]) -> None:
         self._app = app
-        self._allowed = allowed
+        self._check_host = check_host
+        self._allowed = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
+            headers = Headers(scope=scope)
+            if self._check_host and not host_allowed(headers.get("host", "")):
+                await PlainTextResponse("Invalid Host header", status_code=421)(scope, receive, send)
+                return
+            origin = headers.get("origin")
             if origin is not None and not origin_allowed(origin, self._allowed):
-                await PlainTextResponse(f"Origin not allowed: {origin}", status_code=403)(scope, receive, send)
+                await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 
@@ -49,15 +66,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     """The ASGI application serving `config` (a lifespan starts and stops everything)."""
     service = gateway or Gateway(config)
     server = build_server(service)
-    security = None
-    if host in LOOPBACK_HOSTS:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-            allowed_origins=[f"{base}:*" for base in LOOPBACK_ORIGINS]
-            + list(LOOPBACK_ORIGINS)
-            + list(config.settings.allowed_origins),
-        )
+    loopback = host in LOOPBACK_HOSTS
+    # HostOriginGuard checks every route, `/mcp` included; the SDK's own check would be a second one.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
     # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
     # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
@@ -91,5 +102,6 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
     app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
     app.add_middleware(AuthMiddleware, authenticator=authenticator)
-    app.add_middleware(OriginGuard, allowed=tuple(config.settings.allowed_origins))
+    # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
+    app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(config.settings.allowed_origins))
     return app
