@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.auth import AuthenticationError
 from gateway.authhttp import AuthMiddleware, metadata_route
 from gateway.config import GatewayConfig
 from gateway.frontdoor import build_server
@@ -84,13 +85,28 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    authenticator = service.authenticator
+
+    def sees_detail(request: Request) -> bool:
+        """Whether `/readyz` may name servers and their errors: to admins, or to anyone on loopback without auth."""
+        if not authenticator.settings.enabled:
+            return loopback
+        values = request.headers.getlist("authorization")
+        try:
+            identity = authenticator.authenticate(values[0] if len(values) == 1 else None)
+        except AuthenticationError:
+            return False
+        return service.policy.is_admin(identity.role)
+
     async def readyz(request: Request) -> Response:
         statuses = service.statuses()
         ready = all(status.state == State.READY for status in statuses if status.required)
-        body: dict[str, object] = {"ready": ready, "servers": {status.name: status.as_dict() for status in statuses}}
-        if service.sandboxes.docker is not None:
-            available, reason = service.sandbox_availability()
-            body["sandbox"] = {"available": available, "reason": reason}
+        body: dict[str, object] = {"ready": ready}
+        if sees_detail(request):
+            body["servers"] = {status.name: status.as_dict() for status in statuses}
+            if service.sandboxes.docker is not None:
+                available, reason = service.sandbox_availability()
+                body["sandbox"] = {"available": available, "reason": reason}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @asynccontextmanager
@@ -98,7 +114,6 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         async with service, server.session_manager.run():
             yield
 
-    authenticator = service.authenticator
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
     app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
     app.add_middleware(AuthMiddleware, authenticator=authenticator)

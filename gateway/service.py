@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from gateway.metatools import records as meta_records
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
 from gateway.policy import Policy, derive_risk
+from gateway.redaction import Redactor
 from gateway.sandboxing import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.shaping import ShapeResult
@@ -67,6 +69,7 @@ class Gateway:
         self._serving = serving
         settings = config.settings
         self._clock = clock
+        self.redact = Redactor.from_config(config)
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         transports = dict(transports or {})
@@ -110,7 +113,7 @@ class Gateway:
         self.catalog = Catalog(order, reserved=list(self._meta))
         self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self.may_see_skill, self._session_changed)
         self.sessions = SessionRegistry(settings.session_idle_timeout)
-        self.audit = AuditStore(self.data_dir / "audit.db")
+        self.audit = AuditStore(self.data_dir / "audit.db", self.redact)
         self.confirmations = ConfirmationStore(self.data_dir / "confirmations.db")
         self.budgets = Budgets(self.policy.budget, clock)
         self._confirm = ConfirmRiskyCalls(self.confirmations, derive_risk, confirmation.risk, confirmation.ttl_seconds)
@@ -181,8 +184,9 @@ class Gateway:
                 await upstream.first_attempt.wait()
 
     def statuses(self) -> list[Status]:
-        """Where each upstream stands."""
-        return [upstream.status() for upstream in self.upstreams.values()]
+        """Where each upstream stands; a last error (often a server's stderr) comes without secrets."""
+        statuses = [upstream.status() for upstream in self.upstreams.values()]
+        return [replace(status, error=self.redact(status.error)) if status.error else status for status in statuses]
 
     def on_change(self, listener: ChangeListener) -> None:
         """Call `listener` whenever the catalog changes (to tell connected clients)."""
