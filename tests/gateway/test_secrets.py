@@ -160,6 +160,8 @@ async def test_no_configured_secret_or_url_token_leaves_the_gateway(tmp_path: Pa
     printed = catalog.stdout.decode() + catalog.stderr.decode()
     output = log.read_text(encoding="utf-8")
     assert "upstream leaky" in output and "GET /readyz" in output
+    # The HTTP client's request lines (a URL each) are below its default level.
+    assert "HTTP Request:" not in output
     assert "login refused" in printed
     assert {
         "log": _leaked(output),
