@@ -40,6 +40,7 @@ from gateway.errors import (
     UpstreamUnavailableError,
 )
 from gateway.pipeline import CallNext, ToolCall
+from gateway.redaction import NO_SECRETS, Redactor
 from gateway.storage import open_database
 
 # Enough to say what went wrong; full results and arguments never go into the audit trail.
@@ -89,10 +90,11 @@ class AuditEntry:
 
 
 class AuditStore:
-    """An append-only SQLite audit trail."""
+    """An append-only SQLite audit trail; `redact` keeps the configured secrets out of every row."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, redact: Redactor = NO_SECRETS) -> None:
         self.path = Path(path)
+        self._redact = redact
         self._lock = threading.Lock()
         try:
             self._db = open_database(self.path, _SCHEMA)
@@ -134,16 +136,18 @@ class AuditStore:
             self._db.close()
 
     def _insert(self, entry: AuditEntry) -> None:
+        redact = self._redact
         row = (
             entry.time,
             entry.epoch,
-            entry.session,
-            entry.caller,
-            entry.tool,
+            redact(entry.session),
+            redact(entry.caller),
+            redact(entry.tool),
             entry.args_digest,
             entry.outcome,
             entry.duration_ms,
-            entry.detail,
+            # Redacted before it is cut, so that no part of a secret is left at the cut.
+            _one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS],
         )
         try:
             with self._lock:
@@ -204,7 +208,7 @@ class AuditCalls:
             args_digest=arguments_digest(call.arguments),
             outcome=outcome,
             duration_ms=round(duration_ms, 3),
-            detail=_one_line(detail)[:_MAX_DETAIL_CHARS],
+            detail=detail,
         )
         await self._store.record(entry)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextvars import ContextVar
 from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -26,6 +27,15 @@ WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_RESOURCE_PATH = "/mcp"
 
 log = logging.getLogger(__name__)
+
+# For code the SDK runs inside the request's own task but hands no request (its check of 2026-era
+# `Mcp-Param-*` headers); handlers have the request, and read `request.state.identity` instead.
+_CALLER: ContextVar[Identity | None] = ContextVar("gateway.caller", default=None)
+
+
+def current_identity() -> Identity | None:
+    """The caller of the HTTP request this task is handling, once the middleware has authenticated it."""
+    return _CALLER.get()
 
 
 def resource_url(settings: AuthSettings, request: Request) -> str:
@@ -90,7 +100,11 @@ class AuthMiddleware:
             return
         scope.setdefault("state", {})["identity"] = identity
         scope["user"] = principal(identity)
-        await self._app(scope, receive, send)
+        token = _CALLER.set(identity)
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            _CALLER.reset(token)
 
     def _challenge(self, request: Request, error: AuthenticationError) -> Response:
         """The 401 answer: a Bearer challenge pointing at the metadata, and a short JSON body."""

@@ -28,6 +28,7 @@ from gateway.config import GatewayConfig, default_config_path, load_config
 from gateway.errors import ConfigError
 from gateway.frontdoor import build_server
 from gateway.httpapp import create_app
+from gateway.redaction import Redactor, configure_logging
 from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
 from gateway.upstream import State
@@ -89,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    configure_logging(Redactor.from_config(config), logging.getLogger().level)
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
     handlers = {
@@ -104,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     app = create_app(config, host=args.host)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), lifespan="on")
+    # log_config=None: uvicorn's loggers (the access log too) go through the root handlers and their redaction.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), lifespan="on", log_config=None)
     return 0
 
 

@@ -7,7 +7,7 @@ finds the client's session context, and turns gateway errors into protocol error
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from uuid import uuid4
@@ -29,11 +29,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway.auth import Identity, caller_key, handle_key
+from gateway.authhttp import current_identity
 from gateway.catalog import page
 from gateway.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest
 from gateway.errors import ProtocolError, ToolError
 from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
+from gateway.redaction import Redactor
 from gateway.service import Gateway
 from gateway.session import SessionContext, Transport
 
@@ -171,13 +173,25 @@ async def notify_tools_changed(gateway: Gateway, bus: InMemorySubscriptionBus) -
 
 
 @contextmanager
-def protocol_errors() -> Iterator[None]:
+def protocol_errors(redact: Redactor) -> Iterator[None]:
     """Answer gateway errors outside a tool result (unknown names, bad cursors, failed reads) as
-    JSON-RPC invalid-params errors; a tool call's own failures are results, never raised here."""
+    JSON-RPC invalid-params errors without secrets; a tool call's own failures are results, never raised here."""
     try:
         yield
     except (ProtocolError, ToolError) as error:
-        raise MCPError(code=types.INVALID_PARAMS, message=error.client_text()) from None
+        raise MCPError(code=types.INVALID_PARAMS, message=redact(error.client_text())) from None
+
+
+def redacted_error(result: types.CallToolResult, redact: Redactor) -> types.CallToolResult:
+    """A failed call's result as the client sees it: its texts without secrets (a server's error
+    may quote its own credentials). Successful results are the tool's data and go back as they are."""
+    if not result.is_error:
+        return result
+    content = [
+        block.model_copy(update={"text": redact(block.text)}) if isinstance(block, types.TextContent) else block
+        for block in result.content
+    ]
+    return result.model_copy(update={"content": content})
 
 
 def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
@@ -185,7 +199,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
 
@@ -204,16 +218,16 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
         request = notes.get(INPUT_NOTE)
         if isinstance(request, InputRequest) and request.state is not None:
             return _ask_approval(params, request.state)
-        return result
+        return redacted_error(result, gateway.redact)
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             items, cursor = page(gateway.listed_resources(session), _cursor(params), page_size, key=_uri)
         return types.ListResourcesResult(resources=items, next_cursor=cursor)
 
@@ -221,30 +235,35 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             items, cursor = page(gateway.listed_templates(session), _cursor(params), page_size, key=_template)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
 
     async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             return await gateway.read_resource(session, params.uri)
 
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             items, cursor = page(gateway.listed_prompts(session), _cursor(params), page_size, key=_name)
         return types.ListPromptsResult(prompts=items, next_cursor=cursor)
 
     async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             return await gateway.get_prompt(session, params.name, params.arguments)
 
     async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
         session = session_of(gateway, ctx)
-        with protocol_errors():
+        with protocol_errors(gateway.redact):
             return await gateway.complete(session, params)
+
+    def input_schema(name: str) -> Mapping[str, Any] | None:
+        # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
+        identity = current_identity() or gateway.local_identity
+        return gateway.input_schema(name, identity.role)
 
     bus = InMemorySubscriptionBus()
     server = GatewayServer(
@@ -260,7 +279,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_subscriptions_listen=ListenHandler(bus),
-        get_tool_input_schema=gateway.input_schema,
+        get_tool_input_schema=input_schema,
     )
 
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call

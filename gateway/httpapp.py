@@ -1,4 +1,4 @@
-"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Origin checks."""
+"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -14,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.approvals import API_PATH
 from gateway.approvalsapi import approval_routes
+from gateway.auth import AuthenticationError
 from gateway.authhttp import AuthMiddleware, metadata_route
 from gateway.config import GatewayConfig
 from gateway.frontdoor import build_server
@@ -21,28 +23,44 @@ from gateway.service import Gateway
 from gateway.upstream import State
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 LOOPBACK_ORIGINS = ("http://127.0.0.1", "http://localhost", "http://[::1]", "https://127.0.0.1", "https://localhost")
+
+
+def _with_port(value: str, base: str) -> bool:
+    """Whether `value` is `base`, or `base` followed by `:<port>`."""
+    rest = value[len(base) :] if value.startswith(base) else None
+    return rest is not None and (rest == "" or (rest[:1] == ":" and rest[1:].isdigit()))
 
 
 def origin_allowed(origin: str, extra: tuple[str, ...]) -> bool:
     """Whether a browser `Origin` may reach the gateway: loopback on any port, or configured."""
-    if origin in extra:
-        return True
-    return any(origin == base or origin.startswith(base + ":") for base in LOOPBACK_ORIGINS)
+    return origin in extra or any(_with_port(origin, base) for base in LOOPBACK_ORIGINS)
 
 
-class OriginGuard:
-    """Answers 403 to requests whose `Origin` header is not allowed (DNS-rebinding defence)."""
+def host_allowed(host: str) -> bool:
+    """Whether a `Host` header names the loopback interface (on any port)."""
+    return any(_with_port(host, name) for name in LOOPBACK_NAMES)
 
-    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+
+class HostOriginGuard:
+    """DNS-rebinding defence for every route: a foreign `Host` (when serving on loopback) gets 421,
+    a foreign `Origin` 403, the answers the MCP SDK gives on its own endpoint."""
+
+    def __init__(self, app: ASGIApp, *, check_host: bool, allowed_origins: tuple[str, ...]) -> None:
         self._app = app
-        self._allowed = allowed
+        self._check_host = check_host
+        self._allowed = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
+            headers = Headers(scope=scope)
+            if self._check_host and not host_allowed(headers.get("host", "")):
+                await PlainTextResponse("Invalid Host header", status_code=421)(scope, receive, send)
+                return
+            origin = headers.get("origin")
             if origin is not None and not origin_allowed(origin, self._allowed):
-                await PlainTextResponse(f"Origin not allowed: {origin}", status_code=403)(scope, receive, send)
+                await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 
@@ -51,15 +69,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     """The ASGI application serving `config` (a lifespan starts and stops everything)."""
     service = gateway or Gateway(config)
     server = build_server(service)
-    security = None
-    if host in LOOPBACK_HOSTS:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-            allowed_origins=[f"{base}:*" for base in LOOPBACK_ORIGINS]
-            + list(LOOPBACK_ORIGINS)
-            + list(config.settings.allowed_origins),
-        )
+    loopback = host in LOOPBACK_HOSTS
+    # HostOriginGuard checks every route, `/mcp` included; the SDK's own check would be a second one.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
     # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
     # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
@@ -75,13 +87,28 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    authenticator = service.authenticator
+
+    def sees_detail(request: Request) -> bool:
+        """Whether `/readyz` may name servers and their errors: to admins, or to anyone on loopback without auth."""
+        if not authenticator.settings.enabled:
+            return loopback
+        values = request.headers.getlist("authorization")
+        try:
+            identity = authenticator.authenticate(values[0] if len(values) == 1 else None)
+        except AuthenticationError:
+            return False
+        return service.policy.is_admin(identity.role)
+
     async def readyz(request: Request) -> Response:
         statuses = service.statuses()
         ready = all(status.state == State.READY for status in statuses if status.required)
-        body: dict[str, object] = {"ready": ready, "servers": {status.name: status.as_dict() for status in statuses}}
-        if service.sandboxes.docker is not None:
-            available, reason = service.sandbox_availability()
-            body["sandbox"] = {"available": available, "reason": reason}
+        body: dict[str, object] = {"ready": ready}
+        if sees_detail(request):
+            body["servers"] = {status.name: status.as_dict() for status in statuses}
+            if service.sandboxes.docker is not None:
+                available, reason = service.sandbox_availability()
+                body["sandbox"] = {"available": available, "reason": reason}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @asynccontextmanager
@@ -89,10 +116,10 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         async with service, server.session_manager.run():
             yield
 
-    authenticator = service.authenticator
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
     routes += approval_routes(service, security)
     app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
     app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
-    app.add_middleware(OriginGuard, allowed=tuple(config.settings.allowed_origins))
+    # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
+    app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(config.settings.allowed_origins))
     return app

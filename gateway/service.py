@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from gateway.metatools import records as meta_records
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
 from gateway.policy import Policy, derive_risk
+from gateway.redaction import Redactor
 from gateway.sandboxing import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.shaping import ShapeResult
@@ -69,6 +71,7 @@ class Gateway:
         self._serving = serving
         settings = config.settings
         self._clock = clock
+        self.redact = Redactor.from_config(config)
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         transports = dict(transports or {})
@@ -112,7 +115,7 @@ class Gateway:
         self.catalog = Catalog(order, reserved=list(self._meta))
         self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self.may_see_skill, self._session_changed)
         self.sessions = SessionRegistry(settings.session_idle_timeout)
-        self.audit = AuditStore(self.data_dir / "audit.db")
+        self.audit = AuditStore(self.data_dir / "audit.db", self.redact)
         self.confirmations = ConfirmationStore(self.data_dir / "confirmations.db")
         # Wall-clock time: confirmation tokens and parked calls outlive the process.
         self.approvals = ApprovalStore(self.data_dir / APPROVALS_FILE, wall_clock)
@@ -193,8 +196,9 @@ class Gateway:
                 await upstream.first_attempt.wait()
 
     def statuses(self) -> list[Status]:
-        """Where each upstream stands."""
-        return [upstream.status() for upstream in self.upstreams.values()]
+        """Where each upstream stands; a last error (often a server's stderr) comes without secrets."""
+        statuses = [upstream.status() for upstream in self.upstreams.values()]
+        return [replace(status, error=self.redact(status.error)) if status.error else status for status in statuses]
 
     def on_change(self, listener: ChangeListener) -> None:
         """Call `listener` whenever the catalog changes (to tell connected clients)."""
@@ -307,11 +311,14 @@ class Gateway:
         names = [skill.name for skill in self.skills.visible_skills(session)]
         return meta_records(names, **self._meta_kinds)
 
-    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+    def input_schema(self, name: str, role: str | None) -> Mapping[str, Any] | None:
         """A tool's input schema by exposed name, for the SDK's check of 2026-era `Mcp-Param-*`
-        headers (without it the SDK runs a whole tools/list before every call)."""
+        headers (without it the SDK runs a whole tools/list before every call). None for a tool
+        `role` may not see: its headers go unchecked, so it is answered like a tool that does not exist."""
         tool = self._meta.get(name) or self.catalog.tool(name)
-        return tool.input_schema if tool is not None else None
+        if tool is None or not self.policy.may_see(role, tool):
+            return None
+        return tool.input_schema
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
         """The tool `name` as this session may see it; unknown and invisible tools are alike."""

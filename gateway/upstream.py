@@ -270,26 +270,32 @@ class Upstream:
         if self._log_dir is None:
             return stack.enter_context(open(Path("/dev/null"), "w"))
         self._log_dir.mkdir(parents=True, exist_ok=True)
-        errlog: TextIO = stack.enter_context((self._log_dir / f"{self.name}.log").open("a"))
+        # A server's raw stderr may hold its credentials: only the gateway's user may read it.
+        path = self._log_dir / f"{self.name}.log"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(descriptor, 0o600)
+        errlog: TextIO = stack.enter_context(os.fdopen(descriptor, "a"))
         self._log_start = errlog.tell()
         return errlog
 
     def _stderr_tail(self) -> str:
         """The last line this connection's process wrote to stderr: often the real reason it failed."""
-        if self._log_dir is None or self._log_start is None:
+        first, self._log_start = self._log_start, None
+        if self._log_dir is None or first is None:
             return ""
         path = self._log_dir / f"{self.name}.log"
         try:
             with path.open("rb") as file:
                 end = file.seek(0, os.SEEK_END)
-                file.seek(max(self._log_start, end - _TAIL_BYTES))
-                written = file.read().decode("utf-8", "replace")
+                start = file.seek(max(first, end - _TAIL_BYTES))
+                lines = file.read().decode("utf-8", "replace").splitlines()
         except OSError:
             return ""
-        finally:
-            self._log_start = None
-        lines = [line.strip() for line in written.splitlines() if line.strip()]
-        return f" (stderr: {lines[-1][:200]}; full log: {path})" if lines else ""
+        # Whole lines only: a line cut short could hold part of a secret, which redaction cannot recognise.
+        if start > first:
+            lines = lines[1:]
+        lines = [line.strip() for line in lines if line.strip()]
+        return f" (stderr: {lines[-1]}; full log: {path})" if lines else ""
 
     async def _publish(self, session: ClientSession) -> None:
         capabilities = session.server_capabilities
@@ -338,8 +344,8 @@ class Upstream:
 
     def _live_session(self) -> ClientSession:
         if self._session is None:
-            detail = f" (last error: {self._error})" if self._error else ""
-            raise UpstreamUnavailableError(f"Server '{self.name}' is {self._state.value}{detail}")
+            # The last error (often the server's stderr) is for operators: `/readyz`, `check` and the log.
+            raise UpstreamUnavailableError(f"Server '{self.name}' is unavailable")
         return self._session
 
     async def call_tool(

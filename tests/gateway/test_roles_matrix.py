@@ -12,14 +12,17 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
+from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
+from pydantic import Field
 
 from gateway.metatools import records as meta_records
 from gateway.service import Gateway
@@ -49,6 +52,19 @@ SKILLS = {
 }
 SEES_OTHER_SERVER = {"admin"}
 SEES_TOY_SERVER = {"admin", "analyst", "intern"}
+STATELESS = "2026-07-28"
+HEADER_MISMATCH = -32020
+
+
+def _routed(server: MCPServer) -> MCPServer:
+    """`server` with a tool whose `region` argument travels as the 2026-era `Mcp-Param-Region` header too."""
+
+    async def locate(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        """Locate a region."""
+        return f"located {region}"
+
+    server.add_tool(locate, name="locate", structured_output=False)
+    return server
 
 
 def _skills(root: Path) -> Path:
@@ -81,7 +97,7 @@ async def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         auth=auth,
         skill_dirs=[str(_skills(tmp_path / "skills"))],
     )
-    transports = in_memory({"toy": toy("toy"), "other": toy("other")})
+    transports = in_memory({"toy": _routed(toy("toy")), "other": _routed(toy("other"))})
     async with http_gateway(config, transports=transports) as (gateway, url):
         yield Served(role, gateway, url)
 
@@ -104,7 +120,7 @@ async def gateway_as(served: Served, *, mode: str = "legacy") -> AsyncIterator[t
 
 def _all_tools(gateway: Gateway) -> list[str]:
     names = [tool.name for tool in gateway.catalog.tools]
-    assert {"toy__echo", "other__echo", "toy__increment"} <= set(names)
+    assert {"toy__echo", "other__echo", "toy__increment", "toy__locate", "other__locate"} <= set(names)
     return names
 
 
@@ -144,6 +160,45 @@ async def test_a_visible_tool_is_reached_by_name(served: Served) -> None:
                 # Empty arguments: the call reaches the tool (or its argument check), never "unknown tool".
                 result = await client.call_tool(name, {})
                 assert "Unknown tool" not in text(result), name
+
+
+async def _stateless_call(served: Served, name: str, header_name: str, header_region: str) -> tuple[int, str, Any]:
+    """A raw 2026-era tools/call of `name` with `region: south` in the body and the given routing headers;
+    the HTTP status, the JSON-RPC error code and its message with `name` anonymised."""
+    meta = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
+    params = {"name": name, "arguments": {"region": "south"}, "_meta": meta}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": STATELESS,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": header_name,
+        "Mcp-Param-Region": header_region,
+    }
+    if served.role in KEYS:
+        headers["Authorization"] = f"Bearer {KEYS[served.role]}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(f"{served.url}/mcp", json=body, headers=headers)
+    error = response.json()["error"]
+    return response.status_code, error["code"], error["message"].replace(name, "<name>")
+
+
+@pytest.mark.parametrize("routing", ["region header differs", "name header differs"])
+async def test_a_hidden_tool_called_with_mismatched_routing_headers_gets_the_answer_of_an_unknown_tool(
+    served: Served, routing: str
+) -> None:
+    def answer(name: str) -> Any:
+        if routing == "region header differs":
+            return _stateless_call(served, name, name, "north")
+        return _stateless_call(served, name, "not_this_tool", "south")
+
+    unknown = await answer(UNKNOWN)
+    for name in _all_tools(served.gateway):
+        if not VISIBLE[served.role](name):
+            assert await answer(name) == unknown, name
+    if VISIBLE[served.role]("toy__locate"):
+        # A tool the caller may see is still held to its routing headers.
+        assert (await answer("toy__locate"))[1] == HEADER_MISMATCH
 
 
 async def test_use_tool_answers_a_hidden_tool_like_a_tool_that_does_not_exist(served: Served) -> None:
