@@ -1,4 +1,18 @@
-"""An MCP server for one SQLite database: read-only queries, separate writes, capped results."""
+"""An MCP server for one SQLite database: read-only queries, separate writes, bounded calls.
+
+Every call is bounded, so no query can exhaust the host (defaults, each a command-line flag):
+
+- rows: a query returns at most 500 rows (--max-rows);
+- bytes: it stops fetching once its cells reach 256 KiB (--max-result-bytes); both cuts are flagged;
+- values: one string, blob or row is at most 4 MiB (--max-value-bytes, SQLITE_LIMIT_LENGTH);
+- memory: SQLite's heap is capped at 32 MiB for the whole process (--heap-limit-bytes,
+  hard_heap_limit; soft_heap_limit at half of it), temporary tables and sorts spill to files
+  with a 2 MiB page cache, and SQL cannot change those process-wide settings;
+- time: a statement still running after 30 s is stopped (--time-limit, a progress handler).
+
+With these the server process stays under about 150 MB: about 70 MB of Python and the SDK, the
+SQLite heap, and one row's copy in Python.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +22,35 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-DEFAULT_MAX_ROWS = 500
 BUSY_TIMEOUT_SECONDS = 5.0
-# A statement still running after this long is interrupted, so one query cannot wedge the server.
-STATEMENT_TIME_LIMIT_SECONDS = 30.0
-PROGRESS_CHECK_INSTRUCTIONS = 10_000
+# Checked this often, a statement whose every step allocates up to the value limit overruns its
+# time limit by well under a second.
+PROGRESS_CHECK_INSTRUCTIONS = 1_000
+PAGE_CACHE_KIB = 2_048
 MAX_BLOB_HEX_BYTES = 64
+# These pragmas change the whole process, not the call's own connection: SQL may read them, never set them.
+PROCESS_WIDE_PRAGMAS = frozenset({"hard_heap_limit", "soft_heap_limit", "temp_store_directory"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one call may cost; the heap limit holds for the whole process (see `limit_heap`)."""
+
+    max_rows: int = 500
+    max_result_bytes: int = 256 * 1024
+    max_value_bytes: int = 4 * 1024 * 1024
+    heap_bytes: int = 32 * 1024 * 1024
+    time_limit: float = 30.0
+
 
 Scalar = str | int | float | bool | None
 Params = list[Scalar] | dict[str, Scalar] | None
@@ -62,12 +91,13 @@ class TableDescription(TypedDict):
 
 
 class QueryResult(TypedDict):
-    """Rows a query returned, capped at the server's max_rows."""
+    """Rows a query returned, cut at the server's row or byte limit."""
 
     columns: list[str]
     rows: list[list[Cell]]
     row_count: int
     truncated: bool
+    truncated_by: Literal["rows", "bytes"] | None
 
 
 class ExecuteResult(TypedDict):
@@ -87,36 +117,91 @@ def _cell(value: Any) -> Cell:
     return cell
 
 
-def render_rows(result: QueryResult) -> str:
-    """A compact text table of a query result."""
+def _text(cell: Cell) -> str:
+    """A cell as the text table shows it."""
+    return "NULL" if cell is None else str(cell)
+
+
+def render_rows(result: QueryResult, limits: Limits) -> str:
+    """A compact text table of a query result, saying why it was cut if it was."""
     if not result["columns"]:
         return "statement returned no columns"
     lines = [" | ".join(result["columns"])]
-    lines += [" | ".join("NULL" if cell is None else str(cell) for cell in row) for row in result["rows"]]
+    lines += [" | ".join(_text(cell) for cell in row) for row in result["rows"]]
     summary = f"({result['row_count']} row{'s' if result['row_count'] != 1 else ''}"
-    summary += ", truncated: more rows exist)" if result["truncated"] else ")"
+    if result["truncated_by"] == "rows":
+        summary += (
+            f", truncated at the {limits.max_rows}-row limit: more rows exist;"
+            " narrow the query with WHERE, or page with LIMIT and OFFSET)"
+        )
+    elif result["truncated_by"] == "bytes":
+        summary += (
+            f", truncated at the {limits.max_result_bytes}-byte result limit: select fewer columns,"
+            " cut long values with substr(column, 1, n), or page with LIMIT and OFFSET)"
+        )
+    else:
+        summary += ")"
     return "\n".join([*lines, summary])
+
+
+def _authorize(action: int, name: str | None, value: str | None, _db: str | None, _source: str | None) -> int:
+    """Let SQL read, but never set, the pragmas whose setting holds for the whole process."""
+    if action == sqlite3.SQLITE_PRAGMA and value is not None and (name or "").lower() in PROCESS_WIDE_PRAGMAS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def limit_heap(heap_bytes: int) -> None:
+    """Cap SQLite's heap for this whole process; the soft limit at half makes caches give memory back first."""
+    with closing(sqlite3.connect(":memory:")) as connection:
+        connection.execute(f"PRAGMA hard_heap_limit = {heap_bytes}")
+        connection.execute(f"PRAGMA soft_heap_limit = {heap_bytes // 2}")
 
 
 class Database:
     """Opens a short-lived connection per call: read-only for queries, read-write for execute."""
 
-    def __init__(self, path: Path, max_rows: int) -> None:
+    def __init__(self, path: Path, limits: Limits) -> None:
         self.path = path.resolve()
-        self.max_rows = max_rows
+        self.limits = limits
 
     @contextmanager
     def connect(self, *, read_only: bool) -> Iterator[sqlite3.Connection]:
-        """A connection with busy timeout, no ATTACH, and a time limit per statement; errors become ToolErrors."""
+        """A connection bounded by the server's limits; errors become ToolErrors that say which limit was hit."""
         if read_only and not self.path.exists():
             raise ToolError(f"database {str(self.path)!r} does not exist yet; create tables with execute")
         try:
             with closing(self._open(read_only)) as connection:
                 yield connection
+        except MemoryError as exc:
+            # SQLite reports its heap limit as out of memory, which Python raises as MemoryError.
+            raise ToolError(
+                f"statement stopped: it needed more than the server's {self.limits.heap_bytes // 2**20} MiB memory"
+                " limit for SQLite. Narrow it: filter with WHERE, add LIMIT, select fewer columns, and avoid"
+                " sorting, grouping or building large strings over large generated sets"
+            ) from exc
         except sqlite3.Error as exc:
-            if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
-                raise ToolError(f"statement interrupted after {STATEMENT_TIME_LIMIT_SECONDS:g} s") from exc
-            raise ToolError(f"SQLite error: {exc}") from exc
+            raise ToolError(self._explain(exc)) from exc
+
+    def _explain(self, exc: sqlite3.Error) -> str:
+        """What the model sees for a SQLite error: which limit was hit and how to narrow the statement."""
+        message = str(exc)
+        if message == "interrupted":
+            return (
+                f"statement stopped: it ran past the server's {self.limits.time_limit:g} s time limit."
+                " Narrow it: filter with WHERE on an indexed column, add LIMIT, and bound recursive CTEs"
+            )
+        if message == "string or blob too big":
+            return (
+                f"statement stopped: a string, blob or row exceeded the server's {self.limits.max_value_bytes}-byte"
+                " value limit. Narrow it: select shorter values (substr(column, 1, n)), and do not build large"
+                " values with group_concat, ||, replace, zeroblob or randomblob"
+            )
+        if message == "not authorized":
+            return (
+                f"statement refused: SQL may read but not set these pragmas: {', '.join(sorted(PROCESS_WIDE_PRAGMAS))}"
+            )
+        return f"SQLite error: {message}"
 
     def _open(self, read_only: bool) -> sqlite3.Connection:
         """Open the file in autocommit mode, so each statement is its own transaction."""
@@ -131,7 +216,13 @@ class Database:
             connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         # ATTACH (and VACUUM INTO, which uses it) could read or create files anywhere on disk.
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        deadline = time.monotonic() + STATEMENT_TIME_LIMIT_SECONDS
+        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.limits.max_value_bytes)
+        # Sorts, DISTINCT and recursive CTEs spill to temporary files past a small cache instead of growing the heap.
+        connection.execute("PRAGMA temp_store = FILE")
+        connection.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+        connection.set_authorizer(_authorize)
+        # Each call runs one statement on its own connection, so this deadline is the statement's.
+        deadline = time.monotonic() + self.limits.time_limit
         connection.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_CHECK_INSTRUCTIONS)
         return connection
 
@@ -165,27 +256,46 @@ class Database:
         return {"table": table, "columns": columns, "sql": created[0]}
 
     def query(self, sql: str, params: Params) -> QueryResult:
-        """Run a statement on a read-only connection and return at most max_rows rows."""
+        """Run a statement on a read-only connection; fetch rows until the row or byte limit is reached."""
+        rows: list[list[Cell]] = []
+        size = 0
+        truncated_by: Literal["rows", "bytes"] | None = None
         with self.connect(read_only=True) as connection:
             cursor = connection.execute(sql, params or ())
-            fetched = cursor.fetchmany(self.max_rows + 1)
             columns = [d[0] for d in cursor.description or ()]
-        rows = [[_cell(value) for value in row] for row in fetched[: self.max_rows]]
-        return {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": len(fetched) > self.max_rows}
+            # One row at a time, so rows past a limit are never fetched, let alone held.
+            for row in cursor:
+                if len(rows) == self.limits.max_rows:
+                    truncated_by = "rows"
+                    break
+                cells = [_cell(value) for value in row]
+                size += sum(len(_text(cell).encode()) for cell in cells)
+                if size > self.limits.max_result_bytes:
+                    truncated_by = "bytes"
+                    break
+                rows.append(cells)
+        return {
+            "columns": columns,
+            "rows": rows,
+            "row_count": len(rows),
+            "truncated": truncated_by is not None,
+            "truncated_by": truncated_by,
+        }
 
     def execute(self, sql: str, params: Params) -> ExecuteResult:
         """Run one write statement in its own transaction (the file is created if missing)."""
         with self.connect(read_only=False) as connection:
             cursor = connection.execute(sql, params or ())
-            # Stepping to the end makes every change of a RETURNING statement count.
-            cursor.fetchall()
+            # Stepping to the end makes every change of a RETURNING statement count; the rows are dropped as they come.
+            for _ in cursor:
+                pass
             rowid = cursor.lastrowid
         return {"rows_affected": max(cursor.rowcount, 0), "last_insert_rowid": rowid or None}
 
 
-def build_server(database: Path | str, max_rows: int = DEFAULT_MAX_ROWS) -> MCPServer:
-    """Build a server for one SQLite database file."""
-    db = Database(Path(database), max_rows)
+def build_server(database: Path | str, limits: Limits = Limits()) -> MCPServer:
+    """Build a server for one SQLite database file; the process-wide heap limit is `limit_heap`'s to set."""
+    db = Database(Path(database), limits)
     server = MCPServer(
         "sqlite",
         instructions=(
@@ -214,7 +324,7 @@ def build_server(database: Path | str, max_rows: int = DEFAULT_MAX_ROWS) -> MCPS
         """Run a read-only statement (SELECT, read-only PRAGMA...) and return its rows; writes are refused."""
         result = db.query(sql, params)
         return CallToolResult(
-            content=[TextContent(type="text", text=render_rows(result))], structured_content=dict(result)
+            content=[TextContent(type="text", text=render_rows(result, limits))], structured_content=dict(result)
         )
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))
@@ -231,11 +341,47 @@ def build_server(database: Path | str, max_rows: int = DEFAULT_MAX_ROWS) -> MCPS
 
 def main(argv: list[str] | None = None) -> None:
     """Run the SQLite server over stdio."""
-    parser = argparse.ArgumentParser(prog="python -m servers.sqlite", description=__doc__)
+    defaults = Limits()
+    parser = argparse.ArgumentParser(
+        prog="python -m servers.sqlite",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--database", required=True, type=Path, help="SQLite file (created on first write)")
-    parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="most rows a query returns")
+    parser.add_argument(
+        "--max-rows", type=int, default=defaults.max_rows, help="most rows a query returns (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=defaults.max_result_bytes,
+        help="most bytes of cells a query returns; fetching stops there (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-value-bytes",
+        type=int,
+        default=defaults.max_value_bytes,
+        help="largest string, blob or row SQLite may build or read (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--heap-limit-bytes",
+        type=int,
+        default=defaults.heap_bytes,
+        help="SQLite's heap limit for the whole process (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=defaults.time_limit,
+        help="seconds a statement may run before it is stopped (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
-    build_server(args.database, args.max_rows).run("stdio")
+    limits = Limits(args.max_rows, args.max_result_bytes, args.max_value_bytes, args.heap_limit_bytes, args.time_limit)
+    # SQLite reads a zero or negative limit as no limit at all.
+    if min(limits.max_rows, limits.max_result_bytes, limits.max_value_bytes, limits.heap_bytes, limits.time_limit) <= 0:
+        parser.error("every limit must be positive")
+    limit_heap(limits.heap_bytes)
+    build_server(args.database, limits).run("stdio")
 
 
 if __name__ == "__main__":
