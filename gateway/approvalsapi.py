@@ -8,13 +8,23 @@ not exist.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import anyio
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.approvals import API_PATH, ApprovalClosedError, ApprovalNotFoundError, decision_entry, may_decide, may_see
+from gateway.approvals import (
+    API_PATH,
+    Approval,
+    ApprovalClosedError,
+    ApprovalNotFoundError,
+    decision_entry,
+    may_decide,
+    may_see,
+)
 from gateway.auth import Identity
 from gateway.service import Gateway
 
@@ -26,6 +36,10 @@ def approval_routes(gateway: Gateway, security: TransportSecuritySettings | None
     """The routes of `/api/v1/approvals`; `security` is the Host/Origin policy of `/mcp` (None: off)."""
     checks = TransportSecurityMiddleware(security)
 
+    def shown(approval: Approval) -> dict[str, object]:
+        # The arguments are the model's text: a configured secret it repeated is not echoed back.
+        return replace(approval, arguments=gateway.redact(approval.arguments)).as_dict()
+
     async def listing(request: Request) -> Response:
         refused = await checks.validate_request(request)
         if refused is not None:
@@ -33,7 +47,7 @@ def approval_routes(gateway: Gateway, security: TransportSecuritySettings | None
         identity = _identity(request)
         pending = await anyio.to_thread.run_sync(gateway.approvals.pending)
         visible = [a for a in pending if may_see(gateway.policy, identity.key, identity.role, a)]
-        return JSONResponse({"approvals": [approval.as_dict() for approval in visible]})
+        return JSONResponse({"approvals": [shown(approval) for approval in visible]})
 
     async def approve(request: Request) -> Response:
         return await _decide(request, approve=True)
@@ -62,7 +76,7 @@ def approval_routes(gateway: Gateway, security: TransportSecuritySettings | None
         except ApprovalClosedError as error:
             return _error(409, "conflict", error.message)
         await gateway.audit.record(decision_entry(decided))
-        return JSONResponse({"approval": decided.as_dict()})
+        return JSONResponse({"approval": shown(decided)})
 
     item = API_PATH + "/{approval_id}"
     return [
