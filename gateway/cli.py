@@ -1,4 +1,4 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog` and `audit`."""
+"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit` and `workspaces`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from gateway.httpapp import create_app
 from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
 from gateway.upstream import State
+from gateway.workspaces import Workspaces
 
 log = logging.getLogger("gateway")
 
@@ -54,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--limit", type=int, default=20, help="how many entries (default 20)")
     audit.add_argument("--session", help="only this session's entries")
     audit.add_argument("--tool", help="only this tool's entries")
+    workspaces = with_config("workspaces", "list session workspaces, or purge those kept past their time")
+    workspaces.add_argument("action", choices=["list", "purge"])
     return parser
 
 
@@ -80,7 +84,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(2) from None
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
-    handlers = {"serve": _serve, "stdio": _stdio, "check": _check, "catalog": _catalog, "audit": _audit}
+    handlers = {
+        "serve": _serve,
+        "stdio": _stdio,
+        "check": _check,
+        "catalog": _catalog,
+        "audit": _audit,
+        "workspaces": _workspaces,
+    }
     raise SystemExit(handlers[args.command](config, args))
 
 
@@ -126,6 +137,12 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
                 sandboxed = sum(1 for tool in gateway.catalog.tools if tool.sandbox)
                 unavailable = "" if ready else ", whose tools are unavailable"
                 print(f"  [{'ok' if ready else 'FAIL'}] sandbox: {reason} ({sandboxed} sandboxed tools{unavailable})")
+            workspaces = gateway.workspaces
+            if workspaces.unlimited is None:
+                limit, kept = _size(workspaces.size), f"{workspaces.retention:g} s"
+                print(f"  [ok] workspaces: at most {limit} each, kept {kept} after their session ends")
+            else:
+                print(f"  warning: workspaces are not size-limited: {workspaces.unlimited}")
             print(f"catalog: {len(gateway.catalog.tools)} tools")
             for row in _skill_rows(gateway):
                 print(f"  [ok] skill {row['name']} ({row['lifecycle']}): {len(row['tools'])} tools")
@@ -207,3 +224,29 @@ def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
         return anyio.run(run)
     finally:
         store.close()
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
+            return f"{count:g} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"
+
+
+def _workspaces(config: GatewayConfig, args: argparse.Namespace) -> int:
+    workspaces = Workspaces(Path(config.settings.data_dir) / "workspaces", config.settings, {})
+    if args.action == "purge":
+        removed = workspaces.sweep()
+        print(f"removed {len(removed)} workspaces")
+        return 0
+    retention = config.settings.workspace_retention
+    for workspace in workspaces.entries():
+        if workspace.ended_at is None:
+            state = "in use (or left by a gateway that stopped)"
+        else:
+            ended = datetime.fromtimestamp(workspace.ended_at, UTC).isoformat(timespec="seconds")
+            purge = datetime.fromtimestamp(workspace.ended_at + retention, UTC).isoformat(timespec="seconds")
+            state = f"ended {ended}, purged after {purge}"
+        print(f"{workspace.path}  {_size(workspace.used):>10}  {state}")
+    return 0

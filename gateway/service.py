@@ -59,6 +59,7 @@ class Gateway:
         *,
         transports: Mapping[str, TransportFactory] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         local_identity: Identity | None = None,
         serving: bool = True,
     ) -> None:
@@ -75,7 +76,7 @@ class Gateway:
             # A server sandboxed as a whole never runs on the host, not even to list its tools.
             if server.sandbox is not None and server.name not in transports:
                 transports[server.name] = self.sandboxes.transport("discovery", server, None)
-        self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports)
+        self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports, clock=wall_clock)
         self.upstreams = {
             server.name: Upstream(
                 self.workspaces.discovery(server) if server.scope == "session" else server,
@@ -146,7 +147,7 @@ class Gateway:
     async def _execute(self, call: ToolCall) -> types.CallToolResult:
         server = self._servers.get(call.tool.source)
         if server is not None and call.tool.sandbox == "per-call":
-            return await self.sandboxes.call(call, server, self.workspaces.path(call.session))
+            return await self.sandboxes.call(call, server, await self.workspaces.open(call.session))
         source: ToolSource | None = self._sources.get(call.tool.source)
         if call.tool.source in self._session_scoped:
             source = await self._upstream(call.session, Route(call.tool.source, call.tool.original_name))
@@ -162,6 +163,7 @@ class Gateway:
         self._group = await self._stack.enter_async_context(anyio.create_task_group())
         self._stack.push_async_callback(self.sandboxes.close)
         await self.sandboxes.start(self._group, owner=self._serving)
+        await self.workspaces.start(self._group, owner=self._serving)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
         for upstream in self.upstreams.values():

@@ -35,10 +35,11 @@ async def test_two_sessions_cannot_reach_each_others_files(tmp_path: Path) -> No
                 mine = await first.call_tool("files__read_file", {"path": "secret.txt"})
                 theirs = await second.call_tool("files__read_file", {"path": "secret.txt"})
                 listing = await second.call_tool("files__list_directory", {})
+            # While the sessions live: a size-limited workspace is unmounted when its session ends.
+            workspaces = [p for p in (tmp_path / "data" / "workspaces").rglob("secret.txt")]
         assert "mine" in mine.content[0].text  # type: ignore[union-attr]
         assert theirs.is_error
         assert "secret.txt" not in listing.content[0].text  # type: ignore[union-attr]
-        workspaces = [p for p in (tmp_path / "data" / "workspaces").rglob("secret.txt")]
         assert len(workspaces) == 1
 
 
