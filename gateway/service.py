@@ -72,11 +72,13 @@ class Gateway:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         transports = dict(transports or {})
         self.sandboxes = Sandboxes(config)
-        for server in config.servers:
-            # A server sandboxed as a whole never runs on the host, not even to list its tools.
-            if server.sandbox is not None and server.name not in transports:
-                transports[server.name] = self.sandboxes.transport("discovery", server, None)
         self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports, clock=wall_clock)
+        for server in config.servers:
+            # A server sandboxed as a whole never runs on the host, not even to list its tools; a
+            # session-scoped one lists them in an empty workspace of its own.
+            if server.sandbox is not None and server.name not in transports:
+                workspace = self.workspaces.discovery_dir(server) if server.scope == "session" else None
+                transports[server.name] = self.sandboxes.transport("discovery", server, workspace)
         self.upstreams = {
             server.name: Upstream(
                 self.workspaces.discovery(server) if server.scope == "session" else server,

@@ -142,11 +142,15 @@ class Workspaces:
 
     def discovery(self, server: ServerConfig) -> ServerConfig:
         """The instance that lists a session-scoped server's tools, in an empty workspace of its own."""
+        return with_workspace(server, self.discovery_dir(server))
+
+    def discovery_dir(self, server: ServerConfig) -> Path:
+        """The empty workspace of the instance that lists a session-scoped server's tools."""
         _private_dir(self.root)
         _private_dir(self.root / DISCOVERY)
         directory = self.root / DISCOVERY / server.name
         _private_dir(directory, self.owner)
-        return with_workspace(server, directory)
+        return directory
 
     def entries(self) -> list[Workspace]:
         """Every session workspace on disk, oldest first."""
