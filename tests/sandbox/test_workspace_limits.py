@@ -69,10 +69,8 @@ def limited_config(root: Path) -> GatewayConfig:
 
 @asynccontextmanager
 async def session(config: GatewayConfig) -> AsyncIterator[tuple[Gateway, Client]]:
-    async with Gateway(config) as gateway:
-        assert gateway.sandbox_availability()[0]
-        async with Client(build_server(gateway), mode="legacy") as client:
-            yield gateway, client
+    async with Gateway(config) as gateway, Client(build_server(gateway), mode="legacy") as client:
+        yield gateway, client
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -102,6 +100,7 @@ async def test_a_snippet_writing_past_the_quota_gets_disk_full_and_the_workspace
     docker_client: DockerClient, tmp_path: Path
 ) -> None:
     async with session(limited_config(tmp_path)) as (gateway, client):
+        assert gateway.sandbox_availability()[0]
         with anyio.fail_after(WAIT):
             result = await client.call_tool("python__run_python", {"code": FILL})
         workspace = workspace_of(gateway)
@@ -146,13 +145,13 @@ def default_files_config(data_dir: Path) -> GatewayConfig:
 async def test_the_default_files_server_writes_reads_and_lists_in_the_sessions_workspace(
     docker_client: DockerClient, tmp_path: Path
 ) -> None:
-    async with session(default_files_config(tmp_path)) as (gateway, client):
+    async with session(default_files_config(tmp_path)) as (_, client):
         with anyio.fail_after(WAIT):
             written = await client.call_tool("files__write_file", {"path": "notes/todo.txt", "content": "buy milk\n"})
             read = await client.call_tool("files__read_file", {"path": "notes/todo.txt"})
             listed = await client.call_tool("files__list_directory", {"path": "notes"})
         [on_disk] = found(tmp_path, "todo.txt")
-        assert on_disk.parent.parent == workspace_of(gateway)
+        assert on_disk.parent.parent.parent.parent == tmp_path / "workspaces"  # <caller>/<session>/notes/todo.txt
     assert not written.is_error, text_of(written)
     assert read.structured_content is not None and read.structured_content["content"] == "buy milk\n"
     assert listed.structured_content is not None
@@ -180,12 +179,12 @@ async def test_a_path_outside_the_default_files_root_is_refused(docker_client: D
 async def test_the_default_files_server_cannot_read_a_root_only_file_in_its_own_workspace(
     docker_client: DockerClient, tmp_path: Path
 ) -> None:
-    async with session(default_files_config(tmp_path)) as (gateway, client):
+    async with session(default_files_config(tmp_path)) as (_, client):
         with anyio.fail_after(WAIT):
-            listed = await client.call_tool("files__list_directory", {})
-            assert not listed.is_error, text_of(listed)
-            workspace = workspace_of(gateway)
-            secret = workspace / "root-only.txt"
+            marked = await client.call_tool("files__write_file", {"path": "marker.txt", "content": "here"})
+            assert not marked.is_error, text_of(marked)
+            [marker] = (tmp_path / "workspaces").rglob("marker.txt")
+            secret = marker.with_name("root-only.txt")
             secret.write_text("only root may read this")
             secret.chmod(0o600)
             read = await client.call_tool("files__read_file", {"path": "root-only.txt"})
