@@ -24,7 +24,7 @@ from gateway.httpapp import create_app
 from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
 from gateway.upstream import State
-from gateway.workspaces import Workspaces
+from gateway.workspaces import PRIVILEGED, Workspaces
 
 log = logging.getLogger("gateway")
 
@@ -143,6 +143,8 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
                 print(f"  [ok] workspaces: at most {limit} each, kept {kept} after their session ends")
             else:
                 print(f"  warning: workspaces are not size-limited: {workspaces.unlimited}")
+            for name in workspaces.privileged:
+                print(f"  warning: server {name} {PRIVILEGED}")
             print(f"catalog: {len(gateway.catalog.tools)} tools")
             for row in _skill_rows(gateway):
                 print(f"  [ok] skill {row['name']} ({row['lifecycle']}): {len(row['tools'])} tools")

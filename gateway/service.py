@@ -72,7 +72,9 @@ class Gateway:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         transports = dict(transports or {})
         self.sandboxes = Sandboxes(config)
-        self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports, clock=wall_clock)
+        self.workspaces = Workspaces(
+            self.data_dir / "workspaces", settings, transports, clock=wall_clock, servers=config.servers
+        )
         for server in config.servers:
             # A server sandboxed as a whole never runs on the host, not even to list its tools; a
             # session-scoped one lists them in an empty workspace of its own.

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,10 @@ ENDED = ".ended"
 # The sandbox's user when the gateway is root: nobody, who owns nothing else on the host.
 SANDBOX_OWNER = (65534, 65534)
 SWEEP_INTERVAL_MAX = 3600.0
+PRIVILEGED = (
+    "runs on the host as root and serves a workspace that sandboxed code can write; "
+    "give it `sandbox: {mode: per-session, ...}` or run the gateway as an unprivileged user"
+)
 
 
 def workspace_owner() -> tuple[int, int]:
@@ -101,6 +105,7 @@ class Workspaces:
         transports: Mapping[str, TransportFactory],
         *,
         clock: Callable[[], float] = time.time,
+        servers: Iterable[ServerConfig] = (),
     ) -> None:
         self.root = root
         self.owner = workspace_owner()
@@ -108,6 +113,12 @@ class Workspaces:
         self.retention = settings.workspace_retention
         self.unlimited: str | None = "not checked yet"
         """Why workspaces are not size-limited, or None when they are."""
+        self.privileged = [
+            server.name
+            for server in servers
+            if os.geteuid() == 0 and server.scope == "session" and server.sandbox is None and server.command
+        ]
+        """Session-scoped servers that run on the host with a root gateway's privileges."""
         self._settings = settings
         self._transports = transports
         self._clock = clock
@@ -121,6 +132,8 @@ class Workspaces:
             log.info("workspaces are size-limited to %d bytes each", self.size)
         else:
             log.warning("workspaces are NOT size-limited: %s", self.unlimited)
+        for name in self.privileged:
+            log.warning("server %s: %s", name, PRIVILEGED)
         if owner:
             await anyio.to_thread.run_sync(self._recover)
             group.start_soon(self._sweep_periodically)
