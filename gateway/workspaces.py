@@ -141,16 +141,20 @@ class Workspaces:
     async def open(self, session: SessionContext) -> Path:
         """The session's workspace directory, made (and mounted) on first use, released with the session."""
         key = "gateway.workspace"
-        directory: Path | None = session.state.get(key)
-        if directory is None:
-            directory = self.root / _digest(session.caller) / _digest(session.id)
-            await anyio.to_thread.run_sync(self._prepare, directory)
-            session.state[key] = directory
+        # Concurrent first calls of one session must mount its file system once.
+        async with session.state.setdefault(f"{key}.lock", anyio.Lock()):
+            directory: Path | None = session.state.get(key)
+            if directory is None:
+                directory = self.root / _digest(session.caller) / _digest(session.id)
+                await anyio.to_thread.run_sync(self._prepare, directory)
+                session.state[key] = directory
 
-            async def end(path: Path = directory) -> None:
-                await anyio.to_thread.run_sync(self._end, path)
+                async def end(path: Path = directory) -> None:
+                    # Sessions are also closed while the gateway shuts down: the mount must not outlive it.
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(self._end, path)
 
-            session.on_close(end)
+                session.on_close(end)
         return directory
 
     def discovery(self, server: ServerConfig) -> ServerConfig:
@@ -209,7 +213,9 @@ class Workspaces:
         """After a crash: no session of an earlier run lives on, so its mounts go and its
         workspaces count as ended now."""
         for point in volumes.mounted_under(self.root):
-            volumes.unmount(point)
+            # Not the probe of a gateway that only inspects (check), which may run meanwhile.
+            if not any(part.startswith(".") for part in point.relative_to(self.root.resolve()).parts):
+                volumes.unmount(point)
         for workspace in self.entries():
             if workspace.ended_at is None:
                 workspace.path.with_suffix(ENDED).write_text(repr(self._clock()))
@@ -273,8 +279,6 @@ def remove(directory: Path) -> None:
     shutil.rmtree(directory, onerror=_make_removable)
     directory.with_suffix(IMAGE).unlink(missing_ok=True)
     directory.with_suffix(ENDED).unlink(missing_ok=True)
-    if not any(directory.parent.iterdir()):
-        directory.parent.rmdir()
 
 
 def _make_removable(function: Callable[..., Any], path: str, info: object) -> None:

@@ -205,3 +205,36 @@ async def test_the_workspaces_command_lists_workspaces_and_purges_those_past_the
         assert "warning: server files runs on the host as root" in check.stdout
     else:
         assert "warning: workspaces are not size-limited: the gateway does not run as root" in check.stdout
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_gateway_shutting_down_with_a_live_session_leaves_its_workspace_unmounted_and_ended(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(1_000_000.0)
+    async with Gateway(make_config(tmp_path, {}), wall_clock=clock) as gateway:
+        context = gateway.open_session("live", "alice", "memory")
+        workspace = await gateway.workspaces.open(context)
+        assert os.path.ismount(workspace)
+    assert not os.path.ismount(workspace)
+    assert [(entry.path, entry.ended_at) for entry in gateway.workspaces.entries()] == [(workspace, clock.now)]
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_it_as_ended(tmp_path: Path) -> None:
+    clock = Clock(1_000_000.0)
+    config = make_config(tmp_path, {}, workspace_retention=60)
+    async with Gateway(config, wall_clock=clock) as crashed:
+        context = crashed.open_session("orphan", "alice", "memory")
+        workspace = await crashed.workspaces.open(context)
+        # Forgotten without being closed, as when the process is killed.
+        crashed.sessions.release(context.id)
+    assert os.path.ismount(workspace)
+    clock.now += 10
+    async with Gateway(config, wall_clock=clock) as restarted:
+        assert not os.path.ismount(workspace)
+        assert [(entry.path, entry.ended_at) for entry in restarted.workspaces.entries()] == [(workspace, clock.now)]
+        clock.now += 60
+        assert restarted.workspaces.sweep() == [workspace]
