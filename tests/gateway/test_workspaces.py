@@ -102,6 +102,10 @@ def directory_modes(root: Path) -> dict[Path, int]:
     return {path: path.stat().st_mode for path in root.rglob("*") if path.is_dir() and not path.is_symlink()}
 
 
+def is_mounted(directory: Path) -> bool:
+    return os.path.ismount(directory)
+
+
 def on_disk(workspace: Path) -> bool:
     return workspace.exists() or workspace.with_suffix(".img").exists()
 
@@ -216,8 +220,8 @@ async def test_a_gateway_shutting_down_with_a_live_session_leaves_its_workspace_
     async with Gateway(make_config(tmp_path, {}), wall_clock=clock) as gateway:
         context = gateway.open_session("live", "alice", "memory")
         workspace = await gateway.workspaces.open(context)
-        assert os.path.ismount(workspace)
-    assert not os.path.ismount(workspace)
+        assert is_mounted(workspace)
+    assert not is_mounted(workspace)
     assert [(entry.path, entry.ended_at) for entry in gateway.workspaces.entries()] == [(workspace, clock.now)]
 
 
@@ -231,10 +235,10 @@ async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_i
         workspace = await crashed.workspaces.open(context)
         # Forgotten without being closed, as when the process is killed.
         crashed.sessions.release(context.id)
-    assert os.path.ismount(workspace)
+    assert is_mounted(workspace)
     clock.now += 10
     async with Gateway(config, wall_clock=clock) as restarted:
-        assert not os.path.ismount(workspace)
+        assert not is_mounted(workspace)
         assert [(entry.path, entry.ended_at) for entry in restarted.workspaces.entries()] == [(workspace, clock.now)]
         clock.now += 60
         assert restarted.workspaces.sweep() == [workspace]
