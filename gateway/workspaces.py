@@ -210,13 +210,15 @@ class Workspaces:
         directory.with_suffix(ENDED).write_text(repr(self._clock()))
 
     def _recover(self) -> None:
-        """After a crash: no session of an earlier run lives on, so its mounts go and its
+        """At start-up: no session of an earlier run lives on, so its mounts go and its
         workspaces count as ended now."""
         for point in volumes.mounted_under(self.root):
             # Not the probe of a gateway that only inspects (check), which may run meanwhile.
             if not any(part.startswith(".") for part in point.relative_to(self.root.resolve()).parts):
                 volumes.unmount(point)
         for workspace in self.entries():
+            # Workspaces of gateways before ownership were made world-writable.
+            os.chmod(workspace.path, 0o700)
             if workspace.ended_at is None:
                 workspace.path.with_suffix(ENDED).write_text(repr(self._clock()))
         self.sweep()

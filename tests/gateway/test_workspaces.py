@@ -242,3 +242,15 @@ async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_i
         assert [(entry.path, entry.ended_at) for entry in restarted.workspaces.entries()] == [(workspace, clock.now)]
         clock.now += 60
         assert restarted.workspaces.sweep() == [workspace]
+
+
+@pytest.mark.anyio
+async def test_a_world_writable_workspace_left_by_an_earlier_version_is_made_private_at_start_up(
+    tmp_path: Path,
+) -> None:
+    legacy = tmp_path / "data" / "workspaces" / "0123456789abcdef" / "fedcba9876543210"
+    legacy.mkdir(parents=True)
+    legacy.chmod(0o777)
+    async with Gateway(make_config(tmp_path, {})) as gateway:
+        assert [entry.path for entry in gateway.workspaces.entries()] == [legacy]
+        assert directory_modes(tmp_path / "data")[legacy] & 0o777 == 0o700
