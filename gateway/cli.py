@@ -1,4 +1,4 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit` and `approvals`."""
+"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit`, `approvals` and `workspaces`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from gateway.redaction import Redactor, configure_logging
 from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
 from gateway.upstream import State
+from gateway.workspaces import PRIVILEGED, Workspaces
 
 log = logging.getLogger("gateway")
 
@@ -66,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     approvals = with_config("approvals", "list, approve or decline parked high-risk calls")
     approvals.add_argument("action", choices=["list", "approve", "decline"])
     approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
+    workspaces = with_config("workspaces", "list session workspaces, or purge those kept past their time")
+    workspaces.add_argument("action", choices=["list", "purge"])
     return parser
 
 
@@ -100,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "catalog": _catalog,
         "audit": _audit,
         "approvals": _approvals,
+        "workspaces": _workspaces,
     }
     raise SystemExit(handlers[args.command](config, args))
 
@@ -147,6 +152,14 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
                 sandboxed = sum(1 for tool in gateway.catalog.tools if tool.sandbox)
                 unavailable = "" if ready else ", whose tools are unavailable"
                 print(f"  [{'ok' if ready else 'FAIL'}] sandbox: {reason} ({sandboxed} sandboxed tools{unavailable})")
+            workspaces = gateway.workspaces
+            if workspaces.unlimited is None:
+                limit, kept = _size(workspaces.size), f"{workspaces.retention:g} s"
+                print(f"  [ok] workspaces: at most {limit} each, kept {kept} after their session ends")
+            else:
+                print(f"  warning: workspaces are not size-limited: {workspaces.unlimited}")
+            for name in workspaces.privileged:
+                print(f"  warning: server {name} {PRIVILEGED}")
             print(f"catalog: {len(gateway.catalog.tools)} tools")
             for row in _skill_rows(gateway):
                 print(f"  [ok] skill {row['name']} ({row['lifecycle']}): {len(row['tools'])} tools")
@@ -264,4 +277,27 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     finally:
         audit.close()
     print(f"{decided.id} {decided.status.value}: {decided.tool} for {decided.caller}")
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
+            return f"{count:g} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"
+
+
+def _workspaces(config: GatewayConfig, args: argparse.Namespace) -> int:
+    workspaces = Workspaces(Path(config.settings.data_dir) / "workspaces", config.settings, {})
+    if args.action == "purge":
+        removed = workspaces.sweep()
+        print(f"removed {len(removed)} workspaces")
+        return 0
+    retention = config.settings.workspace_retention
+    for workspace in workspaces.entries():
+        if workspace.ended_at is None:
+            state = "in use (or left by a gateway that stopped)"
+        else:
+            ended = datetime.fromtimestamp(workspace.ended_at, UTC).isoformat(timespec="seconds")
+            purge = datetime.fromtimestamp(workspace.ended_at + retention, UTC).isoformat(timespec="seconds")
+            state = f"ended {ended}, purged after {purge}"
+        print(f"{workspace.path}  {_size(workspace.used):>10}  {state}")
     return 0

@@ -34,6 +34,7 @@ Scope = Literal["shared", "session"]
 Disclosure = Literal["call-through", "list_changed"]
 
 EXTRA_SECTIONS = ("roles", "auth", "confirmation")
+DEFAULT_WORKSPACE_SIZE = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,8 @@ class GatewaySettings:
     sandbox_image: str = "mcp-gateway-sandbox:latest"
     sandbox_warm: int = 2
     http_json_responses: bool = False
+    workspace_size: int = DEFAULT_WORKSPACE_SIZE
+    workspace_retention: float = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +253,7 @@ _FLOAT_SETTINGS = {
     "upstream_connect_timeout",
     "restart_backoff_initial",
     "restart_backoff_max",
+    "workspace_retention",
 }
 
 
@@ -268,6 +272,11 @@ def _settings(
         local_path(text, base_dir, env, ("gateway", "skill_dirs", index), problems)
         for index, text in enumerate(values.get("skill_dirs", ()))
     )
+    if "workspace_size" in values:
+        size = size_bytes(values["workspace_size"], ("gateway", "workspace_size"), problems)
+        if size is not None and size < 1 << 20:
+            problems.append((("gateway", "workspace_size"), "must be at least 1m"))
+        values["workspace_size"] = size or DEFAULT_WORKSPACE_SIZE
     values["allowed_origins"] = tuple(values.get("allowed_origins", ()))
     for index, origin in enumerate(values["allowed_origins"]):
         if not re.fullmatch(r"https?://[^/\s]+", origin):

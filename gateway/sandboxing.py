@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from gateway.config import GatewayConfig, GatewaySettings, SandboxSettings, Serv
 from gateway.pipeline import CallNext, ToolCall
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError, parse_size
 from gateway.upstream import Streams, TransportFactory
+from gateway.workspaces import workspace_owner
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,10 @@ def container_command(server: ServerConfig, settings: SandboxSettings) -> list[s
     return [command, *server.args]
 
 
-def limits_of(settings: SandboxSettings) -> SandboxLimits:
-    """The container limits for a tool's sandbox settings."""
+def limits_of(settings: SandboxSettings, user: tuple[int, int]) -> SandboxLimits:
+    """The container limits for a tool's sandbox settings, run as `user` (the workspaces' owner)."""
     return SandboxLimits(
+        user=f"{user[0]}:{user[1]}",
         memory=parse_size(settings.memory),
         cpus=settings.cpus,
         pids=settings.pids,
@@ -72,12 +73,6 @@ def limits_of(settings: SandboxSettings) -> SandboxLimits:
         deadline=settings.deadline,
         max_output=settings.max_output_bytes,
     )
-
-
-def shared_workspace(path: Path) -> Path:
-    """`path`, writable by the sandbox's unprivileged user too."""
-    os.chmod(path, 0o777)
-    return path
 
 
 def sandbox_scope(settings: GatewaySettings) -> str:
@@ -104,6 +99,8 @@ class Sandboxes:
             else None
         )
         self._state = (False, "the Docker sandbox has not been checked yet")
+        # The workspace's owner, so the container reaches it through ownership, not a world-writable mode.
+        self._user = workspace_owner()
 
     def availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not (as of the last check)."""
@@ -164,8 +161,8 @@ class Sandboxes:
             container_command(server, settings),
             call.tool.original_name,
             call.arguments,
-            limits_of(settings),
-            shared_workspace(workspace),
+            limits_of(settings, self._user),
+            workspace,
         )
 
     def transport(self, owner: str, server: ServerConfig, workspace: Path | None) -> TransportFactory:
@@ -174,12 +171,11 @@ class Sandboxes:
         assert docker is not None and server.sandbox is not None
         key = f"{owner}/{server.name}"
         command = container_command(server, server.sandbox)
-        limits = limits_of(server.sandbox)
-        mount = shared_workspace(workspace) if workspace is not None else None
+        limits = limits_of(server.sandbox, self._user)
 
         @asynccontextmanager
         async def open_container() -> AsyncIterator[Streams]:
-            async with docker.session_transport(key, command, limits, mount) as streams:
+            async with docker.session_transport(key, command, limits, workspace) as streams:
                 try:
                     yield streams
                 finally:

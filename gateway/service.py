@@ -76,11 +76,15 @@ class Gateway:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         transports = dict(transports or {})
         self.sandboxes = Sandboxes(config)
+        self.workspaces = Workspaces(
+            self.data_dir / "workspaces", settings, transports, clock=wall_clock, servers=config.servers
+        )
         for server in config.servers:
-            # A server sandboxed as a whole never runs on the host, not even to list its tools.
+            # A server sandboxed as a whole never runs on the host, not even to list its tools; a
+            # session-scoped one lists them in an empty workspace of its own.
             if server.sandbox is not None and server.name not in transports:
-                transports[server.name] = self.sandboxes.transport("discovery", server, None)
-        self.workspaces = Workspaces(self.data_dir / "workspaces", settings, transports)
+                workspace = self.workspaces.discovery_dir(server) if server.scope == "session" else None
+                transports[server.name] = self.sandboxes.transport("discovery", server, workspace)
         self.upstreams = {
             server.name: Upstream(
                 self.workspaces.discovery(server) if server.scope == "session" else server,
@@ -160,7 +164,7 @@ class Gateway:
     async def _execute(self, call: ToolCall) -> types.CallToolResult:
         server = self._servers.get(call.tool.source)
         if server is not None and call.tool.sandbox == "per-call":
-            return await self.sandboxes.call(call, server, self.workspaces.path(call.session))
+            return await self.sandboxes.call(call, server, await self.workspaces.open(call.session))
         source: ToolSource | None = self._sources.get(call.tool.source)
         if call.tool.source in self._session_scoped:
             source = await self._upstream(call.session, Route(call.tool.source, call.tool.original_name))
@@ -177,6 +181,7 @@ class Gateway:
         self._group = await self._stack.enter_async_context(anyio.create_task_group())
         self._stack.push_async_callback(self.sandboxes.close)
         await self.sandboxes.start(self._group, owner=self._serving)
+        await self.workspaces.start(self._group, owner=self._serving)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
         for upstream in self.upstreams.values():

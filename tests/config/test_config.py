@@ -184,6 +184,11 @@ def test_a_file_with_only_defaults_gets_every_default(tmp_path: Path) -> None:
     assert (config.servers, config.local_tools, config.extra) == ((), (), {})
 
 
+def test_workspace_size_and_retention_are_read_as_bytes_and_seconds(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "g.yaml", "gateway: {workspace_size: 8m, workspace_retention: 90}\n"), ENV)
+    assert (config.settings.workspace_size, config.settings.workspace_retention) == (8 << 20, 90.0)
+
+
 def test_gateway_options_build_every_dataclass(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -274,6 +279,9 @@ def test_tool_settings_fall_back_to_the_server() -> None:
         ("servers:\n  1: {command: x}\n", "servers.1", "must be text; quote it"),
         ("servers: {s: {command: '${OPEN'}}\n", "servers.s.command", "is not closed"),
         ("extras: {}\n", "extras", "unknown key"),
+        ("gateway: {workspace_size: 512k}\n", "gateway.workspace_size", "at least 1m"),
+        ("gateway: {workspace_size: huge}\n", "gateway.workspace_size", "a size like 64m"),
+        ("gateway: {workspace_retention: 0}\n", "gateway.workspace_retention", "greater than 0"),
     ],
 )
 def test_invalid_file_names_file_path_and_problem(tmp_path: Path, content: str, path: str, problem: str) -> None:

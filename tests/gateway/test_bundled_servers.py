@@ -44,9 +44,12 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def bundled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bundled]:
-    """One gateway over every bundled server, a client, and the gateway's (fresh) data directory."""
+    """One gateway over the bundled servers that start without Docker, a client, and its data directory.
+
+    The files server runs in the sandbox (tests/sandbox/test_workspace_limits.py).
+    """
     data_dir = tmp_path_factory.mktemp("bundled")
-    servers = ("files", "sqlite", "calc", "python")
+    servers = ("sqlite", "calc", "python")
     # Startup is bounded by the gateway itself (upstream_connect_timeout); a deadline here would span every test.
     config = default_config(data_dir, *servers)
     async with gateway_client(config, elicitation_callback=approve) as (gateway, client):
@@ -73,36 +76,16 @@ async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.Ca
 async def test_the_default_configuration_lists_every_bundled_server(bundled: Bundled) -> None:
     _, client, _ = bundled
     names = {tool.name for tool in (await client.list_tools()).tools}
-    assert {"files__write_file", "sqlite__query", "calc__evaluate", "python__run_python"} <= names
+    assert {"sqlite__query", "calc__evaluate", "python__run_python"} <= names
 
 
-async def test_files_are_written_read_and_listed_under_the_data_directory(bundled: Bundled) -> None:
-    _, client, data_dir = bundled
-    written = await call(client, "files__write_file", {"path": "notes/todo.txt", "content": "buy milk\n"})
-    read = await call(client, "files__read_file", {"path": "notes/todo.txt"})
-    listed = await call(client, "files__list_directory", {"path": "notes"})
-    assert not written.is_error, text_of(written)
-    # Wherever the files root sits under the data directory (shared, or one per session).
-    [on_disk] = data_dir.rglob("todo.txt")
-    assert on_disk.read_text() == "buy milk\n"
-    assert read.structured_content is not None and read.structured_content["content"] == "buy milk\n"
-    assert listed.structured_content is not None
-    assert [entry["name"] for entry in listed.structured_content["entries"]] == ["todo.txt"]
-
-
-async def test_a_path_outside_the_files_root_is_refused(bundled: Bundled) -> None:
-    _, client, data_dir = bundled
-    secret = data_dir / "secret.txt"
-    secret.write_text("keep out")
-    read = await call(client, "files__read_file", {"path": str(secret)})
-    climbed = await call(client, "files__read_file", {"path": "../" * 8 + str(secret).lstrip("/")})
-    escaped = data_dir / "escaped.txt"
-    written = await call(client, "files__write_file", {"path": "../" * 8 + str(escaped).lstrip("/"), "content": "x"})
-    for result in (read, climbed, written):
-        assert result.is_error
-        assert "keep out" not in text_of(result)
-        assert "refused" in text_of(result)
-    assert not escaped.exists()
+async def test_without_the_sandbox_the_default_files_server_never_starts_on_the_host(tmp_path: Path) -> None:
+    async with gateway_client(default_config(tmp_path, "files")) as (gateway, client):
+        [status] = gateway.statuses()
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert status.name == "files" and status.error is not None
+    assert ABSENT_IMAGE in status.error
+    assert not any(name.startswith("files__") for name in names)
 
 
 async def test_sqlite_rows_written_with_execute_are_read_back_with_query(bundled: Bundled) -> None:

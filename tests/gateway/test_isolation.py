@@ -57,11 +57,13 @@ async def test_two_callers_cannot_reach_each_others_files(tmp_path: Path) -> Non
             listing = await ian.call_tool("files__list_directory", {})
             own = await ian.call_tool("files__write_file", {"path": "secret.txt", "content": "ian's"})
             still_mine = await ada.call_tool("files__read_file", {"path": "secret.txt"})
+        # While the sessions live: a size-limited workspace is unmounted when its session ends.
+        on_disk = list((tmp_path / "data" / "workspaces").rglob("secret.txt"))
     assert "ada's" in text(mine)
     assert theirs.is_error and escape.is_error
     assert "secret.txt" not in text(listing)
     assert not own.is_error and "ada's" in text(still_mine)
-    assert len(list((tmp_path / "data" / "workspaces").rglob("secret.txt"))) == 2
+    assert len(on_disk) == 2
 
 
 def _messages(response: httpx2.Response) -> list[dict[str, Any]]:

@@ -1,22 +1,31 @@
 """Each session has its own workspace, and session-scoped servers see only theirs."""
 
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
 import pytest
+import yaml
 from mcp import Client
 
+from gateway.config import load_config
 from gateway.frontdoor import build_server
 from gateway.service import Gateway
 from gateway.upstream import State
 from tests.support.harness import REPO, make_config
 
+MiB = 1 << 20
+# Mounting a file system per workspace needs root; CI and the development machines run as root.
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="size-limited workspaces need a gateway running as root")
 
-def files_server() -> dict[str, object]:
+
+def files_server(*extra: str) -> dict[str, object]:
     return {
         "command": sys.executable,
-        "args": ["-m", "servers.files", "--root", "${WORKSPACE}"],
+        "args": ["-m", "servers.files", "--root", "${WORKSPACE}", *extra],
         "cwd": str(REPO),
         "scope": "session",
         "risk": "medium",
@@ -35,10 +44,11 @@ async def test_two_sessions_cannot_reach_each_others_files(tmp_path: Path) -> No
                 mine = await first.call_tool("files__read_file", {"path": "secret.txt"})
                 theirs = await second.call_tool("files__read_file", {"path": "secret.txt"})
                 listing = await second.call_tool("files__list_directory", {})
+            # While the sessions live: a size-limited workspace is unmounted when its session ends.
+            workspaces = [p for p in (tmp_path / "data" / "workspaces").rglob("secret.txt")]
         assert "mine" in mine.content[0].text  # type: ignore[union-attr]
         assert theirs.is_error
         assert "secret.txt" not in listing.content[0].text  # type: ignore[union-attr]
-        workspaces = [p for p in (tmp_path / "data" / "workspaces").rglob("secret.txt")]
         assert len(workspaces) == 1
 
 
@@ -56,3 +66,191 @@ async def test_a_session_scoped_server_stops_when_its_session_ends(tmp_path: Pat
                 await anyio.sleep(0.02)
             while instance.status().state != State.STOPPED:
                 await anyio.sleep(0.02)
+
+
+class Clock:
+    """Wall-clock time that moves only when the test says so."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def one_session(gateway: Gateway, path: str = "kept.txt") -> Path:
+    """Run one session that writes a file into its workspace; return the workspace, its session ended."""
+    async with Client(build_server(gateway), mode="legacy") as client:
+        with anyio.fail_after(20):
+            written = await client.call_tool("files__write_file", {"path": path, "content": "results"})
+        assert not written.is_error, written
+        (context,) = gateway.sessions.live()
+        workspace: Path = context.state["gateway.workspace"]
+    with anyio.fail_after(10):
+        while gateway.sessions.live():
+            await anyio.sleep(0.02)
+    return workspace
+
+
+def disk_use(directory: Path) -> int:
+    """Bytes the files under `directory` take on disk."""
+    return sum(path.lstat().st_blocks * 512 for path in directory.rglob("*"))
+
+
+def directory_modes(root: Path) -> dict[Path, int]:
+    """Every directory under `root` and its mode."""
+    return {path: path.stat().st_mode for path in root.rglob("*") if path.is_dir() and not path.is_symlink()}
+
+
+def is_mounted(directory: Path) -> bool:
+    return os.path.ismount(directory)
+
+
+def on_disk(workspace: Path) -> bool:
+    return workspace.exists() or workspace.with_suffix(".img").exists()
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_files_server_write_past_the_workspace_quota_fails_with_disk_full(tmp_path: Path) -> None:
+    servers = {"files": files_server("--max-write-bytes", str(16 * MiB))}
+    config = make_config(tmp_path, servers, workspace_size="8m")
+    async with Gateway(config) as gateway:
+        assert gateway.workspaces.unlimited is None
+        async with Client(build_server(gateway), mode="legacy") as client:
+            with anyio.fail_after(30):
+                small = await client.call_tool("files__write_file", {"path": "small.txt", "content": "x" * MiB})
+                big = await client.call_tool("files__write_file", {"path": "big.txt", "content": "x" * (10 * MiB)})
+            (context,) = gateway.sessions.live()
+            workspace: Path = context.state["gateway.workspace"]
+            used = disk_use(workspace)
+    assert not small.is_error
+    assert big.is_error
+    assert "No space left on device" in big.content[0].text  # type: ignore[union-attr]
+    assert used <= 8 * MiB
+    assert workspace.with_suffix(".img").stat().st_blocks * 512 <= 8 * MiB
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_workspace_is_private_to_the_sandbox_user_and_never_world_writable(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"files": files_server()})
+    async with Gateway(config) as gateway, Client(build_server(gateway), mode="legacy") as client:
+        with anyio.fail_after(20):
+            await client.call_tool("files__write_file", {"path": "a/b.txt", "content": "x"})
+        (context,) = gateway.sessions.live()
+        workspace: Path = context.state["gateway.workspace"]
+        owner = os.stat(workspace)
+        modes = directory_modes(tmp_path / "data")
+    assert (owner.st_uid, owner.st_gid, owner.st_mode & 0o777) == (65534, 65534, 0o700)
+    assert workspace / "a" in modes
+    assert [path for path, mode in modes.items() if mode & 0o002] == []
+
+
+@pytest.mark.anyio
+async def test_an_ended_sessions_workspace_is_kept_until_its_retention_passes_then_removed(tmp_path: Path) -> None:
+    clock = Clock(1_000_000.0)
+    config = make_config(tmp_path, {"files": files_server()}, workspace_retention=3600)
+    async with Gateway(config, wall_clock=clock) as gateway:
+        workspace = await one_session(gateway)
+        clock.now += 3599
+        assert gateway.workspaces.sweep() == []
+        assert on_disk(workspace)
+        assert [entry.path for entry in gateway.workspaces.entries()] == [workspace]
+        clock.now += 1
+        assert gateway.workspaces.sweep() == [workspace]
+        assert not on_disk(workspace)
+        assert gateway.workspaces.entries() == []
+
+
+@pytest.mark.anyio
+async def test_a_restarted_gateway_removes_expired_workspaces_at_start_up(tmp_path: Path) -> None:
+    clock = Clock(1_000_000.0)
+    config = make_config(tmp_path, {"files": files_server()}, workspace_retention=60)
+    async with Gateway(config, wall_clock=clock) as gateway:
+        old = await one_session(gateway, "old.txt")
+        clock.now += 30
+        recent = await one_session(gateway, "recent.txt")
+    clock.now += 40
+    async with Gateway(config, wall_clock=clock) as gateway:
+        assert [entry.path for entry in gateway.workspaces.entries()] == [recent]
+    assert not on_disk(old) and on_disk(recent)
+
+
+def workspaces_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "gateway", "--log-level", "WARNING", *args, "--config", str(config)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.anyio
+async def test_the_workspaces_command_lists_workspaces_and_purges_those_past_their_time(tmp_path: Path) -> None:
+    retention = 3600
+    path = tmp_path / "gateway.yaml"
+    settings = {"data_dir": str(tmp_path / "data"), "workspace_retention": retention, "workspace_size": "8m"}
+    path.write_text(yaml.safe_dump({"gateway": settings, "servers": {"files": files_server()}}))
+    clock = Clock(time.time() - retention - 60)
+    async with Gateway(load_config(path), wall_clock=clock) as gateway:
+        expired = await one_session(gateway, "old.txt")
+        clock.now = time.time()
+        kept = await one_session(gateway, "new.txt")
+    listed = workspaces_cli(path, "workspaces", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = listed.stdout.splitlines()
+    assert [row.split()[0] for row in rows] == [str(expired), str(kept)]
+    assert all("ended" in row and "purged after" in row for row in rows)
+    purged = workspaces_cli(path, "workspaces", "purge")
+    assert purged.returncode == 0, purged.stderr
+    assert "removed 1 workspaces" in purged.stdout
+    assert not on_disk(expired) and on_disk(kept)
+    assert [row.split()[0] for row in workspaces_cli(path, "workspaces", "list").stdout.splitlines()] == [str(kept)]
+    check = workspaces_cli(path, "check")
+    if os.geteuid() == 0:
+        assert "[ok] workspaces: at most 8 MiB each, kept 3600 s after their session ends" in check.stdout
+        assert "warning: server files runs on the host as root" in check.stdout
+    else:
+        assert "warning: workspaces are not size-limited: the gateway does not run as root" in check.stdout
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_gateway_shutting_down_with_a_live_session_leaves_its_workspace_unmounted_and_ended(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(1_000_000.0)
+    async with Gateway(make_config(tmp_path, {}), wall_clock=clock) as gateway:
+        context = gateway.open_session("live", "alice", "memory")
+        workspace = await gateway.workspaces.open(context)
+        assert is_mounted(workspace)
+    assert not is_mounted(workspace)
+    assert [(entry.path, entry.ended_at) for entry in gateway.workspaces.entries()] == [(workspace, clock.now)]
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_it_as_ended(tmp_path: Path) -> None:
+    clock = Clock(1_000_000.0)
+    config = make_config(tmp_path, {}, workspace_retention=60)
+    async with Gateway(config, wall_clock=clock) as crashed:
+        context = crashed.open_session("orphan", "alice", "memory")
+        workspace = await crashed.workspaces.open(context)
+        # Forgotten without being closed, as when the process is killed.
+        crashed.sessions.release(context.id)
+    assert is_mounted(workspace)
+    clock.now += 10
+    async with Gateway(config, wall_clock=clock) as restarted:
+        assert not is_mounted(workspace)
+        assert [(entry.path, entry.ended_at) for entry in restarted.workspaces.entries()] == [(workspace, clock.now)]
+        clock.now += 60
+        assert restarted.workspaces.sweep() == [workspace]
+
+
+@pytest.mark.anyio
+async def test_a_world_writable_workspace_left_by_an_earlier_version_is_made_private_at_start_up(
+    tmp_path: Path,
+) -> None:
+    legacy = tmp_path / "data" / "workspaces" / "0123456789abcdef" / "fedcba9876543210"
+    legacy.mkdir(parents=True)
+    legacy.chmod(0o777)
+    async with Gateway(make_config(tmp_path, {})) as gateway:
+        assert [entry.path for entry in gateway.workspaces.entries()] == [legacy]
+        assert directory_modes(tmp_path / "data")[legacy] & 0o777 == 0o700
