@@ -277,6 +277,8 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     finally:
         audit.close()
     print(f"{decided.id} {decided.status.value}: {decided.tool} for {decided.caller}")
+
+
 def _size(count: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if count < 1024:
