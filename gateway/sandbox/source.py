@@ -228,11 +228,13 @@ async def _call(
             raise failure from error  # e.g. Docker went away while a cold start was under way
         if not isinstance(failure, MCPError):
             raise
-        tail = transport.stderr_tail.strip()[-500:]
-        detail = f"; server stderr: {tail}" if tail else ""
         # The session only saw the connection close; the transport knows why it closed it.
         reason = transport.failure or failure.message
-        raise ToolExecutionError(f"sandboxed tool {tool_name} failed: {reason}{detail}") from error
+        # A server's stderr may hold what its configuration gave it: it is for operators, not callers.
+        tail = transport.stderr_tail.strip()[-500:]
+        if tail:
+            logger.warning("sandboxed tool %s failed: %s; server stderr: %s", tool_name, reason, tail)
+        raise ToolExecutionError(f"sandboxed tool {tool_name} failed: {reason}") from error
 
 
 def _first_leaf(error: BaseException) -> BaseException:

@@ -50,10 +50,14 @@ async def test_bundled_python_runner_runs_snippets_as_nobody_on_a_read_only_root
 
 
 @pytest.mark.docker
-async def test_a_server_that_dies_is_reported_with_its_stderr(sandbox: DockerSandbox) -> None:
+async def test_a_server_that_dies_is_reported_to_the_caller_without_its_stderr_which_goes_to_the_log(
+    sandbox: DockerSandbox, caplog: pytest.LogCaptureFixture
+) -> None:
     dying = ["python3", "-c", "import sys; sys.exit('boom at start')"]
-    with anyio.fail_after(WAIT), pytest.raises(ToolExecutionError, match="server stderr: boom at start"):
+    with anyio.fail_after(WAIT), pytest.raises(ToolExecutionError, match="sandboxed tool anything failed") as raised:
         await sandbox.call_per_call(dying, "anything", {}, SandboxLimits(), None)
+    assert "boom" not in raised.value.message
+    assert "server stderr: boom at start" in caplog.text
 
 
 @pytest.mark.docker
