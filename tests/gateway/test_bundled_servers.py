@@ -11,11 +11,10 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.context import ClientRequestContext
 
 from gateway.config import GatewayConfig, default_config_path, load_config
 from gateway.service import Gateway
-from tests.support.harness import gateway_client
+from tests.support.harness import approve, gateway_client
 
 pytestmark = pytest.mark.anyio
 
@@ -60,11 +59,6 @@ async def bundled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bun
 def text_of(result: types.CallToolResult) -> str:
     """Every text block of a result, joined."""
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
-
-
-async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
-    """The person behind the client, who approves every high-risk call the gateway asks about."""
-    return types.ElicitResult(action="accept", content={"approve": True})
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:

@@ -11,11 +11,14 @@ import pytest
 import yaml
 from mcp import Client
 
+from gateway.auth import Identity
 from gateway.config import load_config
 from gateway.frontdoor import build_server
 from gateway.service import Gateway
 from gateway.upstream import State
 from tests.support.harness import REPO, make_config
+
+ALICE = Identity("alice", None, "api_key")
 
 MiB = 1 << 20
 # Mounting a file system per workspace needs root; CI and the development machines run as root.
@@ -218,7 +221,7 @@ async def test_a_gateway_shutting_down_with_a_live_session_leaves_its_workspace_
 ) -> None:
     clock = Clock(1_000_000.0)
     async with Gateway(make_config(tmp_path, {}), wall_clock=clock) as gateway:
-        context = gateway.open_session("live", "alice", "memory")
+        context = gateway.open_session("live", ALICE, "memory")
         workspace = await gateway.workspaces.open(context)
         assert is_mounted(workspace)
     assert not is_mounted(workspace)
@@ -231,7 +234,7 @@ async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_i
     clock = Clock(1_000_000.0)
     config = make_config(tmp_path, {}, workspace_retention=60)
     async with Gateway(config, wall_clock=clock) as crashed:
-        context = crashed.open_session("orphan", "alice", "memory")
+        context = crashed.open_session("orphan", ALICE, "memory")
         workspace = await crashed.workspaces.open(context)
         # Forgotten without being closed, as when the process is killed.
         crashed.sessions.release(context.id)

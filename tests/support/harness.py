@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import uvicorn
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
+from mcp.client.context import ClientRequestContext
 from mcp.server.mcpserver import MCPServer
 
 from gateway.config import GatewayConfig, parse_config
@@ -95,3 +97,8 @@ async def http_gateway(
             yield gateway, f"http://127.0.0.1:{port}"
         finally:
             server.should_exit = True
+
+
+async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The person behind a client, who approves every high-risk call the gateway asks about."""
+    return types.ElicitResult(action="accept", content={"approve": True})
