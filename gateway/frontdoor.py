@@ -6,7 +6,6 @@ finds the client's session context, and turns gateway errors into protocol error
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from gateway.auth import Identity, caller_key, handle_key
 from gateway.authhttp import current_identity
 from gateway.catalog import page
-from gateway.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest
+from gateway.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.errors import ProtocolError, ToolError
 from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
@@ -128,9 +127,7 @@ async def _declined(message: str, summary: dict[str, Any]) -> bool:
 def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.InputRequiredResult:
     """The stateless era's way to ask the person: the client elicits, then retries the call with
     the answer; the token travels as the request state, bound to this exact call."""
-    arguments = json.dumps(params.arguments or {}, sort_keys=True)
-    shown = arguments if len(arguments) <= 2000 else arguments[:2000] + " ..."
-    message = f"Allow '{params.name}' to run with these arguments?\n{shown}"
+    message = f"Allow '{params.name}' to run with these arguments?\n{shown_arguments(params.arguments or {})}"
     request = types.ElicitRequest(
         params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
     )
