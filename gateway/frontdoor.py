@@ -111,8 +111,8 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     return context
 
 
-def _approved(responses: types.InputResponses | None) -> bool:
-    answer = (responses or {}).get(APPROVAL_REQUEST)
+def _approves(answer: object) -> bool:
+    """Whether a person's answer to the approval form approves the call."""
     return (
         isinstance(answer, types.ElicitResult)
         and answer.action == "accept"
@@ -149,8 +149,7 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     elif ctx.session.can_send_request:
 
         async def elicit(message: str, summary: dict[str, Any]) -> bool:
-            answer = await ctx.session.elicit_form(message, APPROVAL_SCHEMA)
-            return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+            return _approves(await ctx.session.elicit_form(message, APPROVAL_SCHEMA))
 
         notes[ELICIT_NOTE] = elicit
     return notes
@@ -211,7 +210,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         notes = client_notes(ctx)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
-            if _approved(params.input_responses):
+            if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined
