@@ -40,9 +40,10 @@ import mcp_types as types
 
 from gateway.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.audit import arguments_digest
+from gateway.configschema import validate_section
 from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline import CallNext, ToolCall
-from gateway.policy import risk_at_least, validate_section
+from gateway.policy import risk_at_least
 from gateway.storage import open_database
 from gateway.tools import Risk, ToolRecord
 
