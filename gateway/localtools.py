@@ -158,7 +158,7 @@ class Parameters:
     def of(cls, function: Callable[..., Any]) -> Parameters:
         """The parameters of `function`; `LocalToolError` naming it when they cannot be described."""
         name = getattr(function, "__name__", type(function).__name__)
-        rest = []
+        rest: list[str] = []
         for param in inspect.signature(function).parameters.values():
             if param.kind is param.VAR_KEYWORD:
                 rest.append(param.name)
