@@ -38,6 +38,7 @@ from gateway.errors import (
     ToolTimeoutError,
     UnknownToolError,
     UpstreamUnavailableError,
+    describe_error,
 )
 from gateway.pipeline import CallNext, ToolCall
 from gateway.redaction import NO_SECRETS, Redactor
@@ -192,7 +193,7 @@ class AuditCalls:
                 await self._record(call, started, "cancelled", "")
             raise
         except Exception as error:
-            await self._record(call, started, "error", f"{type(error).__name__}: {error}")
+            await self._record(call, started, "error", describe_error(error))
             raise
         detail = _first_text(result) if result.is_error else ""
         await self._record(call, started, "error" if result.is_error else "ok", detail)

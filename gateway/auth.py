@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO, cast
 
-import jsonschema
 import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from gateway.configschema import ConfigProblems, explain_error, render_path
+from gateway.configschema import ConfigProblems, validate_section
 from gateway.errors import GatewayError
 from gateway.session import state_key
 
@@ -136,9 +135,8 @@ class AuthSettings:
         roles = frozenset(known_roles) if known_roles is not None else None
         if section is None:
             return cls(known_roles=roles)
-        problems = _schema_problems(section)
-        if problems:
-            raise ConfigProblems(source_file, problems)
+        # Values are never echoed: the section holds keys and secrets.
+        validate_section(section, _SCHEMA, section="auth", source_file=source_file, hide_values=True)
         return _build(section, Path(source_file).parent, roles, source_file)
 
 
@@ -351,17 +349,6 @@ _SCHEMA = _object(
         "jwt": _JWT,
     }
 )
-
-
-def _schema_problems(section: Any) -> list[tuple[str, str]]:
-    """Every schema violation, as (path, problem)."""
-    validator = jsonschema.Draft202012Validator(_SCHEMA)
-    return [
-        # Values are never echoed ("; got ..."): the section holds keys and secrets.
-        (render_path(("auth", *path)), text.split("; got ", 1)[0])
-        for error in validator.iter_errors(section)
-        for path, text in explain_error(error)
-    ]
 
 
 def _build(section: Mapping[str, Any], base_dir: Path, roles: frozenset[str] | None, source: str) -> AuthSettings:

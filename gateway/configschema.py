@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -143,3 +144,20 @@ def raise_if_any(source: str, problems: list[Problem]) -> None:
     unique = list(dict.fromkeys((render_path(path), text) for path, text in problems))
     if unique:
         raise ConfigProblems(source, unique)
+
+
+def validate_section(
+    data: Any, schema: Mapping[str, Any], *, section: str, source_file: str, hide_values: bool = False
+) -> None:
+    """Raise `ConfigProblems` listing every place where the section `data` breaks `schema`.
+
+    `hide_values` keeps the section's values out of the messages, for sections that hold secrets.
+    """
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = sorted(
+        (render_path((section, *path)), text.split("; got ", 1)[0] if hide_values else text)
+        for error in validator.iter_errors(data)
+        for path, text in explain_error(error)
+    )
+    if problems:
+        raise ConfigProblems(source_file, problems)

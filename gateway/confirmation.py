@@ -40,9 +40,10 @@ import mcp_types as types
 
 from gateway.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.audit import arguments_digest
+from gateway.configschema import validate_section
 from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline import CallNext, ToolCall
-from gateway.policy import risk_at_least, validate_section
+from gateway.policy import risk_at_least
 from gateway.storage import open_database
 from gateway.tools import Risk, ToolRecord
 
@@ -273,7 +274,7 @@ class ConfirmRiskyCalls:
         return await call_next(call)
 
     async def _park(self, call: ToolCall, risk: Risk, call_next: CallNext) -> types.CallToolResult:
-        shown = _shown(call.arguments)
+        shown = shown_arguments(call.arguments)
         approval, fresh = await anyio.to_thread.run_sync(
             self._approvals.checkpoint, binding_of(call), call.session.role, shown, self._ttl
         )
@@ -307,13 +308,14 @@ def describe(call: ToolCall, risk: Risk) -> tuple[str, dict[str, Any]]:
     message = (
         f"Allow '{tool.name}' to run? It is a {risk.value}-risk tool.\n"
         f"What it does: {tool.description or '(no description)'}\n"
-        f"Arguments: {_shown(call.arguments)}"
+        f"Arguments: {shown_arguments(call.arguments)}"
     )
     summary = {"tool": tool.name, "risk": risk.value, "description": tool.description, "arguments": call.arguments}
     return message, summary
 
 
-def _shown(arguments: Mapping[str, Any]) -> str:
+def shown_arguments(arguments: Mapping[str, Any]) -> str:
+    """The arguments as the person deciding on the call sees them: JSON, cut after 2,000 characters."""
     text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
     return text if len(text) <= _MAX_SHOWN_CHARS else text[:_MAX_SHOWN_CHARS] + "... (truncated)"
 

@@ -11,7 +11,8 @@
         ├── UpstreamUnavailableError  the server behind the tool is not connected
         └── ToolExecutionError        the tool failed while running
 
-Third-party exceptions are translated into these where they enter the gateway.
+Third-party exceptions are translated into these where they enter the gateway; `describe_error`
+is how their text is told.
 """
 
 from __future__ import annotations
@@ -86,3 +87,9 @@ class ToolExecutionError(ToolError):
     """The tool raised or its server failed while running the call."""
 
     hint = "Check the arguments or try a different approach."
+
+
+def describe_error(error: BaseException) -> str:
+    """An exception as `Type: text`, or only `Type` when it has no text."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import mcp_types as types
 
-from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError, UpstreamUnavailableError
+from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError, UpstreamUnavailableError, describe_error
 from gateway.pipeline import CallNext, ToolCall
 
 # What a lost connection looks like from below: our own error, anyio's stream errors, socket errors.
@@ -51,7 +51,7 @@ class ExecuteWithDeadline:
             except ToolError:
                 raise
             except Exception as error:
-                raise ToolExecutionError(f"Tool '{call.tool.name}' failed: {_describe(error)}") from None
+                raise ToolExecutionError(f"Tool '{call.tool.name}' failed: {describe_error(error)}") from None
             await anyio.sleep(self._backoff * 2**attempt)
             attempt += 1
 
@@ -59,9 +59,4 @@ class ExecuteWithDeadline:
 def _unavailable(call: ToolCall, error: BaseException) -> UpstreamUnavailableError:
     if isinstance(error, UpstreamUnavailableError):
         return error
-    return UpstreamUnavailableError(f"The server behind '{call.tool.name}' is unreachable: {_describe(error)}")
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return UpstreamUnavailableError(f"The server behind '{call.tool.name}' is unreachable: {describe_error(error)}")

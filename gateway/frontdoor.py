@@ -6,7 +6,6 @@ finds the client's session context, and turns gateway errors into protocol error
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from gateway.auth import Identity, caller_key, handle_key
 from gateway.authhttp import current_identity
 from gateway.catalog import page
-from gateway.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest
+from gateway.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.errors import ProtocolError, ToolError
 from gateway.metatools import STATE_TOOLS
 from gateway.pipeline import ProgressFn
@@ -112,8 +111,8 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     return context
 
 
-def _approved(responses: types.InputResponses | None) -> bool:
-    answer = (responses or {}).get(APPROVAL_REQUEST)
+def _approves(answer: object) -> bool:
+    """Whether a person's answer to the approval form approves the call."""
     return (
         isinstance(answer, types.ElicitResult)
         and answer.action == "accept"
@@ -128,9 +127,7 @@ async def _declined(message: str, summary: dict[str, Any]) -> bool:
 def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.InputRequiredResult:
     """The stateless era's way to ask the person: the client elicits, then retries the call with
     the answer; the token travels as the request state, bound to this exact call."""
-    arguments = json.dumps(params.arguments or {}, sort_keys=True)
-    shown = arguments if len(arguments) <= 2000 else arguments[:2000] + " ..."
-    message = f"Allow '{params.name}' to run with these arguments?\n{shown}"
+    message = f"Allow '{params.name}' to run with these arguments?\n{shown_arguments(params.arguments or {})}"
     request = types.ElicitRequest(
         params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
     )
@@ -152,8 +149,7 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     elif ctx.session.can_send_request:
 
         async def elicit(message: str, summary: dict[str, Any]) -> bool:
-            answer = await ctx.session.elicit_form(message, APPROVAL_SCHEMA)
-            return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+            return _approves(await ctx.session.elicit_form(message, APPROVAL_SCHEMA))
 
         notes[ELICIT_NOTE] = elicit
     return notes
@@ -214,7 +210,7 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         notes = client_notes(ctx)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
-            if _approved(params.input_responses):
+            if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined

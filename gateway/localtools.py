@@ -1,29 +1,31 @@
 """Local Python tools: plain functions the operator registers, described from their signatures.
 
 A function becomes a tool either by reference (`"pkg.mod:function"` in the configuration) or
-by the `@tool` decorator in a module the configuration names. Its input schema comes from the
-type hints and defaults, its description and per-parameter descriptions from the docstring
-(Google `Args:` sections or reST `:param x:` fields).
+by the `@tool` decorator in a module the configuration names. Its input schema, and the conversion
+of the arguments to the declared types, come from the SDK's function metadata (pydantic, as for
+`MCPServer` tools); its description and per-parameter descriptions from the docstring (Google
+`Args:` sections or reST `:param x:` fields).
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import importlib
 import inspect
 import json
 import re
 import types as pytypes
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints, overload
+from typing import Any, TypeVar, overload
 
 import anyio
 import mcp_types as types
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from pydantic import ValidationError
 
 from gateway.config import LocalToolConfig
-from gateway.errors import GatewayError, ToolError, ToolExecutionError
+from gateway.errors import GatewayError, ToolError, ToolExecutionError, ToolInputError, describe_error
 from gateway.pipeline import ProgressFn
 from gateway.tools import ToolRecord
 
@@ -117,11 +119,15 @@ def _import(module_name: str, what: str) -> pytypes.ModuleType:
         return importlib.import_module(module_name)
     except Exception as error:
         # Anything can go wrong while importing operator code; say which reference it was.
-        raise LocalToolError(f"{what}: cannot import '{module_name}': {type(error).__name__}: {error}") from None
+        raise LocalToolError(f"{what}: cannot import '{module_name}': {describe_error(error)}") from None
 
 
 def tool_record(function: Callable[..., Any], source: str = "local") -> ToolRecord:
     """The `ToolRecord` of a local function, named after it until the catalog gives its exposed name."""
+    return _record(function, Parameters.of(function), source)
+
+
+def _record(function: Callable[..., Any], parameters: Parameters, source: str) -> ToolRecord:
     name = getattr(function, "__name__", type(function).__name__)
     options: ToolOptions = getattr(function, _MARK, ToolOptions())
     summary, param_docs = parse_docstring(inspect.getdoc(function) or "")
@@ -130,106 +136,63 @@ def tool_record(function: Callable[..., Any], source: str = "local") -> ToolReco
         source=source,
         original_name=name,
         description=summary,
-        input_schema=input_schema(function, param_docs),
+        input_schema=parameters.schema(param_docs),
         title=options.title,
         annotations=options.annotations(),
     )
 
 
-def input_schema(function: Callable[..., Any], descriptions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The JSON Schema of `function`'s keyword arguments, from its hints and defaults."""
-    hints = _hints(function)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    extra_allowed = False
-    for param in inspect.signature(function).parameters.values():
-        if param.kind is param.VAR_KEYWORD:
-            extra_allowed = True
-            continue
-        if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
-            raise LocalToolError(f"Local tool '{function.__name__}': parameter '{param.name}' cannot be passed by name")
-        schema = type_schema(hints.get(param.name, Any))
-        if descriptions and param.name in descriptions:
-            schema["description"] = descriptions[param.name]
-        if param.default is param.empty:
-            required.append(param.name)
-        elif (default := _json_default(param.default)) is not _NO_DEFAULT:
-            schema["default"] = default
-        properties[param.name] = schema
-    schema = {"type": "object", "properties": properties, "additionalProperties": extra_allowed}
-    if required:
-        schema["required"] = required
-    return schema
+@dataclass(frozen=True, slots=True)
+class Parameters:
+    """A local function's parameters, as the SDK's argument model (the one `MCPServer` tools use).
 
+    `json_schema` is the model's JSON Schema, undescribed; `rest` says whether the function takes
+    `**kwargs`, which then receive the arguments it does not name.
+    """
 
-def _hints(function: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return get_type_hints(function)
-    except Exception as error:
-        raise LocalToolError(
-            f"Local tool '{function.__name__}': cannot resolve its type hints: {type(error).__name__}: {error}"
-        ) from None
+    model: FuncMetadata
+    json_schema: dict[str, Any]
+    rest: bool
 
+    @classmethod
+    def of(cls, function: Callable[..., Any]) -> Parameters:
+        """The parameters of `function`; `LocalToolError` naming it when they cannot be described."""
+        name = getattr(function, "__name__", type(function).__name__)
+        rest: list[str] = []
+        for param in inspect.signature(function).parameters.values():
+            if param.kind is param.VAR_KEYWORD:
+                rest.append(param.name)
+            elif param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
+                raise LocalToolError(f"Local tool '{name}': parameter '{param.name}' cannot be passed by name")
+        try:
+            model = func_metadata(function, skip_names=rest, structured_output=False)
+            schema = model.arg_model.model_json_schema(by_alias=True)
+        except Exception as error:
+            # Operator code can hold any hint; say which function could not be described, and why.
+            raise LocalToolError(
+                f"Local tool '{name}': cannot describe its parameters: {describe_error(error)}"
+            ) from None
+        # The gateway validates arguments against this schema, so a misspelt one is refused, not dropped.
+        schema["additionalProperties"] = bool(rest)
+        return cls(model, schema, bool(rest))
 
-_SIMPLE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
-_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+    def schema(self, descriptions: Mapping[str, str]) -> dict[str, Any]:
+        """The JSON Schema of the arguments, each parameter described by its entry in `descriptions`."""
+        properties = {
+            name: {**schema, "description": descriptions[name]} if name in descriptions else schema
+            for name, schema in self.json_schema.get("properties", {}).items()
+        }
+        return {**self.json_schema, "properties": properties}
 
+    def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of a call, converted to the declared types (enums, dates, ...).
 
-def type_schema(hint: Any) -> dict[str, Any]:
-    """The JSON Schema of one type hint; `{}` (anything) for hints it cannot express."""
-    if hint in _SIMPLE:
-        return {"type": _SIMPLE[hint]}
-    origin, args = get_origin(hint), get_args(hint)
-    if origin is Literal:
-        return _enum_schema(list(args))
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return _enum_schema([member.value for member in hint])
-    if origin in (Union, pytypes.UnionType):
-        return _union_schema([type_schema(arg) for arg in args])
-    if hint in (list, tuple, set, frozenset) or origin in _SEQUENCES:
-        schema: dict[str, Any] = {"type": "array"}
-        item = args[0] if args and (origin is not tuple or args[1:] in ((), (...,))) else None
-        if item is not None and (item_schema := type_schema(item)):
-            schema["items"] = item_schema
-        return schema
-    if hint is dict or origin in (dict, Mapping):
-        schema = {"type": "object"}
-        if len(args) == 2 and (value_schema := type_schema(args[1])):
-            schema["additionalProperties"] = value_schema
-        return schema
-    return {}
-
-
-def _enum_schema(values: list[Any]) -> dict[str, Any]:
-    kinds = {_SIMPLE.get(type(value)) for value in values}
-    if len(kinds) == 1 and None not in kinds:
-        return {"type": kinds.pop(), "enum": values}
-    return {"enum": values}
-
-
-def _union_schema(members: list[dict[str, Any]]) -> dict[str, Any]:
-    if any(not member for member in members):
-        return {}
-    if all(member.keys() == {"type"} for member in members):
-        return {"type": [member["type"] for member in members]}
-    return {"anyOf": members}
-
-
-class _NoDefault:
-    pass
-
-
-_NO_DEFAULT = _NoDefault()
-
-
-def _json_default(value: Any) -> Any:
-    """The default as JSON, or `_NO_DEFAULT` when it has no JSON form (it still applies)."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        return _NO_DEFAULT
+        Raises pydantic's `ValidationError` when an argument does not fit its type.
+        """
+        kwargs = self.model.validate_arguments(dict(arguments))
+        if self.rest:
+            kwargs.update((key, value) for key, value in arguments.items() if key not in kwargs)
+        return kwargs
 
 
 _ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"})
@@ -301,17 +264,15 @@ class LocalToolSource:
         settings: Mapping[str, LocalToolConfig] | None = None,
     ) -> None:
         self.source = source
-        self._functions: dict[str, Callable[..., Any]] = {}
-        self._hints: dict[str, dict[str, Any]] = {}
+        self._functions: dict[str, tuple[Callable[..., Any], Parameters]] = {}
         for function in functions:
             name = getattr(function, "__name__", "")
             if name in self._functions:
                 raise LocalToolError(f"Local tools: two functions are named '{name}' in source '{source}'")
-            self._functions[name] = function
-            self._hints[name] = _hints(function)
+            self._functions[name] = (function, Parameters.of(function))
         self.records = [
-            _configured(tool_record(function, source), (settings or {}).get(name))
-            for name, function in self._functions.items()
+            _configured(_record(function, parameters, source), (settings or {}).get(name))
+            for name, (function, parameters) in self._functions.items()
         ]
 
     async def call_tool(
@@ -323,11 +284,15 @@ class LocalToolSource:
         tool's: an `OSError` it raises (a missing file) must not pass for a broken connection
         further up, which would retry a read-only tool and blame an unreachable server.
         """
-        function = self._functions.get(tool.original_name)
-        if function is None:
+        found = self._functions.get(tool.original_name)
+        if found is None:
             raise ToolExecutionError(f"Local source '{self.source}' has no function '{tool.original_name}'")
-        hints = self._hints[tool.original_name]
-        kwargs = {name: _coerce(hints.get(name, Any), value) for name, value in arguments.items()}
+        function, parameters = found
+        try:
+            kwargs = parameters.bind(arguments)
+        except ValidationError as error:
+            listing = "\n".join(f"- $.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise ToolInputError(f"Invalid arguments for tool '{tool.name}':\n{listing}") from None
         try:
             if inspect.iscoroutinefunction(function):
                 value = await function(**kwargs)
@@ -337,9 +302,7 @@ class LocalToolSource:
         except ToolError:
             raise
         except Exception as error:
-            text = str(error)
-            described = f"{type(error).__name__}: {text}" if text else type(error).__name__
-            raise ToolExecutionError(f"Tool '{tool.name}' failed: {described}") from None
+            raise ToolExecutionError(f"Tool '{tool.name}' failed: {describe_error(error)}") from None
         return to_result(value)
 
 
@@ -347,25 +310,6 @@ def _configured(record: ToolRecord, entry: LocalToolConfig | None) -> ToolRecord
     if entry is None:
         return record
     return replace(record, layer=entry.layer, timeout=entry.timeout, tags=frozenset(entry.tags))
-
-
-def _coerce(hint: Any, value: Any) -> Any:
-    """`value` as the enum member the function declared, where it declared an enum."""
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(value)
-        except ValueError:
-            return value
-    origin, args = get_origin(hint), get_args(hint)
-    if origin in (Union, pytypes.UnionType) and value is not None:
-        for arg in args:
-            coerced = _coerce(arg, value)
-            if coerced is not value:
-                return coerced
-        return value
-    if origin is list and args and isinstance(value, list):
-        return [_coerce(args[0], item) for item in value]
-    return value
 
 
 def to_result(value: Any) -> types.CallToolResult:

@@ -39,10 +39,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-import jsonschema
-
 from gateway.budgets import BUDGET_SCHEMA, Budget
-from gateway.configschema import ConfigProblems, explain_error, render_path
+from gateway.configschema import validate_section
 from gateway.metatools import SOURCE as META_SOURCE
 from gateway.tools import Risk, ToolRecord
 
@@ -102,18 +100,6 @@ def derive_risk(tool: ToolRecord) -> Risk:
 def risk_at_least(risk: Risk, threshold: Risk) -> bool:
     """True when `risk` is `threshold` or higher."""
     return _RISK_RANK[risk] >= _RISK_RANK[threshold]
-
-
-def validate_section(data: Any, schema: Mapping[str, Any], *, section: str, source_file: str) -> None:
-    """Raise `ConfigProblems` listing every place where the section `data` breaks `schema`."""
-    validator = jsonschema.Draft202012Validator(schema)
-    problems = [
-        (render_path((section, *path)), text)
-        for error in validator.iter_errors(data)
-        for path, text in explain_error(error)
-    ]
-    if problems:
-        raise ConfigProblems(source_file, sorted(problems))
 
 
 @dataclass(frozen=True, slots=True)

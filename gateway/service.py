@@ -252,11 +252,6 @@ class Gateway:
         context.role = identity.role
         if fresh:
             context.principal = identity.key if identity.key != caller else None
-
-            async def forget_budget() -> None:
-                self.budgets.tracker.end_session(session_id)
-
-            context.on_close(forget_budget)
         return context
 
     def _make_room_for_handle(self, caller: str) -> None:

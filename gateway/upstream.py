@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.catalog import SourceListing
 from gateway.config import GatewaySettings, ServerConfig
-from gateway.errors import ProtocolError, ToolExecutionError, UpstreamUnavailableError
+from gateway.errors import ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
 from gateway.pipeline import ProgressFn
 from gateway.tools import ToolRecord
 
@@ -233,7 +233,7 @@ class Upstream:
                 await self._connect_and_serve()
                 self._error = "connection closed by the server" + self._stderr_tail()
             except Exception as error:  # any failure of one upstream must not stop the others
-                self._error = _describe(error) + self._stderr_tail()
+                self._error = _failure(error) + self._stderr_tail()
                 log.warning("upstream %s: %s", self.name, self._error)
             finally:
                 self._session = None
@@ -340,7 +340,7 @@ class Upstream:
             try:
                 await self._publish(session)
             except Exception as error:  # a failed refresh keeps the last listing
-                log.warning("upstream %s: refresh failed: %s", self.name, _describe(error))
+                log.warning("upstream %s: refresh failed: %s", self.name, _failure(error))
 
     def _live_session(self) -> ClientSession:
         if self._session is None:
@@ -412,10 +412,9 @@ def _translate(server: str, error: MCPError) -> Exception:
     return ProtocolError(f"Server '{server}' answered: {error.error.message}")
 
 
-def _describe(error: BaseException) -> str:
+def _failure(error: BaseException) -> str:
     if isinstance(error, TimeoutError):
         return "timed out while connecting"
     if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_describe(inner) for inner in error.exceptions)
-    text = str(error) or type(error).__name__
-    return f"{type(error).__name__}: {text}"
+        return "; ".join(_failure(inner) for inner in error.exceptions)
+    return describe_error(error)

@@ -16,6 +16,7 @@ from gateway.budgets import BudgetTracker
 from gateway.service import Gateway
 from tests.support.access import KEYS, ROLES, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
+from tests.support.probe import wait_until
 from tests.support.skills import text
 from tests.support.toy import build_server as toy
 
@@ -144,3 +145,26 @@ async def test_a_session_that_spent_its_calls_stays_refused_and_a_new_one_starts
         outcomes = [entry.outcome for entry in await gateway.audit.recent(10)]
     assert refused and "max_calls_per_session" in message
     assert outcomes.count("refused:budget") == 1
+
+
+class EndCountingTracker(BudgetTracker):
+    """A tracker that records every session it is told has ended."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.ended: list[str] = []
+
+    def end_session(self, session_id: str) -> None:
+        self.ended.append(session_id)
+        super().end_session(session_id)
+
+
+async def test_a_session_that_ends_is_forgotten_by_the_budgets_once(tmp_path: Path) -> None:
+    async with metered(tmp_path, calls_per_minute=5) as (gateway, url, clock):
+        tracker = gateway.budgets.tracker = EndCountingTracker(clock)
+        async with http_client(url, INTERN) as client:
+            assert await _echo(client) == (False, "hi")
+            (session,) = gateway.sessions.live()
+        # Closers are popped as they run, and forgetting never suspends: none left means all ran.
+        await wait_until(lambda: not session.closers and len(gateway.sessions) == 0)
+    assert tracker.ended == [session.id]

@@ -4,6 +4,7 @@ decides otherwise, and approvals that survive a restart and work exactly once.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,20 @@ async def test_an_anonymous_approval_runs_only_within_the_anonymous_session_that
         assert text(own) == "1"
     else:
         assert _approval(own) != approval
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_person_is_shown_the_same_cut_preview_of_long_arguments_in_both_eras(
+    tmp_path: Path, mode: str
+) -> None:
+    person = Person(approve=False)
+    message = "é" + "x" * 3000
+    async with (
+        http_gateway(_config(tmp_path), transports=in_memory({"toy": toy()})) as (_, url),
+        http_client(url, ADMIN, mode=mode, elicitation_callback=person) as client,
+    ):
+        with anyio.fail_after(10):
+            await client.call_tool("toy__fail", {"message": message})
+    (question,) = person.questions
+    shown = json.dumps({"message": message}, ensure_ascii=False)[:2000] + "... (truncated)"
+    assert question.endswith(shown)

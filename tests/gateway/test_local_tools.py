@@ -49,10 +49,12 @@ async def test_local_tools_are_listed_under_their_namespace_with_schemas_from_si
     greet = tools["local__greet"]
     assert greet.description == "Greet someone by name."
     assert greet.input_schema == {
+        "title": "greetArguments",
         "type": "object",
         "properties": {
-            "name": {"type": "string", "description": "who to greet"},
+            "name": {"title": "Name", "type": "string", "description": "who to greet"},
             "punctuation": {
+                "title": "Punctuation",
                 "type": "string",
                 "enum": ["!", "."],
                 "default": ".",
@@ -63,6 +65,7 @@ async def test_local_tools_are_listed_under_their_namespace_with_schemas_from_si
         "additionalProperties": False,
     }
     assert tools["maths__divide"].input_schema["properties"]["denominator"] == {
+        "title": "Denominator",
         "type": "number",
         "description": "the number to divide by",
     }

@@ -15,7 +15,7 @@ import jsonschema
 import mcp_types as types
 import pytest
 
-from gateway.errors import ToolExecutionError
+from gateway.errors import ToolExecutionError, ToolInputError
 from gateway.execution import ExecuteWithDeadline
 from gateway.localtools import (
     LocalToolError,
@@ -25,7 +25,6 @@ from gateway.localtools import (
     parse_docstring,
     tool,
     tool_record,
-    type_schema,
 )
 from gateway.pipeline import Pipeline, ToolCall
 from gateway.validation import ValidateArguments
@@ -80,24 +79,33 @@ def test_the_schema_comes_from_the_signature_and_the_docstring() -> None:
     assert record.source == "local"
     assert record.description == "Search the index for documents.\n\nMatches are ranked by score."
     assert record.input_schema == {
+        "title": "searchArguments",
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "The words to look for."},
-            "limit": {"type": "integer", "description": "How many documents to return, at most.", "default": 10},
+            "query": {"title": "Query", "type": "string", "description": "The words to look for."},
+            "limit": {
+                "title": "Limit",
+                "type": "integer",
+                "description": "How many documents to return, at most.",
+                "default": 10,
+            },
             "tags": {
+                "title": "Tags",
                 "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
                 "description": "Only documents with all of these tags.",
                 "default": None,
             },
             "weights": {
+                "title": "Weights",
                 "anyOf": [{"type": "object", "additionalProperties": {"type": "number"}}, {"type": "null"}],
                 "default": None,
             },
-            "mode": {"type": "string", "enum": ["fast", "exact"], "default": "fast"},
-            "colour": {"type": "string", "enum": ["red", "blue"], "default": "red"},
-            "strict": {"type": "boolean", "default": False},
-            "extra": {"default": None},
+            "mode": {"title": "Mode", "type": "string", "enum": ["fast", "exact"], "default": "fast"},
+            "colour": {"$ref": "#/$defs/Colour", "default": "red"},
+            "strict": {"title": "Strict", "type": "boolean", "default": False},
+            "extra": {"title": "Extra", "default": None},
         },
+        "$defs": {"Colour": {"title": "Colour", "type": "string", "enum": ["red", "blue"]}},
         "required": ["query"],
         "additionalProperties": False,
     }
@@ -109,30 +117,57 @@ def test_rest_docstrings_and_optional_are_understood() -> None:
     assert record.source == "files"
     assert record.description == "Walk a directory."
     assert record.input_schema["properties"] == {
-        "path": {"type": "string", "description": "The directory to walk."},
+        "path": {"title": "Path", "type": "string", "description": "The directory to walk."},
         "depth": {
-            "type": ["integer", "null"],
+            "title": "Depth",
+            "anyOf": [{"type": "integer"}, {"type": "null"}],
             "description": "How deep to go; unlimited when omitted.",
             "default": None,
         },
     }
 
 
+def with_parameter(hint: Any) -> Callable[..., None]:
+    """A function taking one parameter `x` of type `hint`."""
+
+    def takes(x: Any) -> None:
+        """Take x."""
+
+    takes.__annotations__ = {"x": hint, "return": None}
+    return takes
+
+
 @pytest.mark.parametrize(
     ("hint", "schema"),
     [
-        (int | None, {"type": ["integer", "null"]}),
+        (int | None, {"anyOf": [{"type": "integer"}, {"type": "null"}]}),
         (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
-        (set[str], {"type": "array", "items": {"type": "string"}}),
-        (list[Any], {"type": "array"}),
-        (dict, {"type": "object"}),
+        (set[str], {"type": "array", "items": {"type": "string"}, "uniqueItems": True}),
+        (list[Any], {"type": "array", "items": {}}),
+        (dict, {"type": "object", "additionalProperties": True}),
         (Literal[1, "a"], {"enum": [1, "a"]}),
-        (Iterator[int], {}),
+        (datetime.date, {"type": "string", "format": "date"}),
         (object, {}),
     ],
 )
 def test_type_hints_map_to_json_schema(hint: Any, schema: dict[str, Any]) -> None:
-    assert type_schema(hint) == schema
+    assert tool_record(with_parameter(hint)).input_schema["properties"]["x"] == {"title": "X", **schema}
+
+
+def test_a_parameter_json_schema_cannot_express_is_refused_naming_the_function() -> None:
+    with pytest.raises(LocalToolError) as raised:
+        tool_record(with_parameter(Iterator[int]))
+    assert raised.value.message.startswith(
+        "Local tool 'takes': cannot describe its parameters: PydanticInvalidForJsonSchema: "
+    )
+
+
+def test_a_parameter_that_cannot_be_passed_by_name_is_refused() -> None:
+    def positional(x: int, /) -> None:
+        """Take x."""
+
+    with pytest.raises(LocalToolError, match="parameter 'x' cannot be passed by name"):
+        tool_record(positional)
 
 
 def test_a_docstring_without_sections_is_all_description() -> None:
@@ -273,6 +308,35 @@ async def test_enum_arguments_arrive_as_members() -> None:
     source = LocalToolSource([paint])
     result = await source.call_tool(source.records[0], {"colour": "blue", "also": ["red"]}, None)
     assert result.content[0] == types.TextContent(text="BLUE")
+
+
+@pytest.mark.anyio
+async def test_arguments_arrive_as_the_declared_types_and_a_misfit_is_an_input_error() -> None:
+    def days_until(when: datetime.date) -> int:
+        """Days from 2026-01-01 to `when`."""
+        assert isinstance(when, datetime.date)
+        return (when - datetime.date(2026, 1, 1)).days
+
+    source = LocalToolSource([days_until])
+    result = await source.call_tool(source.records[0], {"when": "2026-01-31"}, None)
+    assert result.content[0] == types.TextContent(text="30")
+    with pytest.raises(ToolInputError) as raised:
+        await source.call_tool(source.records[0], {"when": "soon"}, None)
+    assert raised.value.message.startswith("Invalid arguments for tool 'days_until':\n- $.when: Input should be")
+
+
+@pytest.mark.anyio
+async def test_keyword_arguments_the_function_does_not_name_reach_its_var_keyword_parameter() -> None:
+    def labels(name: str, **more: str) -> dict[str, str]:
+        """Label `name` with the rest."""
+        return {"name": name, **more}
+
+    source = LocalToolSource([labels])
+    record = source.records[0]
+    assert record.input_schema["additionalProperties"] is True
+    assert set(record.input_schema["properties"]) == {"name"}
+    result = await source.call_tool(record, {"name": "a", "colour": "red"}, None)
+    assert result.structured_content == {"name": "a", "colour": "red"}
 
 
 @pytest.mark.anyio
