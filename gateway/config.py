@@ -30,6 +30,7 @@ from gateway.configvalues import local_path, seconds, size_bytes, url_path
 from gateway.confirmation import ConfirmationSettings
 from gateway.errors import ConfigError
 from gateway.policy import Policy
+from gateway.sandbox import SandboxLimits
 from gateway.tools import Layer, Risk
 from gateway.variables import WORKSPACE_REFERENCE, expand, substitute
 
@@ -480,7 +481,30 @@ def _sandbox(raw: Any, path: JsonPath, problems: list[Problem]) -> SandboxSettin
                 "because files in tmpfs use the container's memory",
             )
         )
+    elif tmpfs is not None and memory is not None:
+        problems.extend(_limit_problems(sandbox, memory, tmpfs, path))
     return sandbox
+
+
+def _limit_problems(sandbox: SandboxSettings, memory: int, tmpfs: int, path: JsonPath) -> list[Problem]:
+    """The first limit the container itself would refuse, found at load time instead of at start-up."""
+    try:
+        SandboxLimits(
+            memory=memory,
+            cpus=sandbox.cpus,
+            pids=sandbox.pids,
+            tmpfs=tmpfs,
+            deadline=sandbox.deadline,
+            max_output=sandbox.max_output_bytes,
+        )
+    except ConfigError as error:
+        key = _LIMIT_KEYS.get(error.path, error.path)
+        return [((*path, key), error.problem)]
+    return []
+
+
+# SandboxLimits' names for what the file calls otherwise; a deadline past the lifetime is the deadline's fault.
+_LIMIT_KEYS = {"max_output": "max_output_bytes", "lifetime": "deadline"}
 
 
 def _local_tool(raw: str | Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> LocalToolConfig:

@@ -58,8 +58,12 @@ def check(tmp_path: Path, sections: dict[str, Any]) -> subprocess.CompletedProce
             {"roles": BAD_ROLES, "auth": BAD_AUTH_ROLE, "confirmation": BAD_CONFIRMATION},
             ROLES_PROBLEMS + CONFIRMATION_PROBLEMS + AUTH_ROLE_PROBLEMS,
         ),
+        (
+            {"servers": {"s": {"command": "python3", "sandbox": {"memory": "1m", "tmpfs": "512k"}}}},
+            ["servers.s.sandbox.memory: 1048576 must be at least 16 MiB"],
+        ),
     ],
-    ids=["roles", "auth", "auth-role", "confirmation", "all-three"],
+    ids=["roles", "auth", "auth-role", "confirmation", "all-three", "sandbox-limits"],
 )
 def test_check_reports_every_problem_of_the_access_sections_one_line_each_and_exits_2(
     tmp_path: Path, sections: dict[str, Any], expected: list[str]
@@ -98,6 +102,23 @@ def test_the_access_sections_are_typed_parts_of_the_config() -> None:
     assert config.policy.is_admin("ops") and config.policy.approves_own("dev")
     assert config.auth.enabled and config.auth.known_roles == frozenset({"ops", "dev"})
     assert (config.confirmation.risk.value, config.confirmation.ttl_seconds) == ("medium", 60.0)
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "expected"),
+    [
+        (
+            {"pids": 2},
+            "servers.s.tools.run.sandbox.pids: 2 must be at least 4 (the init, timeout, server and one child)",
+        ),
+        ({"deadline": 7200}, "servers.s.tools.run.sandbox.deadline: 3600.0 must be at least the deadline"),
+    ],
+)
+def test_sandbox_limits_the_container_would_refuse_are_refused_at_load(sandbox: dict[str, Any], expected: str) -> None:
+    data = {"servers": {"s": {"command": "x", "tools": {"run": {"sandbox": sandbox}}}}}
+    with pytest.raises(ConfigProblems) as raised:
+        parse_config(data, source="g.yaml", base_dir=Path("/"), environ={})
+    assert raised.value.message == f"g.yaml: {expected}"
 
 
 def test_a_misspelt_top_level_key_gets_a_hint() -> None:
