@@ -124,11 +124,21 @@ class AuthSettings:
     api_keys: tuple[ApiKey, ...] = ()
     jwt: JwtSettings | None = None
     known_roles: frozenset[str] | None = None
+    plain_keys: tuple[str, ...] = field(default=(), repr=False)
+    """The keys the file gives in plain, kept only so that redaction can hide them."""
 
     @classmethod
-    def from_config(cls, section: Any, *, source_file: str, known_roles: Collection[str] | None = None) -> AuthSettings:
+    def from_config(
+        cls,
+        section: Any,
+        *,
+        source_file: str,
+        base_dir: Path | None = None,
+        known_roles: Collection[str] | None = None,
+    ) -> AuthSettings:
         """Settings from the (variable-expanded) `auth` section; ConfigProblems names every mistake.
 
+        `base_dir` (default: the file's directory) resolves a relative `rs256_public_key_file`.
         `known_roles`, when given, are the configured role names: roles named here must be among
         them, and a list-valued role claim picks its first known role.
         """
@@ -137,7 +147,7 @@ class AuthSettings:
             return cls(known_roles=roles)
         # Values are never echoed: the section holds keys and secrets.
         validate_section(section, _SCHEMA, section="auth", source_file=source_file, hide_values=True)
-        return _build(section, Path(source_file).parent, roles, source_file)
+        return _build(section, base_dir or Path(source_file).parent, roles, source_file)
 
 
 def hash_key(key: str) -> str:
@@ -398,6 +408,7 @@ def _build(section: Mapping[str, Any], base_dir: Path, roles: frozenset[str] | N
         api_keys=tuple(keys),
         jwt=jwt_settings,
         known_roles=roles,
+        plain_keys=tuple(entry["key"] for entry in section.get("api_keys", []) if "key" in entry),
     )
 
 

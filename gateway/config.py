@@ -6,25 +6,31 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
+from gateway.auth import AuthSettings
 from gateway.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
 from gateway.configreader import read_config_file
 from gateway.configschema import (
     NAME_PATTERN,
     NAME_RULE,
+    ConfigProblems,
     JsonPath,
     Problem,
     describe_value,
     nesting_problem,
     raise_if_any,
+    render_path,
     schema_problems,
 )
 from gateway.configvalues import local_path, seconds, size_bytes, url_path
+from gateway.confirmation import ConfirmationSettings
 from gateway.errors import ConfigError
+from gateway.policy import Policy
+from gateway.sandbox import SandboxLimits
 from gateway.tools import Layer, Risk
 from gateway.variables import WORKSPACE_REFERENCE, expand, substitute
 
@@ -33,8 +39,8 @@ Transport = Literal["stdio", "http", "sse"]
 Scope = Literal["shared", "session"]
 Disclosure = Literal["call-through", "list_changed"]
 
-EXTRA_SECTIONS = ("roles", "auth", "confirmation")
 DEFAULT_WORKSPACE_SIZE = 256 << 20
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +158,10 @@ class GatewayConfig:
     settings: GatewaySettings
     servers: tuple[ServerConfig, ...]
     local_tools: tuple[LocalToolConfig, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    policy: Policy = field(default_factory=Policy)
+    """The `roles` section; without one every tool is visible."""
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    confirmation: ConfirmationSettings = field(default_factory=ConfirmationSettings)
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""
 
@@ -170,7 +179,10 @@ def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Gateway
 
 
 def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
-    """Validate already-parsed data and build the configuration; `source` names it in errors."""
+    """Validate already-parsed data and build the configuration; `source` names it in errors.
+
+    Every section is checked here, and every problem of every section is reported together.
+    """
     if data is None:
         raise ConfigError(source, "", "the file is empty")
     if not isinstance(data, dict):
@@ -180,27 +192,102 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     env = dict(os.environ if environ is None else environ)
     problems: list[Problem] = []
     kind = detect_format(data)
-    variables = {**env, "GATEWAY_PYTHON": sys.executable, "CONFIG_DIR": str(base_dir)}
     section = data.get("gateway")
     raw_dir = section.get("data_dir") if isinstance(section, dict) else None
     raw_dir = raw_dir if kind == "gateway" else CLIENT_DATA_DIR
     if not isinstance(raw_dir, str):
         raw_dir = "./data"
+    variables = _variables(env, base_dir)
     data_dir_text = expand(raw_dir, variables, ("gateway", "data_dir"), problems)
     data_dir = local_path(data_dir_text, base_dir, env, ("gateway", "data_dir"), problems)
     data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += schema_problems(data, kind)
-    raise_if_any(source, problems)
+    access_problems: list[tuple[str, str]] = []
+    policy, confirmation, auth = _access_sections(data if kind == "gateway" else {}, source, base_dir, access_problems)
+    if problems:
+        _raise_all(source, problems, access_problems)
     renames: dict[str, str] = {}
     document: dict[str, Any] = data if kind == "gateway" else from_client_file(data, kind, problems, renames)
     config = _build(document, kind, data_dir, base_dir, env, problems, renames)
-    raise_if_any(source, problems)
+    _raise_all(source, problems, access_problems)
     notes = tuple(
         f"server {original!r} is called '{name}' here: names prefix tool names, which allow only "
         "letters, digits, '_' and '-'"
         for name, original in renames.items()
     )
-    return replace(config, notes=notes)
+    return replace(config, notes=notes, policy=policy, confirmation=confirmation, auth=auth)
+
+
+def parse_server(
+    name: str,
+    entry: Any,
+    *,
+    source: str,
+    base_dir: Path,
+    data_dir: Path,
+    environ: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """One entry of `servers`, checked by the same schema and rules as in a whole file.
+
+    Problems are raised as ConfigProblems with paths `servers.<name>...`. Whether its namespace
+    is free is for the caller to judge against the servers it already has.
+    """
+    path: JsonPath = ("servers", name)
+    problems = [((*path, *where), text) for where, text in nesting_problem(entry)]
+    raise_if_any(source, problems)
+    env = dict(os.environ if environ is None else environ)
+    variables = {**_variables(env, base_dir), "GATEWAY_DATA": str(data_dir)}
+    entry = substitute(entry, variables, path, problems)
+    problems += [((*path, *where), text) for where, text in schema_problems(entry, "server")]
+    raise_if_any(source, problems)
+    server = _server(name, entry, path, base_dir, env, problems, "transport")
+    raise_if_any(source, problems)
+    return server
+
+
+def _variables(env: Mapping[str, str], base_dir: Path) -> dict[str, str]:
+    """What `${...}` may name before `data_dir` is known: the environment and the gateway's own."""
+    return {**env, "GATEWAY_PYTHON": sys.executable, "CONFIG_DIR": str(base_dir)}
+
+
+def _access_sections(
+    document: Mapping[str, Any], source: str, base_dir: Path, problems: list[tuple[str, str]]
+) -> tuple[Policy, ConfirmationSettings, AuthSettings]:
+    """The `roles`, `confirmation` and `auth` sections, each problem recorded with its path written out."""
+    roles = document.get("roles")
+
+    def parse(build: Callable[[], _T], default: _T) -> _T:
+        try:
+            return build()
+        except ConfigProblems as error:
+            problems.extend(error.problems)
+        except ConfigError as error:
+            problems.append((error.path, error.problem))
+        return default
+
+    policy = parse(lambda: Policy.from_config(roles, source_file=source), None)
+    confirmation = parse(
+        lambda: ConfirmationSettings.from_config(document.get("confirmation"), source_file=source),
+        ConfirmationSettings(),
+    )
+    # An unusable `roles` map still names its roles, so auth's references to them are checked too.
+    known_roles = frozenset(map(str, roles)) if isinstance(roles, dict) else None
+    if policy is not None:
+        known_roles = policy.role_names()
+    auth = parse(
+        lambda: AuthSettings.from_config(
+            document.get("auth"), source_file=source, base_dir=base_dir, known_roles=known_roles
+        ),
+        AuthSettings(),
+    )
+    return policy or Policy(), confirmation, auth
+
+
+def _raise_all(source: str, problems: list[Problem], written: list[tuple[str, str]]) -> None:
+    """Raise one ConfigProblems listing every problem (each once, in order), if there are any."""
+    unique = list(dict.fromkeys([*((render_path(path), text) for path, text in problems), *written]))
+    if unique:
+        raise ConfigProblems(source, unique)
 
 
 def _build(
@@ -243,8 +330,7 @@ def _build(
                     f"'{owners[tool.namespace]}'; give the local tools another `namespace`",
                 )
             )
-    extra = {section: document[section] for section in EXTRA_SECTIONS if section in document}
-    return GatewayConfig(path=None, settings=settings, servers=servers, local_tools=local_tools, extra=extra)
+    return GatewayConfig(path=None, settings=settings, servers=servers, local_tools=local_tools)
 
 
 _FLOAT_SETTINGS = {
@@ -405,7 +491,30 @@ def _sandbox(raw: Any, path: JsonPath, problems: list[Problem]) -> SandboxSettin
                 "because files in tmpfs use the container's memory",
             )
         )
+    elif tmpfs is not None and memory is not None:
+        problems.extend(_limit_problems(sandbox, memory, tmpfs, path))
     return sandbox
+
+
+def _limit_problems(sandbox: SandboxSettings, memory: int, tmpfs: int, path: JsonPath) -> list[Problem]:
+    """The first limit the container itself would refuse, found at load time instead of at start-up."""
+    try:
+        SandboxLimits(
+            memory=memory,
+            cpus=sandbox.cpus,
+            pids=sandbox.pids,
+            tmpfs=tmpfs,
+            deadline=sandbox.deadline,
+            max_output=sandbox.max_output_bytes,
+        )
+    except ConfigError as error:
+        key = _LIMIT_KEYS.get(error.path, error.path)
+        return [((*path, key), error.problem)]
+    return []
+
+
+# SandboxLimits' names for what the file calls otherwise; a deadline past the lifetime is the deadline's fault.
+_LIMIT_KEYS = {"max_output": "max_output_bytes", "lifetime": "deadline"}
 
 
 def _local_tool(raw: str | Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> LocalToolConfig:

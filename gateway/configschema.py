@@ -48,6 +48,9 @@ def schema_problems(data: Any, kind: str) -> list[Problem]:
     return [problem for error in validator.iter_errors(data) for problem in explain_error(error)]
 
 
+_CLIENT_TOP_LEVEL = ("mcpServers",)
+"""Top-level keys that make a file a client's (clientfiles.detect_format), so a near miss is worth a hint."""
+
 _TYPE_NAMES = {
     "object": "a map",
     "array": "a list",
@@ -67,7 +70,9 @@ def explain_error(error: jsonschema.ValidationError) -> list[Problem]:
     value: Any = error.instance
     if kind == "additionalProperties" and expected is False:
         allowed = sorted(schema.get("properties", {}))
-        return [((*path, key), _unknown_key(key, allowed)) for key in value if key not in allowed]
+        # At the top, a key of a client's file may be what was meant (`mcpServer` for `mcpServers`).
+        hinted = allowed if path else [*allowed, *_CLIENT_TOP_LEVEL]
+        return [((*path, key), _unknown_key(key, allowed, hinted)) for key in value if key not in allowed]
     if kind == "type":
         names = [expected] if isinstance(expected, str) else expected
         return [(path, f"expected {' or '.join(_TYPE_NAMES[n] for n in names)}, got {describe_value(value)}")]
@@ -96,9 +101,9 @@ def explain_error(error: jsonschema.ValidationError) -> list[Problem]:
     return [(path, error.message)]
 
 
-def _unknown_key(key: str, allowed: list[str]) -> str:
-    """The message for a key the schema does not know, suggesting the nearest allowed one."""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75)
+def _unknown_key(key: str, allowed: list[str], hinted: list[str]) -> str:
+    """The message for a key the schema does not know, suggesting the nearest of `hinted`."""
+    close = difflib.get_close_matches(key, hinted, n=1, cutoff=0.75)
     return f"unknown key (did you mean '{close[0]}'?)" if close else f"unknown key; allowed: {', '.join(allowed)}"
 
 

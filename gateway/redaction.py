@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from gateway.config import GatewayConfig
+if TYPE_CHECKING:
+    # Only a type here: the configuration's sections import the audit writer, which imports this module.
+    from gateway.config import GatewayConfig
 
 MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
@@ -63,13 +65,9 @@ def secrets_of(config: GatewayConfig) -> Iterator[str]:
             yield from (value for _, value in parse_qsl(parts.query))
             if parts.password:
                 yield parts.password
-    auth: Mapping[str, Any] = config.extra.get("auth") or {}
-    for entry in auth.get("api_keys", ()):
-        if isinstance(entry.get("key"), str):
-            yield entry["key"]
-    secret = (auth.get("jwt") or {}).get("hs256_secret")
-    if isinstance(secret, str):
-        yield secret
+    yield from config.auth.plain_keys
+    if config.auth.jwt is not None and config.auth.jwt.hs256_secret is not None:
+        yield config.auth.jwt.hs256_secret
 
 
 def scrub_urls(text: str) -> str:

@@ -20,11 +20,11 @@ from anyio.abc import TaskGroup
 
 from gateway.approvals import APPROVALS_FILE, ApprovalStore
 from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
-from gateway.auth import Authenticator, AuthSettings, Identity, caller_key
+from gateway.auth import Authenticator, Identity, caller_key
 from gateway.budgets import Budgets
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config import GatewayConfig, ServerConfig
-from gateway.confirmation import ConfirmationSettings, ConfirmationStore, ConfirmRiskyCalls, strip_confirmation
+from gateway.confirmation import ConfirmationStore, ConfirmRiskyCalls, strip_confirmation
 from gateway.errors import GatewayError, ProtocolError, UnknownToolError, UpstreamUnavailableError
 from gateway.execution import ExecuteWithDeadline
 from gateway.localtools import local_sources
@@ -34,7 +34,7 @@ from gateway.metatools import MetaTools
 from gateway.metatools import records as meta_records
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
-from gateway.policy import Policy, derive_risk
+from gateway.policy import derive_risk
 from gateway.redaction import Redactor
 from gateway.sandboxing import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
@@ -103,14 +103,8 @@ class Gateway:
             if server.scope == "session" or (server.sandbox is not None and server.sandbox.mode == "per-session")
         }
         self.local_sources = local_sources(config.local_tools)
-        source_file = str(config.path or "configuration")
-        self.policy = Policy.from_config(config.extra.get("roles"), source_file=source_file)
-        confirmation = ConfirmationSettings.from_config(config.extra.get("confirmation"), source_file=source_file)
-        self.authenticator = Authenticator(
-            AuthSettings.from_config(
-                config.extra.get("auth"), source_file=source_file, known_roles=self.policy.role_names()
-            )
-        )
+        self.policy = config.policy
+        self.authenticator = Authenticator(config.auth)
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         skills = load_skills(settings.skill_dirs)
         self._meta_kinds = {"with_skills": bool(skills.skills), "with_search": _has_extended(config)}
@@ -128,8 +122,8 @@ class Gateway:
             self.confirmations,
             self.approvals,
             derive_risk,
-            confirmation.risk,
-            confirmation.ttl_seconds,
+            config.confirmation.risk,
+            config.confirmation.ttl_seconds,
             wall_clock,
         )
         self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}

@@ -110,8 +110,7 @@ def test_a_plain_key_authenticates_and_is_not_kept() -> None:
 def test_a_key_from_the_environment_is_read_through_the_gateway_config(tmp_path: Path) -> None:
     data = {"servers": {}, "auth": {"api_keys": [{"caller": "ci-bot", "role": "intern", "key": "${CI_KEY}"}]}}
     config = parse_config(data, source=SOURCE, base_dir=tmp_path, environ={"CI_KEY": BOT_KEY})
-    loaded = AuthSettings.from_config(config.extra.get("auth"), source_file=SOURCE)
-    assert Authenticator(loaded).authenticate(f"Bearer {BOT_KEY}").caller == "ci-bot"
+    assert Authenticator(config.auth).authenticate(f"Bearer {BOT_KEY}").caller == "ci-bot"
 
 
 def test_a_wrong_key_is_refused_as_unknown() -> None:

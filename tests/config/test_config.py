@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from gateway.auth import Authenticator, AuthSettings
 from gateway.config import (
     GatewaySettings,
     LocalToolConfig,
@@ -23,10 +24,11 @@ from gateway.config import (
 )
 from gateway.configreader import MAX_CONFIG_BYTES
 from gateway.configschema import ConfigProblems
+from gateway.confirmation import ConfirmationSettings
 from gateway.errors import ConfigError
 from gateway.tools import Risk
 
-ENV = {"HOME": "/home/tester", "API_TOKEN": "s3cret"}
+ENV = {"HOME": "/home/tester", "API_TOKEN": "s3cret", "OPS_KEY": "ops-key-0123456789abcdef0123456789"}
 
 
 def write(tmp_path: Path, name: str, content: str | dict[str, Any]) -> Path:
@@ -181,7 +183,8 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
 def test_a_file_with_only_defaults_gets_every_default(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "g.yaml", "{}\n"), ENV)
     assert config.settings == GatewaySettings(data_dir=tmp_path / "data")
-    assert (config.servers, config.local_tools, config.extra) == ((), (), {})
+    assert (config.servers, config.local_tools) == ((), ())
+    assert (config.policy.roles, config.auth, config.confirmation) == (None, AuthSettings(), ConfirmationSettings())
 
 
 def test_workspace_size_and_retention_are_read_as_bytes_and_seconds(tmp_path: Path) -> None:
@@ -210,8 +213,9 @@ servers:
 local_tools:
   - tools.text
   - {ref: "tools.math:add", namespace: maths, layer: extended, timeout: 3, tags: [m]}
-roles: {admin: {tools: ["*"]}}
-auth: {token: "${API_TOKEN}"}
+roles: {admin: {allow: ["*"], admin: true}}
+auth: {api_keys: [{caller: ops, role: admin, key: "${OPS_KEY}"}]}
+confirmation: {risk: medium}
 """,
     )
     config = load_config(path, ENV)
@@ -230,7 +234,8 @@ auth: {token: "${API_TOKEN}"}
         LocalToolConfig(ref="tools.text"),
         LocalToolConfig(ref="tools.math:add", namespace="maths", layer="extended", timeout=3.0, tags=("m",)),
     )
-    assert config.extra == {"roles": {"admin": {"tools": ["*"]}}, "auth": {"token": "s3cret"}}
+    assert config.policy.is_admin("admin") and config.confirmation.risk == Risk.MEDIUM
+    assert Authenticator(config.auth).authenticate(f"Bearer {ENV['OPS_KEY']}").caller == "ops"
 
 
 def test_tool_settings_fall_back_to_the_server() -> None:
