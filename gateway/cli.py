@@ -277,6 +277,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     finally:
         audit.close()
     print(f"{decided.id} {decided.status.value}: {decided.tool} for {decided.caller}")
+    return 0
 
 
 def _size(count: float) -> str:
