@@ -26,9 +26,10 @@ ROLES_PROBLEMS = [
     "roles.dev.approve: must be one of 'own', 'admins'; got 'anyone'",
 ]
 BAD_AUTH = {"api_keys": [{"caller": "ci"}], "enabled": "yes"}
+# In path order, like every section's problems.
 AUTH_PROBLEMS = [
-    "auth.enabled: expected true or false, got a string",
     "auth.api_keys[0]: missing required key 'role'",
+    "auth.enabled: expected true or false, got a string",
 ]
 BAD_AUTH_ROLE = {"api_keys": [{"caller": "ci", "role": "ghost", "key_sha256": "ab" * 32}]}
 AUTH_ROLE_PROBLEMS = ["auth.api_keys[0].role: unknown role 'ghost'; configured roles: dev"]
