@@ -26,12 +26,15 @@ ROLES = {
 
 
 @asynccontextmanager
-async def caller(tmp_path: Path, role: str) -> AsyncIterator[Client]:
+async def caller(tmp_path: Path, role: str, mode: str = "legacy") -> AsyncIterator[Client]:
     """A client signed in with `role`'s key, over HTTP, to a gateway in front of the toys alpha and beta."""
     servers = {"alpha": toy_entry(), "beta": toy_entry(layer="extended")}
     config = access_config(tmp_path, servers, roles=ROLES)
     transports = in_memory({"alpha": toy("alpha"), "beta": toy("beta")})
-    async with http_gateway(config, transports=transports) as (_, url), http_client(url, KEYS[role]) as client:
+    async with (
+        http_gateway(config, transports=transports) as (_, url),
+        http_client(url, KEYS[role], mode=mode) as client,
+    ):
         yield client
 
 
@@ -56,8 +59,9 @@ async def test_a_name_with_another_separator_gets_did_you_mean_the_tool(tmp_path
         assert await through_use_tool(client, name) == f"Use_Tool: no tool named {name!r}. Did you mean 'alpha__add'?"
 
 
-async def test_a_name_without_its_namespace_gets_every_visible_tool_it_could_mean(tmp_path: Path) -> None:
-    async with caller(tmp_path, "admin") as client:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_name_without_its_namespace_gets_every_visible_tool_it_could_mean(tmp_path: Path, mode: str) -> None:
+    async with caller(tmp_path, "admin", mode) as client:
         assert await direct(client, "add") == "Unknown tool: 'add'. Did you mean 'alpha__add' or 'beta__add'?"
         assert await through_use_tool(client, "add") == (
             "Use_Tool: no tool named 'add'. Did you mean 'alpha__add' or 'beta__add'?"
