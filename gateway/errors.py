@@ -17,6 +17,8 @@ is how their text is told.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class GatewayError(Exception):
     """Root of every error the gateway raises on purpose."""
@@ -50,11 +52,21 @@ class ProtocolError(GatewayError):
 
 
 class UnknownToolError(ProtocolError):
-    """No tool of that name is visible to the caller."""
+    """No tool of that name is visible to the caller; `suggestions` are visible tools it nearly names."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Unknown tool: {name}")
+    def __init__(self, name: str, suggestions: Sequence[str] = ()) -> None:
         self.name = name
+        self.suggestions = tuple(suggestions)
+        super().__init__(f"Unknown tool: {name!r}{self.did_you_mean}")
+
+    @property
+    def did_you_mean(self) -> str:
+        """`. Did you mean 'a' or 'b'?` naming the suggestions, or nothing when there are none."""
+        if not self.suggestions:
+            return ""
+        quoted = [repr(suggestion) for suggestion in self.suggestions]
+        listed = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
+        return f". Did you mean {listed}?"
 
 
 class ToolError(GatewayError):

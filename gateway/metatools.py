@@ -173,11 +173,11 @@ class MetaTools:
     async def _use_tool(self, call: ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
         try:
             return await self._call_back(call.session, name, arguments, call.progress, call.notes)
-        except UnknownToolError:
+        except UnknownToolError as unknown:
             # The model named the tool inside Use_Tool's arguments, so a wrong name is an argument
             # it can fix, answered as a tool result rather than a protocol error it may never see.
             raise ToolInputError(
-                f"Use_Tool: no tool named {name!r}",
+                f"Use_Tool: no tool named {name!r}{unknown.did_you_mean}",
                 hint="Call Find_Tools to search tools by what they do, then pass an exact name it returns.",
             ) from None
 

@@ -17,6 +17,8 @@ MAX_NAME = 64
 VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LEN = 8
+# What a caller may have put between namespace and original instead of SEPARATOR.
+_OTHER_SEPARATOR = re.compile(r"[._:/ -]+")
 
 
 def _digest(text: str) -> str:
@@ -82,3 +84,24 @@ def assign(entries: Sequence[tuple[str, str]], reserved: Iterable[str] = ()) -> 
         names.append(name)
     report = [Clash(name, kept, tuple(moved)) for name, (kept, moved) in clashes.items()]
     return names, report
+
+
+def near_misses(name: str, candidates: Iterable[str]) -> list[str]:
+    """The candidates that `name` spells without their namespace or with another separator, in order.
+
+    A name that keeps SEPARATOR but has another namespace names another server's tool, not a
+    misspelling of this one, so it is no near miss.
+    """
+    found: list[str] = []
+    for candidate in candidates:
+        namespace, separator, original = candidate.partition(SEPARATOR)
+        if separator and namespace and original and (name == original or _respelled(name, namespace, original)):
+            found.append(candidate)
+    return found
+
+
+def _respelled(name: str, namespace: str, original: str) -> bool:
+    if len(name) <= len(namespace) + len(original) or not (name.startswith(namespace) and name.endswith(original)):
+        return False
+    middle = name[len(namespace) : len(name) - len(original)]
+    return middle != SEPARATOR and _OTHER_SEPARATOR.fullmatch(middle) is not None

@@ -32,6 +32,7 @@ from gateway.loops import DetectLoops
 from gateway.metatools import SOURCE as META_SOURCE
 from gateway.metatools import MetaTools
 from gateway.metatools import records as meta_records
+from gateway.naming import near_misses
 from gateway.ordering import SessionOrdering
 from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
 from gateway.policy import derive_risk
@@ -315,10 +316,15 @@ class Gateway:
         return tool.input_schema
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
-        """The tool `name` as this session may see it; unknown and invisible tools are alike."""
+        """The tool `name` as this session may see it; unknown and invisible tools are alike.
+
+        The suggestions come from the visible tools alone, so a hidden tool's name gets the
+        answer it would get if that tool did not exist.
+        """
         tool = self._meta.get(name) or self.catalog.tool(name)
         if tool is None or not self.may_see(session, tool):
-            raise UnknownToolError(name)
+            visible = [record.name for record in self.visible_tools(session)]
+            raise UnknownToolError(name, near_misses(name, visible))
         return tool
 
     async def call_tool(

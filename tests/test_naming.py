@@ -1,10 +1,11 @@
-"""Exposed names: valid everywhere, deterministic, unique, and reported when they clash."""
+"""Exposed names: valid everywhere, deterministic, unique, reported when they clash, and recognised when misspelt."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.naming import MAX_NAME, VALID_NAME, assign, exposed_name, fit_name
+from gateway.errors import UnknownToolError
+from gateway.naming import MAX_NAME, VALID_NAME, assign, exposed_name, fit_name, near_misses
 
 
 def test_a_plain_name_is_namespace_separator_original() -> None:
@@ -77,3 +78,46 @@ def test_a_reserved_name_is_never_given_out() -> None:
 def test_without_duplicates_nothing_is_reported() -> None:
     names, clashes = assign([("a__x", "a/x"), ("b__x", "b/x")])
     assert names == ["a__x", "b__x"] and clashes == []
+
+
+VISIBLE = ["Use_Tool", "calc__evaluate", "files__read_file", "files__list", "notes__list", "a__b__c"]
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("evaluate", ["calc__evaluate"]),
+        ("calc_evaluate", ["calc__evaluate"]),
+        ("calc.evaluate", ["calc__evaluate"]),
+        ("calc-evaluate", ["calc__evaluate"]),
+        ("calc/evaluate", ["calc__evaluate"]),
+        ("calc::evaluate", ["calc__evaluate"]),
+        ("calc evaluate", ["calc__evaluate"]),
+        ("files_read_file", ["files__read_file"]),
+        ("list", ["files__list", "notes__list"]),
+        ("b__c", ["a__b__c"]),
+        ("a.b__c", ["a__b__c"]),
+    ],
+)
+def test_a_name_missing_its_namespace_or_with_another_separator_is_a_near_miss(name: str, meant: list[str]) -> None:
+    assert near_misses(name, VISIBLE) == meant
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["other__evaluate", "calcevaluate", "calc__evaluat", "Calc_evaluate", "calc_", "_evaluate", "use_tool", "read", ""],
+)
+def test_a_name_that_differs_in_more_than_namespace_or_separator_is_no_near_miss(name: str) -> None:
+    assert near_misses(name, VISIBLE) == []
+
+
+def test_only_the_given_candidates_are_near_misses() -> None:
+    assert near_misses("calc_evaluate", ["files__read_file"]) == []
+
+
+def test_an_unknown_tool_names_its_near_misses_in_its_message() -> None:
+    assert UnknownToolError("x").message == "Unknown tool: 'x'"
+    assert UnknownToolError("e", ["c__e"]).message == "Unknown tool: 'e'. Did you mean 'c__e'?"
+    assert UnknownToolError("e", ["a__e", "b__e", "c__e"]).message == (
+        "Unknown tool: 'e'. Did you mean 'a__e', 'b__e' or 'c__e'?"
+    )

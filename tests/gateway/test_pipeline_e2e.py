@@ -181,7 +181,7 @@ async def test_every_call_leaves_an_audit_row_whatever_its_outcome(tmp_path: Pat
         await client.call_tool("toy__sleep", {"seconds": 5})
         for _ in range(5):
             await client.call_tool("toy__increment", {})
-        with pytest.raises(MCPError, match="Unknown tool: toy__nothing"):
+        with pytest.raises(MCPError, match="Unknown tool: 'toy__nothing'"):
             await client.call_tool("toy__nothing", {})
         rows = await gateway.audit.recent(limit=100)
     outcomes = [(row.tool, row.outcome) for row in reversed(rows)]

@@ -316,5 +316,5 @@ async def test_a_stdio_client_launched_with_a_role_sees_only_that_roles_tools(tm
                 await client.call_tool("toy__increment", {})
             echoed = await client.call_tool("toy__echo", {"text": "as intern"})
     assert listed == {"toy__echo", "toy__add"}
-    assert hidden.value.message == "Unknown tool: toy__increment"
+    assert hidden.value.message == "Unknown tool: 'toy__increment'"
     assert text(echoed) == "as intern"
