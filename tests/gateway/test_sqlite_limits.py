@@ -10,8 +10,8 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.context import ClientRequestContext
 
-from gateway import confirmation
 from gateway.config import default_config_path, load_config
 from tests.support.harness import gateway_client
 
@@ -37,14 +37,15 @@ def text_of(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
+async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The person behind the client, who approves every call the gateway asks about."""
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-    """One call, bounded in time; a call the gateway holds for confirmation is approved and sent again."""
+    """One call, bounded in time."""
     with anyio.fail_after(30):
-        result = await client.call_tool(name, arguments)
-        asked = (result.meta or {}).get(confirmation.META_KEY)
-        if asked is None:
-            return result
-        return await client.call_tool(name, {**arguments, confirmation.ARGUMENT: asked["token"]})
+        return await client.call_tool(name, arguments)
 
 
 def sqlite_server_peaks(data_dir: Path) -> list[int]:
@@ -65,7 +66,7 @@ def sqlite_server_peaks(data_dir: Path) -> list[int]:
 async def test_queries_built_to_exhaust_memory_are_refused_and_the_sqlite_process_stays_small(tmp_path: Path) -> None:
     config = load_config(default_config_path(), environ={"GATEWAY_DATA_DIR": str(tmp_path), "HOME": str(tmp_path)})
     config = replace(config, servers=tuple(server for server in config.servers if server.name == "sqlite"))
-    async with gateway_client(config) as (_, client):
+    async with gateway_client(config, elicitation_callback=approve) as (_, client):
         created = await call(client, "sqlite__execute", {"sql": "CREATE TABLE notes (body TEXT)"})
         assert not created.is_error, text_of(created)
         for sql in HOSTILE_QUERIES:
