@@ -3,7 +3,6 @@ reset after the window, and every refusal audited with its reason."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,7 +28,9 @@ class ManualClock:
     """A monotonic clock the test moves by hand, so a minute passes at once."""
 
     def __init__(self) -> None:
-        self.now = time.monotonic()
+        # A whole start, so that moving it by whole seconds gives exact differences (floats near
+        # `time.monotonic()` do not: 60 - 20 could come out as 40.000001 and be told as 41 s).
+        self.now = 1000.0
 
     def __call__(self) -> float:
         return self.now

@@ -157,7 +157,7 @@ async def test_a_call_cancelled_over_http_is_cancelled_on_the_upstream(tmp_path:
         http_gateway(config, transports=in_memory({"probe": probe_server(observed)})) as (_, url),
         Client(f"{url}/mcp", mode=mode) as client,
     ):
-        with anyio.move_on_after(5):
+        with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "probe__hang", {})
                 await observed.started.wait()

@@ -29,6 +29,8 @@ DECOY = "decoy, inside the workspace"
 READS = 1_000
 # Far more flips than the reads need: the test says stop once its reads are done.
 FLIPS = 20_000_000
+# The flipper must outlast the reads however slowly a busy machine serves them: beyond their guard of WAIT * 5.
+FLIPPER_LIMIT = WAIT * 6
 
 FLIPPER = """
 import ctypes, os
@@ -53,7 +55,11 @@ def servers() -> dict[str, Any]:
     """The python runner sandboxed per call (medium risk: it needs no approval here), files per session."""
     run_python = {
         "risk": "medium",
-        "sandbox": {"mode": "per-call", "command": ["python3", "-m", "servers.python"], "deadline": WAIT},
+        "sandbox": {
+            "mode": "per-call",
+            "command": ["python3", "-m", "servers.python", "--timeout", str(FLIPPER_LIMIT)],
+            "deadline": FLIPPER_LIMIT,
+        },
     }
     return {
         "python": {
@@ -101,7 +107,7 @@ async def test_a_folder_flipped_to_a_host_link_by_the_sandbox_never_lets_a_read_
         workspaces = gateway.workspaces.root
 
         async def flip() -> None:
-            with anyio.fail_after(WAIT):
+            with anyio.fail_after(FLIPPER_LIMIT + WAIT):
                 flipped.append(await client.call_tool("python__run_python", {"code": code}))
 
         async with anyio.create_task_group() as group:

@@ -45,12 +45,13 @@ class DroppingLink:
                 except anyio.ClosedResourceError:
                     pass
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(pump)
-                try:
-                    yield relay_read, _Writer(self, inner_write, relay_send)
-                finally:
-                    group.cancel_scope.cancel()
+            with relay_send, relay_read:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(pump)
+                    try:
+                        yield relay_read, _Writer(self, inner_write, relay_send)
+                    finally:
+                        group.cancel_scope.cancel()
 
     def should_drop(self, message: SessionMessage) -> bool:
         """Note a tools/call and say whether this one ends the connection."""
