@@ -15,7 +15,12 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from gateway.approvals import (
+from gateway.auth.authenticator import Identity, print_key_hash
+from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.errors import ConfigError
+from gateway.frontdoors.httpapp import create_app
+from gateway.frontdoors.mcpserver import build_server
+from gateway.pipeline.approvals import (
     APPROVALS_FILE,
     ApprovalClosedError,
     ApprovalNotFoundError,
@@ -23,17 +28,12 @@ from gateway.approvals import (
     ApprovalStoreError,
     decision_entry,
 )
-from gateway.audit import AuditStore
-from gateway.auth import Identity, print_key_hash
-from gateway.config import GatewayConfig, default_config_path, load_config
-from gateway.errors import ConfigError
-from gateway.frontdoor import build_server
-from gateway.httpapp import create_app
+from gateway.pipeline.audit import AuditStore
 from gateway.redaction import Redactor, configure_logging
 from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
-from gateway.upstream import State
-from gateway.workspaces import PRIVILEGED, Workspaces
+from gateway.upstreams.connection import State
+from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
 
 log = logging.getLogger("gateway")
 

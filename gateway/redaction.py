@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 if TYPE_CHECKING:
     # Only a type here: the configuration's sections import the audit writer, which imports this module.
-    from gateway.config import GatewayConfig
+    from gateway.config.model import GatewayConfig
 
 MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"

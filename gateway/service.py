@@ -18,33 +18,33 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway.approvals import APPROVALS_FILE, ApprovalStore
-from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
-from gateway.auth import Authenticator, Identity, caller_key
-from gateway.budgets import Budgets
+from gateway.auth.authenticator import Authenticator, Identity, caller_key
+from gateway.auth.policy import derive_risk
 from gateway.catalog import Catalog, Route, SourceListing
-from gateway.config import GatewayConfig, ServerConfig
-from gateway.confirmation import ConfirmationStore, ConfirmRiskyCalls, strip_confirmation
+from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.errors import GatewayError, ProtocolError, UnknownToolError, UpstreamUnavailableError
-from gateway.execution import ExecuteWithDeadline
-from gateway.localtools import local_sources
-from gateway.loops import DetectLoops
-from gateway.metatools import SOURCE as META_SOURCE
-from gateway.metatools import MetaTools
-from gateway.metatools import records as meta_records
-from gateway.ordering import SessionOrdering
-from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
-from gateway.policy import derive_risk
+from gateway.pipeline.approvals import APPROVALS_FILE, ApprovalStore
+from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
+from gateway.pipeline.budgets import Budgets
+from gateway.pipeline.chain import Pipeline, ProgressFn, Step, ToolCall, ToolSource
+from gateway.pipeline.confirmation import ConfirmationStore, ConfirmRiskyCalls, strip_confirmation
+from gateway.pipeline.execution import ExecuteWithDeadline
+from gateway.pipeline.loops import DetectLoops
+from gateway.pipeline.ordering import SessionOrdering
+from gateway.pipeline.shaping import ShapeResult
+from gateway.pipeline.validation import ValidateArguments
 from gateway.redaction import Redactor
-from gateway.sandboxing import Sandboxes, SandboxGuard
+from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
-from gateway.shaping import ShapeResult
-from gateway.skillfile import Skill, load_skills
-from gateway.skillhost import SKILL_SCHEME, SkillAccess, SkillHost, SkillLifecycle
+from gateway.skills.folder import Skill, load_skills
+from gateway.skills.host import SKILL_SCHEME, SkillAccess, SkillHost, SkillLifecycle
+from gateway.skills.metatools import SOURCE as META_SOURCE
+from gateway.skills.metatools import MetaTools
+from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
-from gateway.upstream import Status, TransportFactory, Upstream
-from gateway.validation import ValidateArguments
-from gateway.workspaces import Workspaces
+from gateway.upstreams.connection import Status, TransportFactory, Upstream
+from gateway.upstreams.localtools import local_sources
+from gateway.upstreams.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
 

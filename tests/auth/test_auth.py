@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.auth import (
+from gateway.auth.authenticator import (
     AuthenticationError,
     Authenticator,
     AuthSettings,
@@ -21,8 +21,8 @@ from gateway.auth import (
     hash_key,
     print_key_hash,
 )
-from gateway.config import parse_config
-from gateway.configschema import ConfigProblems
+from gateway.config.model import parse_config
+from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError
 
 SOURCE = "/etc/gateway.yaml"

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.auth import AuthenticationError, Authenticator, AuthSettings, Identity
+from gateway.auth.authenticator import AuthenticationError, Authenticator, AuthSettings, Identity
 
 from . import RUNS, TEXT, json_values
 
