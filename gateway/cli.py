@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from gateway.auth.authenticator import Identity, print_key_hash
+from gateway.auth.apikeys import hash_key, key_problem
+from gateway.auth.identity import Identity
 from gateway.config.model import GatewayConfig, default_config_path, load_config
 from gateway.errors import ConfigError
 from gateway.frontdoors.httpapp import create_app
@@ -303,4 +305,18 @@ def _workspaces(config: GatewayConfig, args: argparse.Namespace) -> int:
             purge = datetime.fromtimestamp(workspace.ended_at + retention, UTC).isoformat(timespec="seconds")
             state = f"ended {ended}, purged after {purge}"
         print(f"{workspace.path}  {_size(workspace.used):>10}  {state}")
+    return 0
+
+
+def print_key_hash(key: str | None, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The `hash-key` command: print the key_sha256 of `key`, or of a key read from stdin; exit status."""
+    if key is None:
+        # Reading the key keeps it out of shell history and the process list.
+        key = getpass.getpass("API key: ") if stdin.isatty() else stdin.readline()
+        key = key.strip()
+    problem = key_problem(key)
+    if problem is not None:
+        print(f"error: {problem}", file=stderr)
+        return 2
+    print(hash_key(key), file=stdout)
     return 0

@@ -18,7 +18,8 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway.auth.authenticator import Authenticator, Identity, caller_key
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.identity import Identity, caller_key
 from gateway.auth.policy import derive_risk
 from gateway.catalog import Catalog, Route, SourceListing
 from gateway.config.model import GatewayConfig, ServerConfig

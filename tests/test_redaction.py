@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from gateway.auth.authenticator import hash_key
+from gateway.auth.apikeys import hash_key
 from gateway.redaction import MIN_SECRET_LENGTH, REDACTED, RedactingFilter, Redactor, scrub_urls, secrets_of
 from tests.support.access import HS256_SECRET, access_config, auth_section
 

@@ -21,7 +21,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.auth.authenticator import AuthenticationError, Authenticator, AuthSettings, Identity
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.identity import AuthenticationError, Identity
+from gateway.auth.settings import AuthSettings
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_RESOURCE_PATH = "/mcp"

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from gateway.auth.authenticator import AuthSettings
 from gateway.auth.policy import Policy
+from gateway.auth.settings import AuthSettings
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
 from gateway.config.reader import read_config_file
 from gateway.config.schema import (

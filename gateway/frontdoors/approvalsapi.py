@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.auth.authenticator import Identity
+from gateway.auth.identity import Identity
 from gateway.pipeline.approvals import (
     API_PATH,
     Approval,

@@ -27,7 +27,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from gateway.auth.authenticator import Identity, caller_key, handle_key
+from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
 from gateway.catalog import page
 from gateway.errors import ProtocolError, ToolError

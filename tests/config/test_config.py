@@ -11,7 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gateway.auth.authenticator import Authenticator, AuthSettings
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.settings import AuthSettings
 from gateway.config.model import (
     GatewaySettings,
     LocalToolConfig,

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.auth.authenticator import AuthSettings
+from gateway.auth.settings import AuthSettings
 from gateway.config.model import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.session import state_key

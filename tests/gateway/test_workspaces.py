@@ -11,7 +11,7 @@ import pytest
 import yaml
 from mcp import Client
 
-from gateway.auth.authenticator import Identity
+from gateway.auth.identity import Identity
 from gateway.config.model import load_config
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
