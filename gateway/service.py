@@ -282,7 +282,7 @@ class Gateway:
         except UnknownToolError:
             await self.audit.record(
                 AuditEntry(
-                    epoch=time.time(),
+                    epoch=self._wall_clock(),
                     session=session.id,
                     caller=session.caller,
                     tool=name,

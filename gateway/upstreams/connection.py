@@ -185,9 +185,11 @@ class Upstream:
         *,
         log_dir: Path | None = None,
         transport: TransportFactory | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self._settings = settings
+        self._clock = clock
         self._on_listing = on_listing
         self._log_dir = log_dir
         self._log_start: int | None = None
@@ -228,7 +230,7 @@ class Upstream:
     async def _serve_forever(self) -> None:
         backoff = self._settings.restart_backoff_initial
         while True:
-            started = time.monotonic()
+            started = self._clock()
             try:
                 await self._connect_and_serve()
                 self._error = "connection closed by the server" + self._stderr_tail()
@@ -238,7 +240,7 @@ class Upstream:
             finally:
                 self._session = None
                 self.first_attempt.set()
-            if time.monotonic() - started > 10 * backoff:
+            if self._clock() - started > 10 * backoff:
                 backoff = self._settings.restart_backoff_initial
             self._state = State.RECONNECTING if self._tools else State.FAILED
             self._restarts += 1
