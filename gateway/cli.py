@@ -19,6 +19,7 @@ from mcp.server.stdio import stdio_server
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
 from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.config.secrets import secrets_of
 from gateway.errors import ConfigError
 from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.mcpserver import build_server
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    configure_logging(Redactor.from_config(config), logging.getLogger().level)
+    configure_logging(Redactor(secrets_of(config)), logging.getLogger().level)
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
     handlers = {

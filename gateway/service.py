@@ -25,6 +25,7 @@ from gateway.auth.identity import Identity, caller_key
 from gateway.auth.visibility import Visibility
 from gateway.catalog import Catalog, SourceListing
 from gateway.config.model import GatewayConfig
+from gateway.config.secrets import secrets_of
 from gateway.errors import UnknownToolError
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
@@ -75,7 +76,7 @@ class Gateway:
         settings = config.settings
         self._clock = clock
         self._wall_clock = wall_clock
-        self.redact = Redactor.from_config(config)
+        self.redact = Redactor(secrets_of(config))
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.sandboxes = Sandboxes(config)
