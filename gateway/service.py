@@ -33,6 +33,7 @@ from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
 from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
 from gateway.redaction import Redactor
+from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.skills.folder import load_skills
@@ -42,7 +43,6 @@ from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
 from gateway.upstreams.connection import Status, TransportFactory
 from gateway.upstreams.localtools import local_sources
-from gateway.upstreams.routing import Router
 from gateway.upstreams.workspaces import Workspaces
 
 log = logging.getLogger(__name__)

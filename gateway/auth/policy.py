@@ -40,9 +40,41 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gateway.config.schema import validate_section
-from gateway.pipeline.budgets import BUDGET_SCHEMA, Budget
-from gateway.skills.metatools import SOURCE as META_SOURCE
-from gateway.tools import Risk, ToolRecord
+from gateway.tools import GATEWAY_SOURCE, Risk, ToolRecord
+
+_LIMIT = {"type": "integer", "minimum": 1}
+BUDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "calls_per_minute": _LIMIT,
+        "caller_calls_per_minute": _LIMIT,
+        "concurrent": _LIMIT,
+        "max_calls_per_session": _LIMIT,
+    },
+}
+"""The JSON Schema of a role's `budget` map."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One role's limits; None means unlimited."""
+
+    calls_per_minute: int | None = None
+    caller_calls_per_minute: int | None = None
+    concurrent: int | None = None
+    max_calls_per_session: int | None = None
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, int]) -> Budget:
+        """A budget from its (already validated) configuration map."""
+        return cls(
+            calls_per_minute=raw.get("calls_per_minute"),
+            caller_calls_per_minute=raw.get("caller_calls_per_minute"),
+            concurrent=raw.get("concurrent"),
+            max_calls_per_session=raw.get("max_calls_per_session"),
+        )
+
 
 _RISK_RANK = {Risk.LOW: 0, Risk.MEDIUM: 1, Risk.HIGH: 2}
 
@@ -166,7 +198,7 @@ class Policy:
 
     def may_see(self, role: str | None, tool: ToolRecord) -> bool:
         """Whether a caller with `role` may know that `tool` exists (see the module docstring)."""
-        if tool.source == META_SOURCE or self.roles is None:
+        if tool.source == GATEWAY_SOURCE or self.roles is None:
             return True
         policy = self.roles.get(role) if role is not None else None
         return policy is not None and policy.may_see(tool)

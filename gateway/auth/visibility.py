@@ -7,8 +7,7 @@ from gateway.catalog import Catalog, Route
 from gateway.errors import ProtocolError
 from gateway.session import SessionContext
 from gateway.skills.folder import Skill
-from gateway.skills.metatools import SOURCE as META_SOURCE
-from gateway.tools import ToolRecord
+from gateway.tools import GATEWAY_SOURCE, ToolRecord
 
 
 class Visibility:
@@ -20,7 +19,7 @@ class Visibility:
 
     def may_see(self, session: SessionContext, tool: ToolRecord) -> bool:
         """Whether the session's caller may know that `tool` exists (meta-tools: always)."""
-        return tool.source == META_SOURCE or self._policy.may_see(session.role, tool)
+        return tool.source == GATEWAY_SOURCE or self._policy.may_see(session.role, tool)
 
     def may_see_skill(self, session: SessionContext, skill: Skill) -> bool:
         """Whether the session's caller may see `skill`."""

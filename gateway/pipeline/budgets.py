@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import mcp_types as types
 
+from gateway.auth.policy import Budget
 from gateway.errors import ToolRefusedError
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.session import Closer
@@ -31,39 +31,6 @@ from gateway.session import Closer
 WINDOW_SECONDS = 60.0
 # Marks a session whose end the step already listens for, so it registers once.
 STATE_KEY = "gateway.budgets.watched"
-
-_LIMIT = {"type": "integer", "minimum": 1}
-BUDGET_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "calls_per_minute": _LIMIT,
-        "caller_calls_per_minute": _LIMIT,
-        "concurrent": _LIMIT,
-        "max_calls_per_session": _LIMIT,
-    },
-}
-"""The JSON Schema of a role's `budget` map."""
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """One role's limits; None means unlimited."""
-
-    calls_per_minute: int | None = None
-    caller_calls_per_minute: int | None = None
-    concurrent: int | None = None
-    max_calls_per_session: int | None = None
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, int]) -> Budget:
-        """A budget from its (already validated) configuration map."""
-        return cls(
-            calls_per_minute=raw.get("calls_per_minute"),
-            caller_calls_per_minute=raw.get("caller_calls_per_minute"),
-            concurrent=raw.get("concurrent"),
-            max_calls_per_session=raw.get("max_calls_per_session"),
-        )
 
 
 class BudgetExceededError(ToolRefusedError):

@@ -18,9 +18,8 @@ from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError
 from gateway.pipeline.chain import ProgressFn, ToolCall
 from gateway.session import SessionContext
 from gateway.skills.folder import Skill
-from gateway.tools import ToolRecord
+from gateway.tools import GATEWAY_SOURCE, ToolRecord
 
-SOURCE = "gateway"
 LIST_SKILLS = "List_Skills"
 LOAD_SKILL = "Load_Skill"
 UNLOAD_SKILL = "Unload_Skill"
@@ -136,7 +135,7 @@ def _record(
         schema["required"] = required
     return ToolRecord(
         name=name,
-        source=SOURCE,
+        source=GATEWAY_SOURCE,
         original_name=name,
         description=description,
         input_schema=schema,
