@@ -24,23 +24,45 @@ from gateway.pipeline.ordering import SessionOrdering
 from gateway.pipeline.shaping import ShapeResult
 from gateway.pipeline.validation import ValidateArguments
 from gateway.redaction import Redactor
+from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.upstreams.connection import TransportFactory, Upstream
+from gateway.upstreams.localtools import LocalToolSource, local_sources
 from gateway.upstreams.workspaces import Workspaces
 
 Clock = Callable[[], float]
 
 
-def upstreams(
+@dataclass(frozen=True)
+class Sources:
+    """Where tools come from, and the router that picks one for each call."""
+
+    sandboxes: Sandboxes
+    workspaces: Workspaces
+    upstreams: dict[str, Upstream]
+    local: dict[str, LocalToolSource]
+    router: Router
+
+
+def sources(
     config: GatewayConfig,
     transports: Mapping[str, TransportFactory],
-    sandboxes: Sandboxes,
-    workspaces: Workspaces,
     on_listing: Callable[[SourceListing], Awaitable[None]],
-    data_dir: Path,
-) -> dict[str, Upstream]:
-    """One long-lived connection per enabled server; sandboxed servers list their tools in a container."""
+    clock: Clock,
+    wall_clock: Clock,
+) -> Sources:
+    """The sandbox, the workspaces, one long-lived connection per enabled server, the local tools.
+
+    A sandboxed server lists its tools in a container. The sandbox keeps the system clocks: its
+    containers' deadlines are read by sweepers in other processes.
+    """
+    settings = config.settings
+    data_dir = Path(settings.data_dir)
+    sandboxes = Sandboxes(config)
+    workspaces = Workspaces(
+        data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers
+    )
     transports = dict(transports)
     for server in config.servers:
         # A server sandboxed as a whole never runs on the host, not even to list its tools; a
@@ -48,17 +70,20 @@ def upstreams(
         if server.sandbox is not None and server.name not in transports:
             workspace = workspaces.discovery_dir(server) if server.scope == "session" else None
             transports[server.name] = sandboxes.transport("discovery", server, workspace)
-    return {
+    upstreams = {
         server.name: Upstream(
             workspaces.discovery(server) if server.scope == "session" else server,
-            config.settings,
+            settings,
             on_listing,
             log_dir=data_dir / "logs",
             transport=transports.get(server.name),
+            clock=clock,
         )
         for server in config.servers
         if server.enabled
     }
+    local = local_sources(config.local_tools)
+    return Sources(sandboxes, workspaces, upstreams, local, Router(config, upstreams, local, sandboxes, workspaces))
 
 
 @dataclass(frozen=True)

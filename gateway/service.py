@@ -2,7 +2,7 @@
 
 `Gateway` owns every resource it starts; `async with Gateway(config)` opens the stores, starts
 the upstreams and closes them all. `gateway.builder` wires the parts; visibility and routing live
-with their concepts (`auth.visibility`, `upstreams.routing`).
+with their concepts (`auth.visibility`, `gateway.routing`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
 from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
 from gateway.redaction import Redactor
-from gateway.routing import Router
-from gateway.sandbox.sandboxes import Sandboxes
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SKILL_SCHEME, SkillHost
@@ -42,8 +40,6 @@ from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
 from gateway.upstreams.connection import Status, TransportFactory
-from gateway.upstreams.localtools import local_sources
-from gateway.upstreams.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +75,9 @@ class Gateway:
         self.redact = Redactor(secrets_of(config))
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.sandboxes = Sandboxes(config)
-        self.workspaces = Workspaces(
-            self.data_dir / "workspaces", settings, dict(transports or {}), clock=wall_clock, servers=config.servers
-        )
-        self.upstreams = builder.upstreams(
-            config, transports or {}, self.sandboxes, self.workspaces, self._on_listing, self.data_dir
-        )
-        self.local_sources = local_sources(config.local_tools)
-        self.router = Router(config, self.upstreams, self.local_sources, self.sandboxes, self.workspaces)
+        sources = builder.sources(config, transports or {}, self._on_listing, clock, wall_clock)
+        self.sandboxes, self.workspaces, self.upstreams = sources.sandboxes, sources.workspaces, sources.upstreams
+        self.local_sources, self.router = sources.local, sources.router
         self.policy = config.policy
         self.authenticator = Authenticator(config.auth)
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
