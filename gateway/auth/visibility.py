@@ -6,7 +6,6 @@ from gateway.auth.policy import Policy
 from gateway.catalog import Catalog, Route
 from gateway.errors import ProtocolError
 from gateway.session import SessionContext
-from gateway.skills.folder import Skill
 from gateway.tools import GATEWAY_SOURCE, ToolRecord
 
 
@@ -21,9 +20,9 @@ class Visibility:
         """Whether the session's caller may know that `tool` exists (meta-tools: always)."""
         return tool.source == GATEWAY_SOURCE or self._policy.may_see(session.role, tool)
 
-    def may_see_skill(self, session: SessionContext, skill: Skill) -> bool:
-        """Whether the session's caller may see `skill`."""
-        return self._policy.may_see_skill(session.role, skill.name, skill.roles)
+    def may_see_skill(self, session: SessionContext, name: str, roles: tuple[str, ...]) -> bool:
+        """Whether the session's caller may see the skill `name`, whose folder names `roles`."""
+        return self._policy.may_see_skill(session.role, name, roles)
 
     def tools(self, session: SessionContext) -> list[ToolRecord]:
         """Every tool this session may see, listed or not, in catalog order."""

@@ -34,7 +34,8 @@ SKILL_SCHEME = "skill://"
 SKILL_FILE = "SKILL.md"
 Notify = Callable[[SessionContext], Awaitable[None]]
 ToolFilter = Callable[[SessionContext, ToolRecord], bool]
-SkillFilter = Callable[[SessionContext, Skill], bool]
+# The session, then the skill's name and the roles its folder names.
+SkillFilter = Callable[[SessionContext, str, tuple[str, ...]], bool]
 
 
 class SkillNotActiveError(ToolRefusedError):
@@ -113,7 +114,7 @@ class SkillHost:
         return [skill for skill in (self.skills.skills[name] for name in self.names) if self._shows(session, skill)]
 
     def _shows(self, session: SessionContext, skill: Skill) -> bool:
-        if not self._may_see_skill(session, skill):
+        if not self._may_see_skill(session, skill.name, skill.roles):
             return False
         members = [tool for tool in (self._catalog.tool(name) for name in self.members(skill.name)) if tool]
         # A skill that would bring only hidden tools is useless to the caller, and its name and
