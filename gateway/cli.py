@@ -14,7 +14,6 @@ from typing import Any, TextIO
 
 import anyio
 import uvicorn
-from mcp.server.stdio import stdio_server
 
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
@@ -22,7 +21,7 @@ from gateway.config.model import GatewayConfig, default_config_path, load_config
 from gateway.config.secrets import secrets_of
 from gateway.errors import ConfigError
 from gateway.frontdoors.httpapp import create_app
-from gateway.frontdoors.mcpserver import build_server
+from gateway.frontdoors.stdio import serve_stdio
 from gateway.pipeline.approvals import (
     APPROVALS_FILE,
     ApprovalClosedError,
@@ -122,14 +121,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
     settings = config.settings
     identity = Identity(args.caller or settings.stdio_caller, args.role or settings.stdio_role, "stdio")
-
-    async def run() -> None:
-        async with Gateway(config, local_identity=identity) as gateway:
-            server = build_server(gateway)
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(run, backend_options={"use_uvloop": True})
+    anyio.run(serve_stdio, config, identity, backend_options={"use_uvloop": True})
     return 0
 
 
