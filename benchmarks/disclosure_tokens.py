@@ -31,10 +31,10 @@ from mcp.client._transport import TransportStreams
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
-from gateway.config import GatewayConfig, ServerConfig, default_config_path, load_config, parse_config
-from gateway.frontdoor import build_server
+from gateway.config.model import GatewayConfig, ServerConfig, default_config_path, load_config, parse_config
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
-from gateway.upstream import TransportFactory
+from gateway.upstreams.connection import TransportFactory
 from tests.support.toy import build_server as build_toy
 
 BYTES_PER_TOKEN = 4

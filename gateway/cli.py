@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import uvicorn
-from mcp.server.stdio import stdio_server
 
-from gateway.approvals import (
+from gateway.auth.apikeys import hash_key, key_problem
+from gateway.auth.identity import Identity
+from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.config.secrets import secrets_of
+from gateway.errors import ConfigError
+from gateway.frontdoors.httpapp import create_app
+from gateway.frontdoors.stdio import serve_stdio
+from gateway.pipeline.approvals import (
     APPROVALS_FILE,
     ApprovalClosedError,
     ApprovalNotFoundError,
@@ -23,17 +30,12 @@ from gateway.approvals import (
     ApprovalStoreError,
     decision_entry,
 )
-from gateway.audit import AuditStore
-from gateway.auth import Identity, print_key_hash
-from gateway.config import GatewayConfig, default_config_path, load_config
-from gateway.errors import ConfigError
-from gateway.frontdoor import build_server
-from gateway.httpapp import create_app
+from gateway.pipeline.audit import AuditStore
 from gateway.redaction import Redactor, configure_logging
 from gateway.sandbox import image as sandbox_image
 from gateway.service import Gateway
-from gateway.upstream import State
-from gateway.workspaces import PRIVILEGED, Workspaces
+from gateway.upstreams.connection import State
+from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
 
 log = logging.getLogger("gateway")
 
@@ -94,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    configure_logging(Redactor.from_config(config), logging.getLogger().level)
+    configure_logging(Redactor(secrets_of(config)), logging.getLogger().level)
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
     handlers = {
@@ -119,14 +121,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
     settings = config.settings
     identity = Identity(args.caller or settings.stdio_caller, args.role or settings.stdio_role, "stdio")
-
-    async def run() -> None:
-        async with Gateway(config, local_identity=identity) as gateway:
-            server = build_server(gateway)
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(run, backend_options={"use_uvloop": True})
+    anyio.run(serve_stdio, config, identity, backend_options={"use_uvloop": True})
     return 0
 
 
@@ -303,4 +298,18 @@ def _workspaces(config: GatewayConfig, args: argparse.Namespace) -> int:
             purge = datetime.fromtimestamp(workspace.ended_at + retention, UTC).isoformat(timespec="seconds")
             state = f"ended {ended}, purged after {purge}"
         print(f"{workspace.path}  {_size(workspace.used):>10}  {state}")
+    return 0
+
+
+def print_key_hash(key: str | None, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The `hash-key` command: print the key_sha256 of `key`, or of a key read from stdin; exit status."""
+    if key is None:
+        # Reading the key keeps it out of shell history and the process list.
+        key = getpass.getpass("API key: ") if stdin.isatty() else stdin.readline()
+        key = key.strip()
+    problem = key_problem(key)
+    if problem is not None:
+        print(f"error: {problem}", file=stderr)
+        return 2
+    print(hash_key(key), file=stdout)
     return 0

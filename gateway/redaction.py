@@ -1,22 +1,17 @@
 """Keeping secrets out of what the gateway writes and answers: configured values, URL queries and user-info.
 
-One `Redactor`, built from the loaded configuration, is applied where text leaves the gateway:
-the log handlers (`RedactingFilter`), the translation of errors for clients, the audit writer,
-and the HTTP answers. Values shorter than `MIN_SECRET_LENGTH` are left alone: an `env` value
-such as `1` or `true` is no secret, and replacing it would mangle every message.
+One `Redactor`, built from the secrets of the loaded configuration (`gateway.config.secrets`), is
+applied where text leaves the gateway: the log handlers (`RedactingFilter`), the translation of
+errors for clients, the audit writer, and the HTTP answers. Values shorter than
+`MIN_SECRET_LENGTH` are left alone: an `env` value such as `1` or `true` is no secret, and
+replacing it would mangle every message.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlsplit
-
-if TYPE_CHECKING:
-    # Only a type here: the configuration's sections import the audit writer, which imports this module.
-    from gateway.config import GatewayConfig
+from collections.abc import Iterable
 
 MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
@@ -36,11 +31,6 @@ class Redactor:
         values = sorted({value for value in secrets if len(value) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
 
-    @classmethod
-    def from_config(cls, config: GatewayConfig) -> Redactor:
-        """A redactor for every secret `config` holds."""
-        return cls(secrets_of(config))
-
     def __call__(self, text: str) -> str:
         """`text` without any secret."""
         if self._pattern is None:
@@ -49,25 +39,6 @@ class Redactor:
 
 
 NO_SECRETS = Redactor(())
-
-
-def secrets_of(config: GatewayConfig) -> Iterator[str]:
-    """Every secret value in `config`: servers' `env` and `headers` values, the query values and
-    password of their URLs, plain API keys and the JWT secret."""
-    for server in config.servers:
-        yield from server.env.values()
-        for value in server.headers.values():
-            # `Authorization: Bearer <token>`: the token may show up without its scheme.
-            yield value
-            yield from value.split()
-        if server.url is not None:
-            parts = urlsplit(server.url)
-            yield from (value for _, value in parse_qsl(parts.query))
-            if parts.password:
-                yield parts.password
-    yield from config.auth.plain_keys
-    if config.auth.jwt is not None and config.auth.jwt.hs256_secret is not None:
-        yield config.auth.jwt.hs256_secret
 
 
 def scrub_urls(text: str) -> str:

@@ -1,7 +1,8 @@
-"""The gateway service: upstreams, local tools, the catalog, sessions and the call pipeline.
+"""The gateway service: the facade every front door (MCP over HTTP or stdio, REST, CLI) talks to.
 
-`Gateway` is what every front door (MCP over HTTP or stdio, REST, CLI) talks to. It owns
-every resource it starts; `async with Gateway(config)` starts them and closes them.
+`Gateway` owns every resource it starts; `async with Gateway(config)` opens the stores, starts
+the upstreams and closes them all. `gateway.builder` wires the parts; visibility and routing live
+with their concepts (`auth.visibility`, `gateway.routing`).
 """
 
 from __future__ import annotations
@@ -18,34 +19,28 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway.approvals import APPROVALS_FILE, ApprovalStore
-from gateway.audit import AuditCalls, AuditEntry, AuditStore, arguments_digest
-from gateway.auth import Authenticator, Identity, caller_key
-from gateway.budgets import Budgets
-from gateway.catalog import Catalog, Route, SourceListing
-from gateway.config import GatewayConfig, ServerConfig
-from gateway.confirmation import ConfirmationStore, ConfirmRiskyCalls, strip_confirmation
-from gateway.errors import GatewayError, ProtocolError, UnknownToolError, UpstreamUnavailableError
-from gateway.execution import ExecuteWithDeadline
-from gateway.localtools import local_sources
-from gateway.loops import DetectLoops
-from gateway.metatools import SOURCE as META_SOURCE
-from gateway.metatools import MetaTools
-from gateway.metatools import records as meta_records
+from gateway import builder
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.identity import Identity, caller_key
+from gateway.auth.visibility import Visibility
+from gateway.catalog import Catalog, SourceListing
+from gateway.config.model import GatewayConfig
+from gateway.config.secrets import secrets_of
+from gateway.errors import UnknownToolError
 from gateway.naming import near_misses
-from gateway.ordering import SessionOrdering
-from gateway.pipeline import Pipeline, ProgressFn, Step, ToolCall, ToolSource
-from gateway.policy import derive_risk
+from gateway.pipeline.approvals import ApprovalStore
+from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
+from gateway.pipeline.budgets import Budgets
+from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
+from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
 from gateway.redaction import Redactor
-from gateway.sandboxing import Sandboxes, SandboxGuard
 from gateway.session import SessionContext, SessionRegistry, Transport
-from gateway.shaping import ShapeResult
-from gateway.skillfile import Skill, load_skills
-from gateway.skillhost import SKILL_SCHEME, SkillAccess, SkillHost, SkillLifecycle
+from gateway.skills.folder import load_skills
+from gateway.skills.host import SKILL_SCHEME, SkillHost
+from gateway.skills.metatools import MetaTools
+from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
-from gateway.upstream import Status, TransportFactory, Upstream
-from gateway.validation import ValidateArguments
-from gateway.workspaces import Workspaces
+from gateway.upstreams.connection import Status, TransportFactory
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +50,12 @@ SessionListener = Callable[[SessionContext], Awaitable[None]]
 
 
 class Gateway:
-    """Everything behind the front doors."""
+    """Everything behind the front doors: the facade they call; `builder` wires its parts."""
+
+    audit: AuditStore
+    confirmations: ConfirmationStore
+    approvals: ApprovalStore
+    pipeline: Pipeline
 
     def __init__(
         self,
@@ -72,108 +72,52 @@ class Gateway:
         self._serving = serving
         settings = config.settings
         self._clock = clock
-        self.redact = Redactor.from_config(config)
+        self._wall_clock = wall_clock
+        self.redact = Redactor(secrets_of(config))
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        transports = dict(transports or {})
-        self.sandboxes = Sandboxes(config)
-        self.workspaces = Workspaces(
-            self.data_dir / "workspaces", settings, transports, clock=wall_clock, servers=config.servers
-        )
-        for server in config.servers:
-            # A server sandboxed as a whole never runs on the host, not even to list its tools; a
-            # session-scoped one lists them in an empty workspace of its own.
-            if server.sandbox is not None and server.name not in transports:
-                workspace = self.workspaces.discovery_dir(server) if server.scope == "session" else None
-                transports[server.name] = self.sandboxes.transport("discovery", server, workspace)
-        self.upstreams = {
-            server.name: Upstream(
-                self.workspaces.discovery(server) if server.scope == "session" else server,
-                settings,
-                self._on_listing,
-                log_dir=self.data_dir / "logs",
-                transport=transports.get(server.name),
-            )
-            for server in config.servers
-            if server.enabled
-        }
-        self._servers = {server.name: server for server in config.servers}
-        self._session_scoped = {
-            server.name: server
-            for server in config.servers
-            if server.scope == "session" or (server.sandbox is not None and server.sandbox.mode == "per-session")
-        }
-        self.local_sources = local_sources(config.local_tools)
+        sources = builder.sources(config, transports or {}, self._on_listing, clock, wall_clock)
+        self.sandboxes, self.workspaces, self.upstreams = sources.sandboxes, sources.workspaces, sources.upstreams
+        self.local_sources, self.router = sources.local, sources.router
         self.policy = config.policy
         self.authenticator = Authenticator(config.auth)
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         skills = load_skills(settings.skill_dirs)
-        self._meta_kinds = {"with_skills": bool(skills.skills), "with_search": _has_extended(config)}
+        self._meta_kinds = {"with_skills": bool(skills.skills), "with_search": builder.has_extended(config)}
         self._meta = {tool.name: tool for tool in meta_records(None, **self._meta_kinds)}
         order = [server.name for server in config.servers] + list(self.local_sources)
         self.catalog = Catalog(order, reserved=list(self._meta))
-        self.skills = SkillHost(skills, self.catalog, settings, self.may_see, self.may_see_skill, self._session_changed)
-        self.sessions = SessionRegistry(settings.session_idle_timeout)
-        self.audit = AuditStore(self.data_dir / "audit.db", self.redact)
-        self.confirmations = ConfirmationStore(self.data_dir / "confirmations.db")
-        # Wall-clock time: confirmation tokens and parked calls outlive the process.
-        self.approvals = ApprovalStore(self.data_dir / APPROVALS_FILE, wall_clock)
-        self.budgets = Budgets(self.policy.budget, clock)
-        self._confirm = ConfirmRiskyCalls(
-            self.confirmations,
-            self.approvals,
-            derive_risk,
-            config.confirmation.risk,
-            config.confirmation.ttl_seconds,
-            wall_clock,
+        self.visibility = Visibility(self.policy, self.catalog)
+        self.skills = SkillHost(
+            skills,
+            self.catalog,
+            settings,
+            self.visibility.may_see,
+            self.visibility.may_see_skill,
+            self._session_changed,
         )
-        self._sources: dict[str, ToolSource] = {**self.upstreams, **self.local_sources}
-        self.pipeline = Pipeline(self._steps(), self._execute)
-        meta = MetaTools(self.skills, self.call_tool)
-        self._meta_pipeline = Pipeline([AuditCalls(self.audit, time.time), ValidateArguments()], meta.run)
+        self.sessions = SessionRegistry(settings.session_idle_timeout)
+        self.budgets = Budgets(self.policy.budget, clock)
         self._listeners: list[ChangeListener] = []
         self._session_listeners: list[SessionListener] = []
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
 
-    def _steps(self) -> list[Step]:
-        settings = self.config.settings
-        return [
-            AuditCalls(self.audit, time.time),
-            ValidateArguments(),
-            SkillAccess(self.skills),
-            self.budgets,
-            SandboxGuard(self.sandbox_availability),
-            self._confirm,
-            SkillLifecycle(self.skills),
-            DetectLoops(settings.loop_window, settings.loop_repeat_limit),
-            SessionOrdering(),
-            ShapeResult(settings.max_result_chars, settings.max_binary_bytes),
-            ExecuteWithDeadline(settings.call_timeout, settings.retries),
-        ]
-
     def sandbox_availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not."""
         return self.sandboxes.availability()
 
-    async def _execute(self, call: ToolCall) -> types.CallToolResult:
-        server = self._servers.get(call.tool.source)
-        if server is not None and call.tool.sandbox == "per-call":
-            return await self.sandboxes.call(call, server, await self.workspaces.open(call.session))
-        source: ToolSource | None = self._sources.get(call.tool.source)
-        if call.tool.source in self._session_scoped:
-            source = await self._upstream(call.session, Route(call.tool.source, call.tool.original_name))
-        if source is None:
-            raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
-        return await source.call_tool(call.tool, call.arguments, call.progress)
-
     async def __aenter__(self) -> Gateway:
-        self._stack.callback(self.audit.close)
-        self._stack.callback(self.confirmations.close)
-        self._stack.callback(self.approvals.close)
+        stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
+        self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
+        self.pipeline = builder.pipeline(
+            self.config, stores, self.skills, self.budgets, self.sandboxes, self._wall_clock, self.router.execute
+        )
+        meta = MetaTools(self.skills, self.call_tool)
+        self._meta_pipeline = builder.meta_pipeline(stores, self._wall_clock, meta.run)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
-        self._group = await self._stack.enter_async_context(anyio.create_task_group())
+        self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
         self._stack.push_async_callback(self.sandboxes.close)
         await self.sandboxes.start(self._group, owner=self._serving)
         await self.workspaces.start(self._group, owner=self._serving)
@@ -280,25 +224,13 @@ class Gateway:
 
     # The MCP surface
 
-    def may_see(self, session: SessionContext, tool: ToolRecord) -> bool:
-        """Whether the session's caller may know that `tool` exists (meta-tools: always)."""
-        return tool.source == META_SOURCE or self.policy.may_see(session.role, tool)
-
-    def may_see_skill(self, session: SessionContext, skill: Skill) -> bool:
-        """Whether the session's caller may see `skill`."""
-        return self.policy.may_see_skill(session.role, skill.name, skill.roles)
-
-    def visible_tools(self, session: SessionContext) -> list[ToolRecord]:
-        """Every tool this session may see, listed or not, in catalog order."""
-        return [tool for tool in self.catalog.tools if self.may_see(session, tool)]
-
     def listed_tools(self, session: SessionContext) -> list[ToolRecord]:
         """What tools/list shows this session: meta-tools, core tools, and in list_changed mode
         the tools of its active skills."""
         extra: set[str] = set()
         if self.config.settings.disclosure == "list_changed" and session.transport != "stateless":
             extra = self.skills.active_tools(session)
-        listed = [tool for tool in self.visible_tools(session) if tool.layer == "core" or tool.name in extra]
+        listed = [tool for tool in self.visibility.tools(session) if tool.layer == "core" or tool.name in extra]
         return self.meta_tools(session) + listed
 
     def meta_tools(self, session: SessionContext) -> list[ToolRecord]:
@@ -322,8 +254,8 @@ class Gateway:
         answer it would get if that tool did not exist.
         """
         tool = self._meta.get(name) or self.catalog.tool(name)
-        if tool is None or not self.may_see(session, tool):
-            visible = [record.name for record in self.visible_tools(session)]
+        if tool is None or not self.visibility.may_see(session, tool):
+            visible = [record.name for record in self.visibility.tools(session)]
             raise UnknownToolError(name, near_misses(name, visible))
         return tool
 
@@ -347,7 +279,7 @@ class Gateway:
         except UnknownToolError:
             await self.audit.record(
                 AuditEntry(
-                    epoch=time.time(),
+                    epoch=self._wall_clock(),
                     session=session.id,
                     caller=session.caller,
                     tool=name,
@@ -362,41 +294,29 @@ class Gateway:
             return await self._meta_pipeline.run(call)
         return await self.pipeline.run(call)
 
-    def visible_sources(self, session: SessionContext) -> set[str]:
-        """Sources whose resources and prompts the session may see: with roles, those of which
-        it may see at least one tool; without roles, every source."""
-        if self.policy.roles is None:
-            return set(self.catalog.sources())
-        return {tool.source for tool in self.visible_tools(session)}
-
     def listed_resources(self, session: SessionContext) -> list[types.Resource]:
         """Resources this session may see: its skills' files, then the servers' resources."""
-        sources = self.visible_sources(session)
+        sources = self.visibility.sources(session)
         return self.skills.resources(session) + [
             resource for resource in self.catalog.resources if self.catalog.source_of(resource.uri) in sources
         ]
 
     def listed_templates(self, session: SessionContext) -> list[types.ResourceTemplate]:
         """Resource templates of the sources this session may see."""
-        sources = self.visible_sources(session)
+        sources = self.visibility.sources(session)
         return [item for item in self.catalog.templates if self.catalog.source_of(item.uri_template) in sources]
 
     def listed_prompts(self, session: SessionContext) -> list[types.Prompt]:
         """Prompts of the sources this session may see."""
-        sources = self.visible_sources(session)
+        sources = self.visibility.sources(session)
         return [prompt for prompt in self.catalog.prompts if self.catalog.prompt_route(prompt.name).source in sources]
-
-    def _visible_route(self, session: SessionContext, route: Route, what: str) -> Route:
-        if route.source not in self.visible_sources(session):
-            raise ProtocolError(f"Unknown {what}")
-        return route
 
     async def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
         """Read an exposed resource: a skill file, or a resource of the server behind it."""
         if uri.startswith(SKILL_SCHEME):
             return self.skills.read_resource(session, uri)
-        route = self._visible_route(session, self.catalog.resource_route(uri), f"resource: {uri}")
-        result = await (await self._upstream(session, route)).read_resource(route.original)
+        route = self.visibility.route(session, self.catalog.resource_route(uri), f"resource: {uri}")
+        result = await (await self.router.upstream(session, route)).read_resource(route.original)
         contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
         return result.model_copy(update={"contents": contents})
 
@@ -404,40 +324,16 @@ class Gateway:
         self, session: SessionContext, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         """Get an exposed prompt from the server behind it."""
-        route = self._visible_route(session, self.catalog.prompt_route(name), f"prompt: {name}")
-        return await (await self._upstream(session, route)).get_prompt(route.original, arguments)
+        route = self.visibility.route(session, self.catalog.prompt_route(name), f"prompt: {name}")
+        return await (await self.router.upstream(session, route)).get_prompt(route.original, arguments)
 
     async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         """Forward argument completion for an exposed prompt or resource template."""
         ref = params.ref
         if isinstance(ref, types.PromptReference):
-            route = self._visible_route(session, self.catalog.prompt_route(ref.name), f"prompt: {ref.name}")
+            route = self.visibility.route(session, self.catalog.prompt_route(ref.name), f"prompt: {ref.name}")
             ref = ref.model_copy(update={"name": route.original})
         else:
-            route = self._visible_route(session, self.catalog.resource_route(ref.uri), f"resource: {ref.uri}")
+            route = self.visibility.route(session, self.catalog.resource_route(ref.uri), f"resource: {ref.uri}")
             ref = ref.model_copy(update={"uri": route.original})
-        return await (await self._upstream(session, route)).complete(params.model_copy(update={"ref": ref}))
-
-    async def _upstream(self, session: SessionContext, route: Route) -> Upstream:
-        scoped = self._session_scoped.get(route.source)
-        if scoped is not None:
-            assert self._group is not None
-            transport = None
-            if scoped.sandbox is not None:
-                sandboxes = self.sandboxes
-
-                def transport(workspace: Path, server: ServerConfig = scoped) -> TransportFactory:
-                    return sandboxes.transport(session.id, server, workspace)
-
-            return await self.workspaces.upstream(session, scoped, self._group, transport)
-        upstream = self.upstreams.get(route.source)
-        if upstream is None:
-            raise GatewayError(f"No server '{route.source}'")
-        return upstream
-
-
-def _has_extended(config: GatewayConfig) -> bool:
-    return any(
-        server.layer == "extended" or any(tool.layer == "extended" for tool in server.tools.values())
-        for server in config.servers
-    ) or any(entry.layer == "extended" for entry in config.local_tools)
+        return await (await self.router.upstream(session, route)).complete(params.model_copy(update={"ref": ref}))

@@ -29,7 +29,7 @@ def state_key(*parts: str) -> str:
 class SessionContext:
     """State of one client session.
 
-    `caller` is the caller's key (see `gateway.auth.caller_key`), on which every piece of
+    `caller` is the caller's key (see `gateway.auth.identity.caller_key`), on which every piece of
     per-caller state keys. `principal` is set when the credential names someone other than
     `caller`: anonymous callers each have a key of their own, and all share the principal
     `anonymous`. `handle` is what a stateless-era client passes back to reach this state.

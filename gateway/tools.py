@@ -10,6 +10,8 @@ from typing import Any, Literal
 import mcp_types as types
 
 Layer = Literal["core", "extended"]
+# The source of the gateway's own tools, the meta-tools: every role may see them.
+GATEWAY_SOURCE = "gateway"
 
 
 class Risk(StrEnum):

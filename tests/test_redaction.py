@@ -6,8 +6,9 @@ import logging
 import sys
 from pathlib import Path
 
-from gateway.auth import hash_key
-from gateway.redaction import MIN_SECRET_LENGTH, REDACTED, RedactingFilter, Redactor, scrub_urls, secrets_of
+from gateway.auth.apikeys import hash_key
+from gateway.config.secrets import secrets_of
+from gateway.redaction import MIN_SECRET_LENGTH, REDACTED, RedactingFilter, Redactor, scrub_urls
 from tests.support.access import HS256_SECRET, access_config, auth_section
 
 

@@ -190,10 +190,11 @@ async def run_once(
     workspace: Path | None,
     *,
     labels: Mapping[str, str] | None = None,
+    wall_clock: Callable[[], float] = time.time,
 ) -> RunResult:
     """Run `command` in a fresh hardened container with its own deadline and output cap, then remove it."""
     lifetime = limits.deadline + _ONE_SHOT_GRACE
-    kwargs = container_kwargs(image, command, limits, labels or {}, workspace, now=time.time(), lifetime=lifetime)
+    kwargs = container_kwargs(image, command, limits, labels or {}, workspace, now=wall_clock(), lifetime=lifetime)
     handle = await anyio.to_thread.run_sync(launch, client, kwargs)
     capture = _Capture(limits.max_output)
     try:
@@ -273,16 +274,18 @@ class ContainerStdio:
         dispose: Callable[[SandboxContainer], Awaitable[None]] = destroy_now,
         *,
         max_message_bytes: int = 16 * MiB,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._acquire = acquire
         self._dispose = dispose
         self._max_message = max_message_bytes
+        self._clock = clock
         self._stack: AsyncExitStack | None = None
         self._handle: SandboxContainer | None = None
         self._stderr = bytearray()
         self.failure: str | None = None
         """Why the transport gave up on the server, when it did (the session only sees the connection close)."""
-        self.last_activity = time.monotonic()
+        self.last_activity = clock()
 
     @property
     def container_id(self) -> str | None:
@@ -353,7 +356,7 @@ class ContainerStdio:
                         while (end := line.find(b"\n")) >= 0:
                             message, line = bytes(line[:end]), line[end + 1 :]
                             if message.strip():
-                                self.last_activity = time.monotonic()
+                                self.last_activity = self._clock()
                                 await reader_in.send(_parse(message))
                         if len(line) > self._max_message:
                             self.failure = f"the sandboxed server sent a message over {self._max_message} bytes"
@@ -373,7 +376,7 @@ class ContainerStdio:
             async with writer_out:
                 async for session_message in writer_out:
                     data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    self.last_activity = time.monotonic()
+                    self.last_activity = self._clock()
                     await stream.send(data.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The container is gone: end the session's read side rather than leave a request hanging.

@@ -26,12 +26,20 @@ class WarmPool:
     `min_remaining` seconds of life left are discarded rather than handed out.
     """
 
-    def __init__(self, size: int, factory: Callable[[], SandboxContainer], *, min_remaining: float = 60.0) -> None:
+    def __init__(
+        self,
+        size: int,
+        factory: Callable[[], SandboxContainer],
+        *,
+        min_remaining: float = 60.0,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         if size < 0:
             raise ValueError(f"pool size must be zero or more, not {size}")
         self.size = size
         self._factory = factory
         self._min_remaining = min_remaining
+        self._wall_clock = wall_clock
         self._ready: deque[SandboxContainer] = deque()
         self._pending: set[Future[SandboxContainer]] = set()
         self._lock = threading.Lock()
@@ -46,7 +54,7 @@ class WarmPool:
 
     def fill(self) -> None:
         """Drop containers close to their end of life and start enough new ones to reach `size`."""
-        horizon = time.time() + self._min_remaining
+        horizon = self._wall_clock() + self._min_remaining
         with self._lock:
             if self._closed:
                 return

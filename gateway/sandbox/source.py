@@ -6,7 +6,7 @@ import functools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,8 @@ class DockerSandbox:
         max_pools: int = 4,
         session_idle: float = 600.0,
         scope: str = "default",
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.image = image
         self.scope = scope
@@ -65,6 +67,8 @@ class DockerSandbox:
         self.warm_size = warm_size
         self.max_pools = max_pools
         self.session_idle = session_idle
+        self._clock = clock
+        self._wall_clock = wall_clock
         self._docker: DockerClient | None = None
         self._pools: OrderedDict[PoolKey, WarmPool] = OrderedDict()
         self._sessions: dict[str, ContainerStdio] = {}
@@ -106,7 +110,9 @@ class DockerSandbox:
     ) -> types.CallToolResult:
         """Call one tool on a fresh container running `command`: initialize, call, destroy."""
         pool = await self._pool(command, limits, workspace)
-        transport = ContainerStdio(pool.acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits))
+        transport = ContainerStdio(
+            pool.acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock
+        )
         return await _call(transport, tool_name, arguments, limits.deadline)
 
     def session_transport(
@@ -121,7 +127,9 @@ class DockerSandbox:
         async def acquire() -> SandboxContainer:
             return await anyio.to_thread.run_sync(self._launch, command, limits, workspace, labels)
 
-        transport = ContainerStdio(acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits))
+        transport = ContainerStdio(
+            acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock
+        )
         self._sessions[session_id] = transport
         return transport
 
@@ -132,7 +140,7 @@ class DockerSandbox:
             await transport.terminate()
 
     async def close_idle(self, now: float) -> int:
-        """Close sessions unused for `session_idle` seconds (`now` from time.monotonic); return how many."""
+        """Close sessions unused for `session_idle` seconds (`now` from the monotonic `clock`); return how many."""
         idle = [sid for sid, t in self._sessions.items() if now - t.last_activity > self.session_idle]
         for session_id in idle:
             await self.close_session(session_id)
@@ -160,10 +168,10 @@ class DockerSandbox:
         """Until cancelled: sweep expired containers, close idle sessions, refresh warm pools."""
         while True:
             try:
-                await anyio.to_thread.run_sync(lambda: sweep(self.client(), time.time(), self.scope))
+                await anyio.to_thread.run_sync(lambda: sweep(self.client(), self._wall_clock(), self.scope))
             except (SandboxUnavailableError, *DOCKER_ERRORS) as error:
                 logger.warning("sandbox maintenance could not sweep: %s", error)
-            await self.close_idle(time.monotonic())
+            await self.close_idle(self._clock())
             for pool in list(self._pools.values()):
                 pool.fill()
             await anyio.sleep(interval)
@@ -189,7 +197,7 @@ class DockerSandbox:
             pool = self._pools.get(key)
         if pool is None:
             factory = functools.partial(self._launch, command, limits, workspace, {})
-            pool = WarmPool(self.warm_size, factory, min_remaining=limits.deadline + 10.0)
+            pool = WarmPool(self.warm_size, factory, min_remaining=limits.deadline + 10.0, wall_clock=self._wall_clock)
             self._pools[key] = pool
             while len(self._pools) > self.max_pools:
                 await self._pools.popitem(last=False)[1].close()
@@ -202,7 +210,7 @@ class DockerSandbox:
         """Start one container (blocking); the deadline label counts from this moment."""
         labels = {**labels, LABEL_SCOPE: self.scope}
         kwargs = container_kwargs(
-            self.image, command, limits, labels, workspace, now=time.time(), lifetime=limits.lifetime
+            self.image, command, limits, labels, workspace, now=self._wall_clock(), lifetime=limits.lifetime
         )
         return launch(self.client(), kwargs)
 

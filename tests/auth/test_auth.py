@@ -13,16 +13,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.auth import (
-    AuthenticationError,
-    Authenticator,
-    AuthSettings,
-    Identity,
-    hash_key,
-    print_key_hash,
-)
-from gateway.config import parse_config
-from gateway.configschema import ConfigProblems
+from gateway.auth.apikeys import hash_key
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.identity import AuthenticationError, Identity
+from gateway.auth.settings import AuthSettings
+from gateway.cli import print_key_hash
+from gateway.config.model import parse_config
+from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError
 
 SOURCE = "/etc/gateway.yaml"

@@ -21,8 +21,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from gateway.auth import Authenticator, AuthSettings, hash_key
-from gateway.authhttp import AuthMiddleware, metadata_route
+from gateway.auth.apikeys import hash_key
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.middleware import AuthMiddleware, metadata_route
+from gateway.auth.settings import AuthSettings
 
 KEY = "alice-key-0123456789abcdef"
 KEYS = {"api_keys": [{"caller": "alice", "role": "admin", "key_sha256": hash_key(KEY)}]}

@@ -11,8 +11,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gateway.auth import Authenticator, AuthSettings
-from gateway.config import (
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.settings import AuthSettings
+from gateway.config.model import (
     GatewaySettings,
     LocalToolConfig,
     SandboxSettings,
@@ -22,10 +23,10 @@ from gateway.config import (
     load_config,
     parse_config,
 )
-from gateway.configreader import MAX_CONFIG_BYTES
-from gateway.configschema import ConfigProblems
-from gateway.confirmation import ConfirmationSettings
+from gateway.config.reader import MAX_CONFIG_BYTES
+from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError
+from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.tools import Risk
 
 ENV = {"HOME": "/home/tester", "API_TOKEN": "s3cret", "OPS_KEY": "ops-key-0123456789abcdef0123456789"}

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config import ServerConfig, default_config_path, parse_config, parse_server
-from gateway.configschema import ConfigProblems
+from gateway.config.model import ServerConfig, default_config_path, parse_config, parse_server
+from gateway.config.schema import ConfigProblems
 from tests.support.harness import REPO
 
 DOCS = REPO / "docs" / "configuration.md"

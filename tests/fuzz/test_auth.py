@@ -12,7 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.auth import AuthenticationError, Authenticator, AuthSettings, Identity
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.identity import AuthenticationError, Identity
+from gateway.auth.settings import AuthSettings
 
 from . import RUNS, TEXT, json_values
 

@@ -8,7 +8,7 @@ from urllib.parse import unquote
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gateway.auth import Identity, Method, caller_key, handle_key
+from gateway.auth.identity import Identity, Method, caller_key, handle_key
 from gateway.session import state_key
 
 from . import RUNS, TEXT

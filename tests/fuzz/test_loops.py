@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import ToolRefusedError
-from gateway.loops import LoopDetector, fingerprint
+from gateway.pipeline.loops import LoopDetector, fingerprint
 
 from . import RUNS, TEXT, json_values, nested
 

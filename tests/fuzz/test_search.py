@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.search import SearchItem, ToolIndex
+from gateway.skills.search import SearchItem, ToolIndex
 
 from . import RUNS, TEXT
 

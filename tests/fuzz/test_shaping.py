@@ -9,7 +9,7 @@ import mcp_types as types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.shaping import shape_result
+from gateway.pipeline.shaping import shape_result
 
 from . import RUNS, TEXT, json_values
 

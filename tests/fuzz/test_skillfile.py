@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import GatewayError
-from gateway.skillfile import Skill, load_skills
+from gateway.skills.folder import Skill, load_skills
 
 from . import RUNS, TEXT
 

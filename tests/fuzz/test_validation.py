@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import GatewayError
-from gateway.validation import ValidateArguments
+from gateway.pipeline.validation import ValidateArguments
 
 from . import RUNS, TEXT, json_values, nested
 

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from gateway.frontdoor import build_server
+from gateway.frontdoors.mcpserver import build_server
 from gateway.naming import VALID_NAME
 from gateway.service import Gateway
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder

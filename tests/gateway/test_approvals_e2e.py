@@ -21,9 +21,9 @@ import pytest
 import yaml
 from mcp.client.context import ClientRequestContext
 
-from gateway.config import GatewayConfig, load_config
-from gateway.confirmation import APPROVAL_KEY, ARGUMENT, binding_of
-from gateway.pipeline import ToolCall
+from gateway.config.model import GatewayConfig, load_config
+from gateway.pipeline.chain import ToolCall
+from gateway.pipeline.confirmation import APPROVAL_KEY, ARGUMENT, binding_of
 from tests.support.access import KEYS, auth_section, http_client
 from tests.support.harness import REPO, http_gateway
 from tests.support.launches import launches

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from gateway.audit import AuditStore
+from gateway.pipeline.audit import AuditStore
 from tests.support.harness import REPO
 
 pytestmark = pytest.mark.anyio

@@ -10,11 +10,11 @@ import httpx2
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.auth import AuthSettings
-from gateway.config import GatewayConfig
+from gateway.auth.settings import AuthSettings
+from gateway.config.model import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.session import state_key
-from gateway.upstream import TransportFactory
+from gateway.upstreams.connection import TransportFactory
 from tests.support.access import (
     AUDIENCE,
     CALLERS,

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from gateway.budgets import BudgetTracker
+from gateway.pipeline.budgets import BudgetTracker
 from gateway.service import Gateway
 from tests.support.access import KEYS, ROLES, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory

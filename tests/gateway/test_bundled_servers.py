@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from gateway.config import GatewayConfig, default_config_path, load_config
+from gateway.config.model import GatewayConfig, default_config_path, load_config
 from gateway.service import Gateway
 from tests.support.harness import approve, gateway_client
 

@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 
-from gateway.config import GatewayConfig
-from gateway.confirmation import APPROVAL_KEY
+from gateway.config.model import GatewayConfig
+from gateway.pipeline.confirmation import APPROVAL_KEY
 from tests.support.access import KEYS, ROLES, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.skills import text, write_skill

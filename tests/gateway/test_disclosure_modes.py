@@ -10,7 +10,7 @@ from mcp import Client
 
 from benchmarks.disclosure_tokens import TARGET_SHARE, compare, generated
 from gateway.cli import main
-from gateway.frontdoor import build_server
+from gateway.frontdoors.mcpserver import build_server
 from tests.support.harness import make_config
 from tests.support.skills import (
     ToolListChanges,

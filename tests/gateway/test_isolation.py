@@ -16,7 +16,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from gateway.config import GatewayConfig
+from gateway.config.model import GatewayConfig
 from tests.support.access import KEYS, access_config, auth_section, http_client, token_for
 from tests.support.harness import REPO, http_gateway, in_memory
 from tests.support.skills import structured, text, write_skill

@@ -9,7 +9,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from gateway.config import GatewayConfig
+from gateway.config.model import GatewayConfig
 from tests.support import localfns
 from tests.support.harness import gateway_client, make_config
 

@@ -12,9 +12,9 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from gateway.config import GatewayConfig
-from gateway.frontdoor import build_server
-from gateway.upstream import TransportFactory
+from gateway.config.model import GatewayConfig
+from gateway.frontdoors.mcpserver import build_server
+from gateway.upstreams.connection import TransportFactory
 from tests.support.flaky import DroppingLink
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.toy import PIXEL

@@ -24,8 +24,8 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
-from gateway.metatools import records as meta_records
 from gateway.service import Gateway
+from gateway.skills.metatools import records as meta_records
 from tests.support.access import KEYS, TOY_TOOLS, access_config, auth_section, http_client, toy_entry
 from tests.support.access import ROLES as ROLE_RULES
 from tests.support.harness import REPO, http_gateway, in_memory, toy_stdio

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from gateway.frontdoor import build_server
+from gateway.frontdoors.mcpserver import build_server
 from tests.support.skills import listed_names, skill_config, skill_gateway, structured, text, write_skill
 
 ERAS = ["legacy", "2026-07-28"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
-from gateway.frontdoor import build_server
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, toy_stdio
 from tests.support.probe import Observed, probe_server, silent_transport, toy_process, wait_until

@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.service import Gateway
-from gateway.upstream import State
+from gateway.upstreams.connection import State
 from tests.support.harness import gateway_client, http_gateway, in_memory, make_config, placeholder, toy_stdio
 from tests.support.probe import silent_transport, wait_until
 from tests.support.toy import build_server as toy

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from mcp import Client
 
-from gateway.auth import Identity
-from gateway.config import load_config
-from gateway.frontdoor import build_server
+from gateway.auth.identity import Identity
+from gateway.config.model import load_config
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
-from gateway.upstream import State
+from gateway.upstreams.connection import State
 from tests.support.harness import REPO, make_config
 
 ALICE = Identity("alice", None, "api_key")

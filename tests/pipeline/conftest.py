@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from gateway.pipeline import ToolCall
+from gateway.pipeline.chain import ToolCall
 from gateway.session import SessionContext
 from gateway.tools import ToolRecord
 

@@ -13,10 +13,10 @@ import anyio
 import mcp_types as types
 import pytest
 
-from gateway.audit import AuditCalls, AuditEntry, AuditError, AuditStore, arguments_digest
 from gateway.errors import ToolTimeoutError, UnknownToolError
-from gateway.loops import LoopRefusedError
-from gateway.pipeline import ToolCall
+from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditError, AuditStore, arguments_digest
+from gateway.pipeline.chain import ToolCall
+from gateway.pipeline.loops import LoopRefusedError
 
 from .conftest import MakeCall, make_tool, text_result
 
@@ -86,7 +86,7 @@ async def test_committed_rows_survive_kill_9_of_the_process(tmp_path: Path) -> N
     child = textwrap.dedent(
         f"""
         import os, signal, anyio
-        from gateway.audit import AuditEntry, AuditStore
+        from gateway.pipeline.audit import AuditEntry, AuditStore
 
         async def main():
             store = AuditStore({str(path)!r})

@@ -7,8 +7,8 @@ import mcp_types as types
 import pytest
 
 from gateway.errors import ToolExecutionError, ToolInputError, ToolTimeoutError, UpstreamUnavailableError
-from gateway.execution import ExecuteWithDeadline
-from gateway.pipeline import ToolCall
+from gateway.pipeline.chain import ToolCall
+from gateway.pipeline.execution import ExecuteWithDeadline
 
 from .conftest import MakeCall, make_tool, text_result
 

@@ -16,8 +16,10 @@ import mcp_types as types
 import pytest
 
 from gateway.errors import ToolExecutionError, ToolInputError
-from gateway.execution import ExecuteWithDeadline
-from gateway.localtools import (
+from gateway.pipeline.chain import Pipeline, ToolCall
+from gateway.pipeline.execution import ExecuteWithDeadline
+from gateway.pipeline.validation import ValidateArguments
+from gateway.upstreams.localtools import (
     LocalToolError,
     LocalToolSource,
     load_module_tools,
@@ -26,8 +28,6 @@ from gateway.localtools import (
     tool,
     tool_record,
 )
-from gateway.pipeline import Pipeline, ToolCall
-from gateway.validation import ValidateArguments
 
 from .conftest import make_session
 
@@ -197,7 +197,7 @@ def tool_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "ops_tools_fixture.py").write_text(
         textwrap.dedent(
             '''
-            from gateway.localtools import tool
+            from gateway.upstreams.localtools import tool
 
             @tool(read_only=True)
             def first(x: int) -> int:

@@ -10,8 +10,8 @@ import mcp_types as types
 import pytest
 
 from gateway.errors import ToolExecutionError
-from gateway.loops import STATE_KEY, DetectLoops, LoopDetector, LoopRefusedError, fingerprint
-from gateway.pipeline import ToolCall
+from gateway.pipeline.chain import ToolCall
+from gateway.pipeline.loops import STATE_KEY, DetectLoops, LoopDetector, LoopRefusedError, fingerprint
 
 from .conftest import MakeCall, make_session, make_tool, text_result
 

@@ -6,8 +6,8 @@ import anyio
 import mcp_types as types
 import pytest
 
-from gateway.ordering import STATE_KEY, SessionOrdering
-from gateway.pipeline import ToolCall
+from gateway.pipeline.chain import ToolCall
+from gateway.pipeline.ordering import STATE_KEY, SessionOrdering
 
 from .conftest import MakeCall, make_session, make_tool, text_result
 

@@ -9,8 +9,8 @@ import time
 import mcp_types as types
 import pytest
 
-from gateway.pipeline import ToolCall
-from gateway.shaping import ShapeResult, cut_text, decoded_size, shape_result
+from gateway.pipeline.chain import ToolCall
+from gateway.pipeline.shaping import ShapeResult, cut_text, decoded_size, shape_result
 
 from .conftest import MakeCall, text_result
 

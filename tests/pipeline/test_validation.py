@@ -11,8 +11,8 @@ from jsonschema.protocols import Validator
 
 from gateway import validation
 from gateway.errors import ToolExecutionError, ToolInputError
-from gateway.pipeline import Pipeline, ToolCall
-from gateway.validation import ValidateArguments
+from gateway.pipeline.chain import Pipeline, ToolCall
+from gateway.pipeline.validation import ValidateArguments
 
 from .conftest import MakeCall, make_tool, text_result
 

@@ -6,8 +6,9 @@ import anyio
 import mcp_types as types
 import pytest
 
-from gateway.budgets import Budget, BudgetExceededError, Budgets, BudgetTracker
-from gateway.pipeline import Pipeline, ToolCall
+from gateway.auth.policy import Budget
+from gateway.pipeline.budgets import BudgetExceededError, Budgets, BudgetTracker
+from gateway.pipeline.chain import Pipeline, ToolCall
 from gateway.session import SessionContext
 from gateway.tools import ToolRecord
 

@@ -13,8 +13,11 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from gateway.approvals import ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, Binding, Status
-from gateway.confirmation import (
+from gateway.auth.policy import derive_risk
+from gateway.errors import ConfigError
+from gateway.pipeline.approvals import ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, Binding, Status
+from gateway.pipeline.chain import Pipeline, ToolCall
+from gateway.pipeline.confirmation import (
     APPROVAL_KEY,
     ARGUMENT,
     ELICIT_NOTE,
@@ -28,9 +31,6 @@ from gateway.confirmation import (
     binding_of,
     strip_confirmation,
 )
-from gateway.errors import ConfigError
-from gateway.pipeline import Pipeline, ToolCall
-from gateway.policy import derive_risk
 from gateway.session import SessionContext
 from gateway.tools import Risk, ToolRecord
 

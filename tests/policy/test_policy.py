@@ -7,9 +7,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from gateway.budgets import Budget
+from gateway.auth.policy import Budget, Policy, Rule, derive_risk, risk_at_least
 from gateway.errors import ConfigError
-from gateway.policy import Policy, Rule, derive_risk, risk_at_least
 from gateway.tools import Risk, ToolRecord
 
 ROLES: dict[str, Any] = {

@@ -16,7 +16,7 @@ import pytest
 from docker import DockerClient
 from mcp import Client
 
-from gateway.frontdoor import build_server
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.sandbox.conftest import IMAGE, WAIT
 from tests.support.harness import REPO, make_config

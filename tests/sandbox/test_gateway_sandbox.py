@@ -20,11 +20,11 @@ from docker import DockerClient
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 
-from gateway.config import GatewayConfig, load_config
-from gateway.frontdoor import build_server
+from gateway.config.model import GatewayConfig, load_config
+from gateway.frontdoors.mcpserver import build_server
+from gateway.sandbox.sandboxes import sandbox_scope
 from gateway.sandbox.source import LABEL_SESSION
 from gateway.sandbox.sweeper import scope_filter
-from gateway.sandboxing import sandbox_scope
 from gateway.service import Gateway
 from tests.sandbox.conftest import COUNTER_SERVER, IMAGE, WAIT
 from tests.support.harness import REPO, make_config

@@ -16,8 +16,8 @@ import pytest
 from docker import DockerClient
 from mcp import Client
 
-from gateway.config import GatewayConfig, default_config_path, load_config
-from gateway.frontdoor import build_server
+from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.sandbox.conftest import IMAGE, WAIT
 from tests.support.harness import REPO, make_config

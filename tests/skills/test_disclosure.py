@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.disclosure import ActiveSkills, LoadOutcome, SkillTooLargeError
 from gateway.errors import ToolRefusedError
+from gateway.skills.disclosure import ActiveSkills, LoadOutcome, SkillTooLargeError
 
 
 def test_loading_adds_skills_most_recent_first() -> None:

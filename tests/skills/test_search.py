@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.search import SearchItem, ToolIndex, tokenize
+from gateway.skills.search import SearchItem, ToolIndex, tokenize
 
 CATALOG = [
     SearchItem("files__list_directory", "List the entries of a directory.", "file-organisation"),

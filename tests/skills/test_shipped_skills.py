@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.skillfile import Skill, load_skills
+from gateway.skills.folder import Skill, load_skills
 
 SHIPPED = Path(__file__).resolve().parents[2] / "skills"
 BUNDLED_TOOLS = [

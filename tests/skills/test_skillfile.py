@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import ToolError
-from gateway.skillfile import MAX_SKILL_FILE_BYTES, SkillFileError, load_skills
+from gateway.skills.folder import MAX_SKILL_FILE_BYTES, SkillFileError, load_skills
 
 from .conftest import WriteSkill
 

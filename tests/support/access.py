@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.config import GatewayConfig, parse_config
+from gateway.config.model import GatewayConfig, parse_config
 from tests.support.harness import REPO, free_port
 from tests.support.toy import build_server as toy
 

@@ -17,11 +17,11 @@ from mcp.client._memory import InMemoryTransport
 from mcp.client.context import ClientRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from gateway.config import GatewayConfig, parse_config
-from gateway.frontdoor import build_server
-from gateway.httpapp import create_app
+from gateway.config.model import GatewayConfig, parse_config
+from gateway.frontdoors.httpapp import create_app
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
-from gateway.upstream import TransportFactory
+from gateway.upstreams.connection import TransportFactory
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.localtools import tool
+from gateway.upstreams.localtools import tool
 
 
 @tool(destructive=True)

@@ -10,7 +10,7 @@ import os
 import time
 from typing import Literal
 
-from gateway.localtools import tool
+from gateway.upstreams.localtools import tool
 
 
 def greet(name: str, punctuation: Literal["!", "."] = ".") -> str:

@@ -11,7 +11,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-from gateway.config import GatewayConfig
+from gateway.config.model import GatewayConfig
 from gateway.service import Gateway
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.toy import build_server

@@ -1,0 +1,1 @@
+"""Who the caller is and what each role may see."""

@@ -1,0 +1,72 @@
+"""Turning an `Authorization` header into an `Identity`: an API key, a JWT, or no credential at all.
+
+Pure: the HTTP edge (gateway/auth/middleware.py) hands it the header. Keys and tokens are never
+logged, kept in plain text, or echoed in an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from gateway.auth.apikeys import TOKEN68, TOKEN68_RULE, ApiKey
+from gateway.auth.identity import ANONYMOUS_CALLER, LOCAL_CALLER, AuthenticationError, Identity
+from gateway.auth.settings import AuthSettings
+from gateway.auth.tokens import verify_jwt
+
+
+class Authenticator:
+    """Turns an `Authorization` header into an Identity, or raises AuthenticationError."""
+
+    def __init__(self, settings: AuthSettings) -> None:
+        self.settings = settings
+
+    def anonymous(self) -> Identity:
+        """The identity of a request that carries no credential, when that is allowed."""
+        return Identity(ANONYMOUS_CALLER, self.settings.anonymous_role, "anonymous")
+
+    def authenticate(self, authorization_header: str | None) -> Identity:
+        """The caller behind `Authorization: Bearer <API key or JWT>`."""
+        if not self.settings.enabled:
+            # Without authentication the gateway serves one trusted party (it listens on loopback):
+            # one caller whose state lasts across requests, unlike the anonymous strangers of an
+            # `anonymous_role`, who share nothing.
+            return Identity(LOCAL_CALLER, self.settings.anonymous_role, "local")
+        if authorization_header is None:
+            if self.settings.anonymous_role is not None:
+                return self.anonymous()
+            raise AuthenticationError(
+                "authentication required: send 'Authorization: Bearer <API key or token>'", error=None
+            )
+        token = _bearer_token(authorization_header)
+        identity = self._by_key(token)
+        if identity is not None:
+            return identity
+        if token.count(".") == 2:
+            if self.settings.jwt is not None:
+                return verify_jwt(token, self.settings.jwt, self.settings.known_roles)
+            raise AuthenticationError("unknown API key (JWTs are not accepted: auth.jwt is not configured)")
+        raise AuthenticationError("unknown API key")
+
+    def _by_key(self, token: str) -> Identity | None:
+        """The identity whose key digest matches, comparing against every key in constant time."""
+        digest = hashlib.sha256(token.encode("utf-8")).digest()
+        found: ApiKey | None = None
+        for key in self.settings.api_keys:
+            # No early exit, so the time taken does not tell which key (if any) matched.
+            if hmac.compare_digest(digest, key.digest):
+                found = key
+        return None if found is None else Identity(found.caller, found.role, "api_key")
+
+
+def _bearer_token(header: str) -> str:
+    """The credential of a `Bearer` Authorization header."""
+    scheme, _, rest = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise AuthenticationError("the Authorization header must use the Bearer scheme", error="invalid_request")
+    token = rest.strip()
+    if not token:
+        raise AuthenticationError("the Bearer token is empty", error="invalid_request")
+    if not TOKEN68.fullmatch(token):
+        raise AuthenticationError(f"the Bearer token may hold only {TOKEN68_RULE}", error="invalid_request")
+    return token

@@ -1,0 +1,67 @@
+"""Who a caller is: an `Identity`, the keys its state hangs on, and the error of a missing credential."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from gateway.errors import GatewayError
+from gateway.session import state_key
+
+Method = Literal["api_key", "jwt", "anonymous", "local", "stdio"]
+ChallengeError = Literal["invalid_request", "invalid_token"]
+
+ANONYMOUS_CALLER = "anonymous"
+LOCAL_CALLER = "local"
+CALLER = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """An authenticated (or knowingly anonymous) caller and the role it acts as.
+
+    `caller` is the name people read; two callers may share it (an API key and a JWT both naming
+    `alice`), so state never keys on it: it keys on `key`.
+    """
+
+    caller: str
+    role: str | None
+    method: Method
+    issuer: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Who this is, unambiguously: how the caller signed in, and as whom.
+
+        `api_key:<caller>`, `jwt:<issuer>:<subject>`, `stdio:<caller>` or, with authentication
+        off, `local:local`; every anonymous request has the key `anonymous`, and each anonymous
+        session one of its own (`caller_key`).
+        """
+        if self.method == "anonymous":
+            return state_key(self.method)
+        if self.method == "jwt":
+            return state_key(self.method, self.issuer or "", self.caller)
+        return state_key(self.method, self.caller)
+
+
+def caller_key(identity: Identity, session_id: str) -> str:
+    """The key a session's state hangs on: the identity's, or an anonymous session's very own."""
+    return state_key(identity.method, session_id) if identity.method == "anonymous" else identity.key
+
+
+def handle_key(identity: Identity, handle: str) -> str:
+    """The id of a stateless-era caller's state under `handle`: distinct for every (caller, handle)."""
+    return state_key("stateless", identity.key, handle)
+
+
+class AuthenticationError(GatewayError):
+    """The request carries no usable credential; answered with HTTP 401.
+
+    `error` is the RFC 6750 error code for the challenge: None when no credential was sent,
+    "invalid_request" when the header is malformed, "invalid_token" when the credential is bad.
+    """
+
+    def __init__(self, message: str, *, error: ChallengeError | None = "invalid_token") -> None:
+        super().__init__(message)
+        self.error = error

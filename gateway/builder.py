@@ -1,0 +1,155 @@
+"""The composition root: the gateway's parts wired from its configuration, clocks and transports.
+
+Building opens nothing; the SQLite stores open in `open_stores`, which the gateway's lifespan calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.auth.policy import derive_risk
+from gateway.catalog import SourceListing
+from gateway.config.model import GatewayConfig
+from gateway.pipeline.approvals import APPROVALS_FILE, ApprovalStore
+from gateway.pipeline.audit import AuditCalls, AuditStore
+from gateway.pipeline.budgets import Budgets
+from gateway.pipeline.chain import CallNext, Pipeline, Step
+from gateway.pipeline.confirmation import ConfirmationStore, ConfirmRiskyCalls
+from gateway.pipeline.execution import ExecuteWithDeadline
+from gateway.pipeline.loops import DetectLoops
+from gateway.pipeline.ordering import SessionOrdering
+from gateway.pipeline.shaping import ShapeResult
+from gateway.pipeline.validation import ValidateArguments
+from gateway.redaction import Redactor
+from gateway.routing import Router
+from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
+from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
+from gateway.upstreams.connection import TransportFactory, Upstream
+from gateway.upstreams.localtools import LocalToolSource, local_sources
+from gateway.upstreams.workspaces import Workspaces
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where tools come from, and the router that picks one for each call."""
+
+    sandboxes: Sandboxes
+    workspaces: Workspaces
+    upstreams: dict[str, Upstream]
+    local: dict[str, LocalToolSource]
+    router: Router
+
+
+def sources(
+    config: GatewayConfig,
+    transports: Mapping[str, TransportFactory],
+    on_listing: Callable[[SourceListing], Awaitable[None]],
+    clock: Clock,
+    wall_clock: Clock,
+) -> Sources:
+    """The sandbox, the workspaces, one long-lived connection per enabled server, the local tools.
+
+    A sandboxed server lists its tools in a container. The sandbox keeps the system clocks: its
+    containers' deadlines are read by sweepers in other processes.
+    """
+    settings = config.settings
+    data_dir = Path(settings.data_dir)
+    sandboxes = Sandboxes(config)
+    workspaces = Workspaces(
+        data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers
+    )
+    transports = dict(transports)
+    for server in config.servers:
+        # A server sandboxed as a whole never runs on the host, not even to list its tools; a
+        # session-scoped one lists them in an empty workspace of its own.
+        if server.sandbox is not None and server.name not in transports:
+            workspace = workspaces.discovery_dir(server) if server.scope == "session" else None
+            transports[server.name] = sandboxes.transport("discovery", server, workspace)
+    upstreams = {
+        server.name: Upstream(
+            workspaces.discovery(server) if server.scope == "session" else server,
+            settings,
+            on_listing,
+            log_dir=data_dir / "logs",
+            transport=transports.get(server.name),
+            clock=clock,
+        )
+        for server in config.servers
+        if server.enabled
+    }
+    local = local_sources(config.local_tools)
+    return Sources(sandboxes, workspaces, upstreams, local, Router(config, upstreams, local, sandboxes, workspaces))
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The embedded databases: the audit trail, confirmation tokens, parked approvals."""
+
+    audit: AuditStore
+    confirmations: ConfirmationStore
+    approvals: ApprovalStore
+
+
+def open_stores(data_dir: Path, redact: Redactor, wall_clock: Clock, stack: AsyncExitStack) -> Stores:
+    """Open the stores under `data_dir`; `stack` closes them."""
+    audit = AuditStore(data_dir / "audit.db", redact)
+    stack.callback(audit.close)
+    confirmations = ConfirmationStore(data_dir / "confirmations.db")
+    stack.callback(confirmations.close)
+    # Wall-clock time: confirmation tokens and parked calls outlive the process.
+    approvals = ApprovalStore(data_dir / APPROVALS_FILE, wall_clock)
+    stack.callback(approvals.close)
+    return Stores(audit, confirmations, approvals)
+
+
+def pipeline(
+    config: GatewayConfig,
+    stores: Stores,
+    skills: SkillHost,
+    budgets: Budgets,
+    sandboxes: Sandboxes,
+    wall_clock: Clock,
+    terminal: CallNext,
+) -> Pipeline:
+    """The call pipeline, outermost step first, around `terminal`."""
+    settings = config.settings
+    confirm = ConfirmRiskyCalls(
+        stores.confirmations,
+        stores.approvals,
+        derive_risk,
+        config.confirmation.risk,
+        config.confirmation.ttl_seconds,
+        wall_clock,
+    )
+    steps: list[Step] = [
+        AuditCalls(stores.audit, wall_clock),
+        ValidateArguments(),
+        SkillAccess(skills),
+        budgets,
+        SandboxGuard(sandboxes.availability),
+        confirm,
+        SkillLifecycle(skills),
+        DetectLoops(settings.loop_window, settings.loop_repeat_limit),
+        SessionOrdering(),
+        ShapeResult(settings.max_result_chars, settings.max_binary_bytes),
+        ExecuteWithDeadline(settings.call_timeout, settings.retries),
+    ]
+    return Pipeline(steps, terminal)
+
+
+def meta_pipeline(stores: Stores, wall_clock: Clock, terminal: CallNext) -> Pipeline:
+    """The meta-tools' short pipeline: audit and validation."""
+    return Pipeline([AuditCalls(stores.audit, wall_clock), ValidateArguments()], terminal)
+
+
+def has_extended(config: GatewayConfig) -> bool:
+    """Whether any tool is extended, so that Find_Tools has something to find."""
+    return any(
+        server.layer == "extended" or any(tool.layer == "extended" for tool in server.tools.values())
+        for server in config.servers
+    ) or any(entry.layer == "extended" for entry in config.local_tools)

@@ -1,0 +1,79 @@
+"""Clients' server files (Claude Desktop / Cursor `mcpServers`, VS Code `servers`) in the gateway's own shape."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.config.schema import NAME_PATTERN, Problem
+
+CLIENT_DATA_DIR = "${GATEWAY_DATA_DIR:-~/.local/share/mcp-gateway}"
+
+_CLIENT_TRANSPORTS = {
+    "stdio": "stdio",
+    "sse": "sse",
+    "http": "http",
+    "streamable-http": "http",
+    "streamableHttp": "http",
+}
+
+
+def detect_format(data: Mapping[str, Any]) -> str:
+    """Which schema definition the file follows, judged by its top-level keys."""
+    if "mcpServers" in data:
+        return "mcpServersFile"
+    servers = data.get("servers")
+    typed = isinstance(servers, dict) and any(isinstance(s, dict) and "type" in s for s in servers.values())
+    if "inputs" in data or (set(data) == {"servers"} and typed):
+        return "vscodeFile"
+    return "gateway"
+
+
+def from_client_file(
+    data: Mapping[str, Any], kind: str, problems: list[Problem], renames: dict[str, str]
+) -> dict[str, Any]:
+    """A client's file (mcpServers or VS Code servers) rewritten in the gateway's own shape.
+
+    Clients allow any server name; a name unfit to prefix tool names is given a fitting one
+    (recorded in `renames`, new name -> original), because such a file cannot say `namespace`.
+    """
+    key = "mcpServers" if kind == "mcpServersFile" else "servers"
+    servers: dict[str, Any] = {}
+    taken = {name for name in data[key] if NAME_PATTERN.fullmatch(name)}
+    for original, entry in data[key].items():
+        name = original
+        if original not in taken:
+            name = _fitting_name(original, taken)
+            taken.add(name)
+            renames[name] = original
+        server = {k: entry[k] for k in ("command", "args", "env", "cwd", "headers", "timeout") if k in entry}
+        if (url := entry.get("url", entry.get("serverUrl"))) is not None:
+            server["url"] = url
+        if (transport := entry.get("type", entry.get("transportType"))) is not None:
+            server["transport"] = _CLIENT_TRANSPORTS[transport]
+        if entry.get("disabled"):
+            server["enabled"] = False
+        if "disabledTools" in entry:
+            server["tools"] = {tool: {"enabled": False} for tool in entry["disabledTools"]}
+        if "envFile" in entry:
+            problems.append(
+                (
+                    (key, original, "envFile"),
+                    "env files are not read; list the variables under env "
+                    "(values may use ${NAME} from the gateway's environment)",
+                )
+            )
+        servers[name] = server
+    return {"servers": servers}
+
+
+def _fitting_name(original: str, taken: set[str]) -> str:
+    """`original` reduced to a valid server name; a hash of it is added if that name is taken."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", original).strip("_")[:32] or "server"
+    if name in taken:
+        # surrogatepass: a JSON file may name a server with a lone surrogate ("\ud800").
+        digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        name = f"{name[:23]}_{digest}"
+    return name

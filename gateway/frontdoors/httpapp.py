@@ -1,0 +1,125 @@
+"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Host and Origin checks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.auth.identity import AuthenticationError
+from gateway.auth.middleware import AuthMiddleware, metadata_route
+from gateway.config.model import GatewayConfig
+from gateway.frontdoors.approvalsapi import approval_routes
+from gateway.frontdoors.mcpserver import build_server
+from gateway.pipeline.approvals import API_PATH
+from gateway.service import Gateway
+from gateway.upstreams.connection import State
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+LOOPBACK_ORIGINS = ("http://127.0.0.1", "http://localhost", "http://[::1]", "https://127.0.0.1", "https://localhost")
+
+
+def _with_port(value: str, base: str) -> bool:
+    """Whether `value` is `base`, or `base` followed by `:<port>`."""
+    rest = value[len(base) :] if value.startswith(base) else None
+    return rest is not None and (rest == "" or (rest[:1] == ":" and rest[1:].isdigit()))
+
+
+def origin_allowed(origin: str, extra: tuple[str, ...]) -> bool:
+    """Whether a browser `Origin` may reach the gateway: loopback on any port, or configured."""
+    return origin in extra or any(_with_port(origin, base) for base in LOOPBACK_ORIGINS)
+
+
+def host_allowed(host: str) -> bool:
+    """Whether a `Host` header names the loopback interface (on any port)."""
+    return any(_with_port(host, name) for name in LOOPBACK_NAMES)
+
+
+class HostOriginGuard:
+    """DNS-rebinding defence for every route: a foreign `Host` (when serving on loopback) gets 421,
+    a foreign `Origin` 403, the answers the MCP SDK gives on its own endpoint."""
+
+    def __init__(self, app: ASGIApp, *, check_host: bool, allowed_origins: tuple[str, ...]) -> None:
+        self._app = app
+        self._check_host = check_host
+        self._allowed = allowed_origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            if self._check_host and not host_allowed(headers.get("host", "")):
+                await PlainTextResponse("Invalid Host header", status_code=421)(scope, receive, send)
+                return
+            origin = headers.get("origin")
+            if origin is not None and not origin_allowed(origin, self._allowed):
+                await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gateway | None = None) -> Starlette:
+    """The ASGI application serving `config` (a lifespan starts and stops everything)."""
+    service = gateway or Gateway(config)
+    server = build_server(service)
+    loopback = host in LOOPBACK_HOSTS
+    # HostOriginGuard checks every route, `/mcp` included; the SDK's own check would be a second one.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
+    # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
+    # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
+    # answered with plain JSON in the 2026 era. `http_json_responses` trades those for speed.
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=config.settings.http_json_responses,
+        transport_security=security,
+        host=host,
+        session_idle_timeout=config.settings.session_idle_timeout,
+    )
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    authenticator = service.authenticator
+
+    def sees_detail(request: Request) -> bool:
+        """Whether `/readyz` may name servers and their errors: to admins, or to anyone on loopback without auth."""
+        if not authenticator.settings.enabled:
+            return loopback
+        values = request.headers.getlist("authorization")
+        try:
+            identity = authenticator.authenticate(values[0] if len(values) == 1 else None)
+        except AuthenticationError:
+            return False
+        return service.policy.is_admin(identity.role)
+
+    async def readyz(request: Request) -> Response:
+        statuses = service.statuses()
+        ready = all(status.state == State.READY for status in statuses if status.required)
+        body: dict[str, object] = {"ready": ready}
+        if sees_detail(request):
+            body["servers"] = {status.name: status.as_dict() for status in statuses}
+            if service.sandboxes.docker is not None:
+                available, reason = service.sandbox_availability()
+                body["sandbox"] = {"available": available, "reason": reason}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with service, server.session_manager.run():
+            yield
+
+    routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
+    routes += approval_routes(service, security)
+    app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
+    # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
+    app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(config.settings.allowed_origins))
+    return app

@@ -1,0 +1,311 @@
+"""The MCP front door: an SDK `Server` whose handlers route every request to the `Gateway`.
+
+Both protocol eras are served by the SDK; this module only maps requests to the gateway,
+finds the client's session context, and turns gateway errors into protocol errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from uuid import uuid4
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from gateway.auth.identity import Identity, caller_key, handle_key
+from gateway.auth.middleware import current_identity
+from gateway.catalog import page
+from gateway.errors import ProtocolError, ToolError
+from gateway.pipeline.chain import ProgressFn
+from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
+from gateway.redaction import Redactor
+from gateway.service import Gateway
+from gateway.session import SessionContext, Transport
+from gateway.skills.metatools import STATE_TOOLS
+
+SESSION_KEY = "gateway.session"
+CONNECTION_KEY = "gateway.connection"
+DEFAULT_HANDLE = "default"
+APPROVAL_REQUEST = "approval"
+APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Run this call?"}},
+    "required": ["approve"],
+}
+Context = ServerRequestContext[Any, Any]
+
+
+class GatewayServer(Server[Any]):
+    """The SDK server, advertising list_changed for tools, prompts and resources."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """Initialization options whose capabilities say the lists can change."""
+        changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return super().create_initialization_options(
+            notification_options or changes, experimental_capabilities, extensions
+        )
+
+
+def _connection(ctx: Context) -> Connection:
+    # The SDK keeps per-connection state and teardown on the Connection, which it only
+    # reaches handlers through the request's session proxy.
+    connection: Connection = ctx.session._connection
+    return connection
+
+
+def identity_of(gateway: Gateway, ctx: Context) -> Identity:
+    """Who sent this request: what the HTTP auth middleware found, else the local (stdio) identity."""
+    request = ctx.request
+    identity = getattr(getattr(request, "state", None), "identity", None)
+    return identity if isinstance(identity, Identity) else gateway.local_identity
+
+
+def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> SessionContext:
+    """The session context of the client that sent this request.
+
+    In the stateless era there is no session: state keys on the caller and a handle the caller
+    passes back (so one caller can keep several conversations apart), except for an anonymous
+    caller, who cannot be told from another and so keeps nothing beyond its request. A session
+    belongs to the caller who opened it; anyone else is told it does not exist.
+    """
+    identity = identity_of(gateway, ctx)
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if modern and identity.method != "anonymous":
+        handle = handle or DEFAULT_HANDLE
+        return gateway.open_session(handle_key(identity, handle), identity, "stateless", handle)
+    connection = _connection(ctx)
+    context: SessionContext | None = connection.state.get(SESSION_KEY)
+    if context is None:
+        # A connection without an SDK session id (stdio, or one stateless-era request) gets a fresh
+        # random one: a reused id would hand a later anonymous request an earlier one's workspace.
+        session_id = connection.session_id or uuid4().hex
+        transport: Transport = "stateless" if modern else "http" if connection.session_id else "stdio"
+        context = gateway.open_session(session_id, identity, transport)
+        context.state[CONNECTION_KEY] = connection
+        connection.state[SESSION_KEY] = context
+        connection.exit_stack.push_async_callback(gateway.close_session, session_id)
+    elif caller_key(identity, context.id) != context.caller:
+        raise MCPError(code=types.INVALID_REQUEST, message="Session not found")
+    else:
+        gateway.open_session(context.id, identity, context.transport)
+    return context
+
+
+def _approves(answer: object) -> bool:
+    """Whether a person's answer to the approval form approves the call."""
+    return (
+        isinstance(answer, types.ElicitResult)
+        and answer.action == "accept"
+        and bool((answer.content or {}).get("approve"))
+    )
+
+
+async def _declined(message: str, summary: dict[str, Any]) -> bool:
+    return False
+
+
+def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.InputRequiredResult:
+    """The stateless era's way to ask the person: the client elicits, then retries the call with
+    the answer; the token travels as the request state, bound to this exact call."""
+    message = f"Allow '{params.name}' to run with these arguments?\n{shown_arguments(params.arguments or {})}"
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
+    )
+    return types.InputRequiredResult(input_requests={APPROVAL_REQUEST: request}, request_state=token)
+
+
+def client_notes(ctx: Context) -> dict[str, Any]:
+    """What the pipeline may use of this client: a way to ask its user, if it has one.
+
+    Nothing the request carries (arguments, `_meta`) is taken as a confirmation: only a person's
+    answer through elicitation, or a person deciding a parked approval, confirms a call.
+    """
+    notes: dict[str, Any] = {}
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return notes
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        notes[INPUT_NOTE] = InputRequest()
+    elif ctx.session.can_send_request:
+
+        async def elicit(message: str, summary: dict[str, Any]) -> bool:
+            return _approves(await ctx.session.elicit_form(message, APPROVAL_SCHEMA))
+
+        notes[ELICIT_NOTE] = elicit
+    return notes
+
+
+async def notify_tools_changed(gateway: Gateway, bus: InMemorySubscriptionBus) -> None:
+    """Tell every connected client that the lists changed: handshake-era sessions through their
+    back channel, 2026-era clients through their `subscriptions/listen` streams."""
+    for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
+        await bus.publish(event)
+    for context in gateway.sessions.live():
+        connection = context.state.get(CONNECTION_KEY)
+        if isinstance(connection, Connection) and connection.has_standalone_channel:
+            await connection.send_tool_list_changed()
+            await connection.send_prompt_list_changed()
+            await connection.send_resource_list_changed()
+
+
+@contextmanager
+def protocol_errors(redact: Redactor) -> Iterator[None]:
+    """Answer gateway errors outside a tool result (unknown names, bad cursors, failed reads) as
+    JSON-RPC invalid-params errors without secrets; a tool call's own failures are results, never raised here."""
+    try:
+        yield
+    except (ProtocolError, ToolError) as error:
+        raise MCPError(code=types.INVALID_PARAMS, message=redact(error.client_text())) from None
+
+
+def redacted_error(result: types.CallToolResult, redact: Redactor) -> types.CallToolResult:
+    """A failed call's result as the client sees it: its texts without secrets (a server's error
+    may quote its own credentials). Successful results are the tool's data and go back as they are."""
+    if not result.is_error:
+        return result
+    content = [
+        block.model_copy(update={"text": redact(block.text)}) if isinstance(block, types.TextContent) else block
+        for block in result.content
+    ]
+    return result.model_copy(update={"content": content})
+
+
+def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
+    """The MCP server that fronts `gateway`."""
+
+    async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
+        return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
+
+    async def call_tool(
+        ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
+        session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
+        progress: ProgressFn | None = None
+        if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
+            progress = ctx.session.report_progress
+        notes = client_notes(ctx)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
+            # The retry after the person answered the approval the gateway asked for below.
+            if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
+                notes[TOKEN_NOTE] = params.request_state
+            else:
+                notes[ELICIT_NOTE] = _declined
+        with protocol_errors(gateway.redact):
+            result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
+        request = notes.get(INPUT_NOTE)
+        if isinstance(request, InputRequest) and request.state is not None:
+            return _ask_approval(params, request.state)
+        return redacted_error(result, gateway.redact)
+
+    async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            items, cursor = page(gateway.listed_resources(session), _cursor(params), page_size, key=_uri)
+        return types.ListResourcesResult(resources=items, next_cursor=cursor)
+
+    async def list_templates(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            items, cursor = page(gateway.listed_templates(session), _cursor(params), page_size, key=_template)
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
+
+    async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            return await gateway.read_resource(session, params.uri)
+
+    async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            items, cursor = page(gateway.listed_prompts(session), _cursor(params), page_size, key=_name)
+        return types.ListPromptsResult(prompts=items, next_cursor=cursor)
+
+    async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            return await gateway.get_prompt(session, params.name, params.arguments)
+
+    async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            return await gateway.complete(session, params)
+
+    def input_schema(name: str) -> Mapping[str, Any] | None:
+        # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
+        identity = current_identity() or gateway.local_identity
+        return gateway.input_schema(name, identity.role)
+
+    bus = InMemorySubscriptionBus()
+    server = GatewayServer(
+        "mcp-gateway",
+        version="0.1.0",
+        instructions="One endpoint for every tool of this organisation. Tool names are <server>__<tool>.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+        on_subscriptions_listen=ListenHandler(bus),
+        get_tool_input_schema=input_schema,
+    )
+
+    # The SDK's default middleware opens a tracing span per request, a measurable cost per call
+    # that buys nothing until a tracer is installed.
+    server.middleware.clear()
+
+    async def changed() -> None:
+        await notify_tools_changed(gateway, bus)
+
+    async def session_changed(session: SessionContext) -> None:
+        connection = session.state.get(CONNECTION_KEY)
+        if isinstance(connection, Connection) and connection.has_standalone_channel:
+            await connection.send_tool_list_changed()
+
+    gateway.on_change(changed)
+    gateway.on_session_change(session_changed)
+    return server
+
+
+def _cursor(params: types.PaginatedRequestParams | None) -> str | None:
+    return params.cursor if params is not None else None
+
+
+def _name(item: Any) -> str:
+    return str(item.name)
+
+
+def _uri(item: types.Resource) -> str:
+    return item.uri
+
+
+def _template(item: types.ResourceTemplate) -> str:
+    return item.uri_template

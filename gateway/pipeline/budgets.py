@@ -1,0 +1,173 @@
+"""Call budgets: how many calls a role may make per minute, at once, and in one session.
+
+Four limits, each optional, taken from the role of the session making the call:
+- `calls_per_minute`: calls of one session in any 60-second window (sliding);
+- `caller_calls_per_minute`: calls of one caller across all its sessions in any 60-second window;
+- `concurrent`: calls of one caller running at the same time;
+- `max_calls_per_session`: calls in one session, ever.
+
+For the two caller-wide limits every anonymous caller counts as one caller.
+
+Only admitted calls count; a refused call uses nothing. A call counts when it starts, whatever
+its outcome. `BudgetTracker` is the pure core (the caller passes the clock); `Budgets` is the
+pipeline step around it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import mcp_types as types
+
+from gateway.auth.policy import Budget
+from gateway.errors import ToolRefusedError
+from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.session import Closer
+
+WINDOW_SECONDS = 60.0
+# Marks a session whose end the step already listens for, so it registers once.
+STATE_KEY = "gateway.budgets.watched"
+
+
+class BudgetExceededError(ToolRefusedError):
+    """The call would go past one of the role's budget limits."""
+
+    reason = "budget"
+
+    def __init__(self, limit: str, message: str, retry_after: float | None, *, hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.limit = limit
+        self.retry_after = retry_after
+
+
+@dataclass(slots=True)
+class _SessionUsage:
+    total: int = 0
+    recent: deque[float] = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class _CallerUsage:
+    running: int = 0
+    recent: deque[float] = field(default_factory=deque)
+
+
+class BudgetTracker:
+    """Counts calls per session and per caller against budgets. Pure: `clock` gives seconds."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._sessions: dict[str, _SessionUsage] = {}
+        self._callers: dict[str, _CallerUsage] = {}
+        self._last_sweep = clock()
+
+    def acquire(self, session_id: str, caller: str, budget: Budget) -> None:
+        """Admit one call or raise `BudgetExceededError`; an admitted call must be `release`d."""
+        now = self._clock()
+        self._sweep(now)
+        session = self._sessions.setdefault(session_id, _SessionUsage())
+        owner = self._callers.setdefault(caller, _CallerUsage())
+        _expire(session.recent, now)
+        _expire(owner.recent, now)
+        _check(budget, session, owner, now)
+        session.total += 1
+        session.recent.append(now)
+        owner.recent.append(now)
+        owner.running += 1
+
+    def release(self, caller: str) -> None:
+        """End one admitted call of `caller`, freeing its concurrency slot."""
+        owner = self._callers.get(caller)
+        if owner is not None and owner.running > 0:
+            owner.running -= 1
+
+    def end_session(self, session_id: str) -> None:
+        """Forget a session that ended; its caller's counts stay."""
+        self._sessions.pop(session_id, None)
+
+    def _sweep(self, now: float) -> None:
+        # Callers come and go; drop the idle ones once a window so the map cannot grow without end.
+        if now - self._last_sweep < WINDOW_SECONDS:
+            return
+        self._last_sweep = now
+        for caller, owner in list(self._callers.items()):
+            _expire(owner.recent, now)
+            if not owner.recent and not owner.running:
+                del self._callers[caller]
+
+
+def _expire(recent: deque[float], now: float) -> None:
+    while recent and recent[0] <= now - WINDOW_SECONDS:
+        recent.popleft()
+
+
+def _check(budget: Budget, session: _SessionUsage, owner: _CallerUsage, now: float) -> None:
+    limit = budget.max_calls_per_session
+    if limit is not None and session.total >= limit:
+        raise BudgetExceededError(
+            "max_calls_per_session",
+            f"Refused: this session has used all {limit} calls its role allows (max_calls_per_session).",
+            None,
+            hint="No more calls are possible in this session; tell the user the budget is spent.",
+        )
+    for name, recent, cap, whose in (
+        ("calls_per_minute", session.recent, budget.calls_per_minute, "this session"),
+        ("caller_calls_per_minute", owner.recent, budget.caller_calls_per_minute, "your sessions together"),
+    ):
+        if cap is not None and len(recent) >= cap:
+            wait = max(1, math.ceil(recent[0] + WINDOW_SECONDS - now))
+            raise BudgetExceededError(
+                name,
+                f"Refused: {whose} made {cap} calls in the last minute, the most its role allows ({name}); "
+                f"retry in {wait} seconds.",
+                float(wait),
+                hint="Wait before calling again, or tell the user the call budget is reached.",
+            )
+    cap = budget.concurrent
+    if cap is not None and owner.running >= cap:
+        raise BudgetExceededError(
+            "concurrent",
+            f"Refused: {cap} of your calls are already running, the most your role allows at once (concurrent); "
+            "retry when one of them has finished.",
+            None,
+            hint="Wait for your running calls, then call again.",
+        )
+
+
+class Budgets:
+    """Pipeline step: refuse calls past the budget of the session's role."""
+
+    def __init__(
+        self, budget_of: Callable[[str | None], Budget | None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._budget_of = budget_of
+        self.tracker = BudgetTracker(clock)
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        """Admit the call against the role's budget, run it, then free its concurrency slot."""
+        budget = self._budget_of(call.session.role)
+        if budget is None:
+            return await call_next(call)
+        # Anonymous sessions each keep their own state but count together against caller-wide
+        # limits: otherwise a fresh session (or, in the stateless era, a fresh request) would
+        # start a fresh budget.
+        session = call.session
+        caller = session.principal or session.caller
+        self.tracker.acquire(session.id, caller, budget)
+        if not session.state.get(STATE_KEY):
+            session.state[STATE_KEY] = True
+            session.on_close(self._forget(session.id))
+        try:
+            return await call_next(call)
+        finally:
+            self.tracker.release(caller)
+
+    def _forget(self, session_id: str) -> Closer:
+        async def forget() -> None:
+            self.tracker.end_session(session_id)
+
+        return forget

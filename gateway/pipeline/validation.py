@@ -1,0 +1,97 @@
+"""Argument validation: a call's arguments are checked against its tool's input schema first."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+import mcp_types as types
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+
+from gateway.errors import ToolExecutionError, ToolInputError
+from gateway.pipeline.chain import CallNext, ToolCall
+
+# A violation quoting a huge argument would flood the model's context; the path says where it is.
+_MAX_VIOLATION_CHARS = 300
+# Enough for every tool of a large catalog; bounded so catalog reloads cannot grow it without end.
+_CACHE_SIZE = 4096
+_BROKEN_SCHEMA = "The tool's server publishes a broken schema; use another tool."
+
+
+class ValidateArguments:
+    """Pipeline step: refuse calls whose arguments do not match the tool's input schema.
+
+    Compiled validators are cached by schema identity: a `ToolRecord` keeps its schema
+    object for its lifetime, so the hot path looks the validator up instead of rebuilding it.
+    """
+
+    def __init__(self) -> None:
+        # Keyed by id(); the schema is kept alive in the value so the id cannot be reused.
+        self._cache: OrderedDict[int, tuple[Mapping[str, Any], Validator]] = OrderedDict()
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        """Validate `call.arguments`, then pass the call on; raise `ToolInputError` on violations."""
+        violations = self.violations(call.tool.name, call.tool.input_schema, call.arguments)
+        if violations:
+            listing = "\n".join(f"- {line}" for line in violations)
+            raise ToolInputError(f"Invalid arguments for tool '{call.tool.name}':\n{listing}")
+        return await call_next(call)
+
+    def violations(self, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
+        """Every violation of `schema` by `arguments`, as `<json path>: <message>`, sorted."""
+        validator = self._validator(tool, schema)
+        try:
+            errors = list(validator.iter_errors(dict(arguments)))
+        except Exception as error:
+            # A schema can pass the meta-schema and still fail when applied (unresolvable $ref,
+            # a regex Python rejects); that is the server's fault, not the caller's.
+            raise ToolExecutionError(
+                f"Tool '{tool}' has an input schema that cannot be applied: {type(error).__name__}: {_clip(str(error))}"
+            ) from None
+        ordered = sorted(errors, key=lambda error: (_path_key(error), error.message))
+        return [f"{error.json_path}: {_clip(error.message)}" for error in ordered]
+
+    def _validator(self, tool: str, schema: Mapping[str, Any]) -> Validator:
+        key = id(schema)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] is schema:
+            self._cache.move_to_end(key)
+            return cached[1]
+        validator = _compile(tool, schema)
+        self._cache[key] = (schema, validator)
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return validator
+
+
+def _compile(tool: str, schema: Mapping[str, Any]) -> Validator:
+    """A validator for `schema`, of the draft its `$schema` names (2020-12 by default)."""
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(dict(schema))
+    except jsonschema.SchemaError as error:
+        raise ToolExecutionError(
+            f"Tool '{tool}' has an invalid input schema at {error.json_path}: {_clip(error.message)}",
+            hint=_BROKEN_SCHEMA,
+        ) from None
+    except Exception as error:
+        # Checking can fail before judging the schema: `$schema` is not a string, nesting passes the recursion limit.
+        raise ToolExecutionError(
+            f"Tool '{tool}' has an input schema that cannot be checked: {type(error).__name__}: {_clip(str(error))}",
+            hint=_BROKEN_SCHEMA,
+        ) from None
+    return cls(schema)
+
+
+def _path_key(error: ValidationError) -> tuple[tuple[int, int, str], ...]:
+    # Array indexes sort numerically ($.items[2] before $.items[10]), property names by name.
+    return tuple((0, part, "") if isinstance(part, int) else (1, 0, str(part)) for part in error.absolute_path)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _MAX_VIOLATION_CHARS:
+        return text
+    return text[: _MAX_VIOLATION_CHARS - 3] + "..."

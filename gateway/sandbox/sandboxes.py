@@ -1,0 +1,184 @@
+"""Sandboxed tools inside the running gateway: the guard step and the routing to Docker.
+
+A tool marked `sandbox` runs only through the Docker sandbox, never on the host. When the
+sandbox is unavailable (no daemon, no image) the call is refused by `SandboxGuard`, before it
+is queued, confirmed or executed, with the reason. `Sandboxes` turns the configuration into
+sandbox calls: per call (a fresh container from the warm pool) or per session (one container
+kept for the client session, speaking MCP over its stdin/stdout). The session's workspace is
+the only host directory a container sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from anyio.abc import TaskGroup
+
+from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
+from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError, parse_size
+from gateway.upstreams.connection import Streams, TransportFactory
+from gateway.upstreams.workspaces import workspace_owner
+
+log = logging.getLogger(__name__)
+
+AVAILABILITY_INTERVAL = 30.0
+RELEASE_KEY = "gateway.sandbox.release"
+
+
+class SandboxGuard:
+    """Refuses calls to sandboxed tools while the sandbox is unavailable."""
+
+    def __init__(self, availability: Callable[[], tuple[bool, str]]) -> None:
+        self._availability = availability
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        if call.tool.sandbox is not None:
+            ready, reason = self._availability()
+            if not ready:
+                raise SandboxUnavailableError(
+                    f"Tool {call.tool.name} runs only in a Docker sandbox, and the sandbox is unavailable: "
+                    f"{reason}. The call was not run."
+                )
+        return await call_next(call)
+
+
+def container_command(server: ServerConfig, settings: SandboxSettings) -> list[str]:
+    """What runs in the container: the configured command, else the server's own, where the
+    gateway's Python becomes the image's `python3`."""
+    if settings.command:
+        return list(settings.command)
+    assert server.command is not None
+    command = "python3" if server.command == sys.executable else server.command
+    return [command, *server.args]
+
+
+def limits_of(settings: SandboxSettings, user: tuple[int, int]) -> SandboxLimits:
+    """The container limits for a tool's sandbox settings, run as `user` (the workspaces' owner)."""
+    return SandboxLimits(
+        user=f"{user[0]}:{user[1]}",
+        memory=parse_size(settings.memory),
+        cpus=settings.cpus,
+        pids=settings.pids,
+        tmpfs=parse_size(settings.tmpfs),
+        deadline=settings.deadline,
+        max_output=settings.max_output_bytes,
+    )
+
+
+def sandbox_scope(settings: GatewaySettings) -> str:
+    """The scope label of this gateway's containers: stable across restarts on the same data
+    directory, so that a restarted gateway sweeps what its predecessor left."""
+    return "gw-" + hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:12]
+
+
+class Sandboxes:
+    """The gateway's Docker sandbox, created only when some tool needs one."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        settings = config.settings
+        needed = any(
+            server.sandbox is not None or any(tool.sandbox is not None for tool in server.tools.values())
+            for server in config.servers
+        )
+        scope = sandbox_scope(settings)
+        # Session containers end with their client sessions (the gateway's own idle expiry), not
+        # on a timer of the sandbox's: a quiet session would otherwise lose its server's state.
+        self.docker = (
+            DockerSandbox(settings.sandbox_image, warm_size=settings.sandbox_warm, scope=scope, session_idle=math.inf)
+            if needed
+            else None
+        )
+        self._state = (False, "the Docker sandbox has not been checked yet")
+        # The workspace's owner, so the container reaches it through ownership, not a world-writable mode.
+        self._user = workspace_owner()
+
+    def availability(self) -> tuple[bool, str]:
+        """Whether sandboxed tools can run now, and why not (as of the last check)."""
+        if self.docker is None:
+            return False, "no tool of this configuration uses the sandbox"
+        return self._state
+
+    async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
+        """Check Docker; as the owner of the data directory's containers also remove leftovers of
+        earlier runs and keep both up to date in the background."""
+        if self.docker is None:
+            return
+        await self._check()
+        if not owner:
+            return
+        if self._state[0]:
+            removed = await self.docker.sweep_leftovers()
+            if removed:
+                log.info("removed %d sandbox containers left by an earlier run", removed)
+        group.start_soon(self._watch)
+        group.start_soon(self.docker.maintain)
+
+    async def close(self) -> None:
+        """Destroy every container the sandbox holds."""
+        if self.docker is not None:
+            await self.docker.close()
+
+    async def _check(self) -> None:
+        assert self.docker is not None
+        with anyio.move_on_after(10):
+            self._state = await anyio.to_thread.run_sync(self.docker.available)
+            return
+        self._state = (False, "Docker did not answer within 10 s")
+
+    async def _watch(self) -> None:
+        while True:
+            await anyio.sleep(AVAILABILITY_INTERVAL)
+            before = self._state[0]
+            await self._check()
+            if before != self._state[0]:
+                log.warning("sandbox %s: %s", "available" if self._state[0] else "unavailable", self._state[1])
+
+    async def call(self, call: ToolCall, server: ServerConfig, workspace: Path) -> types.CallToolResult:
+        """Run one call of a per-call sandboxed tool in a fresh container."""
+        docker = self.docker
+        assert docker is not None
+        settings = server.settings_for(call.tool.original_name).sandbox
+        assert settings is not None
+        if RELEASE_KEY not in call.session.state:
+            # Warm containers mount this session's workspace: nobody else may use them once it ends.
+            call.session.state[RELEASE_KEY] = True
+
+            async def release() -> None:
+                await docker.release_workspace(workspace)
+
+            call.session.on_close(release)
+        return await docker.call_per_call(
+            container_command(server, settings),
+            call.tool.original_name,
+            call.arguments,
+            limits_of(settings, self._user),
+            workspace,
+        )
+
+    def transport(self, owner: str, server: ServerConfig, workspace: Path | None) -> TransportFactory:
+        """The transport to `owner`'s container of a server sandboxed as a whole (one per session)."""
+        docker = self.docker
+        assert docker is not None and server.sandbox is not None
+        key = f"{owner}/{server.name}"
+        command = container_command(server, server.sandbox)
+        limits = limits_of(server.sandbox, self._user)
+
+        @asynccontextmanager
+        async def open_container() -> AsyncIterator[Streams]:
+            async with docker.session_transport(key, command, limits, workspace) as streams:
+                try:
+                    yield streams
+                finally:
+                    await docker.close_session(key)
+
+        return open_container

@@ -1,0 +1,1 @@
+"""Skills: folders, search, per-session disclosure and the meta-tools."""

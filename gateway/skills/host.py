@@ -1,0 +1,270 @@
+"""Skills inside the running gateway: which skills and tools a session may reach, and its active set.
+
+`SkillHost` joins the pure parts (skill folders, the BM25 index, `ActiveSkills`) to the live
+catalog. It decides the access rule shared by every call path:
+- a core tool is always reachable;
+- an extended tool is reachable when an active skill carries it, or when no skill carries it
+  at all (then Find_Tools is the way to discover it);
+- otherwise the call is refused with the name of the skill to load.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+
+import mcp_types as types
+
+from gateway.catalog import Catalog
+from gateway.config.model import GatewaySettings
+from gateway.errors import ProtocolError, ToolRefusedError
+from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.session import SessionContext
+from gateway.skills.disclosure import ActiveSkills
+from gateway.skills.folder import Skill, SkillSet
+from gateway.skills.search import SearchItem, ToolIndex
+from gateway.tools import ToolRecord
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "gateway.skills"
+SKILL_SCHEME = "skill://"
+SKILL_FILE = "SKILL.md"
+Notify = Callable[[SessionContext], Awaitable[None]]
+ToolFilter = Callable[[SessionContext, ToolRecord], bool]
+# The session, then the skill's name and the roles its folder names.
+SkillFilter = Callable[[SessionContext, str, tuple[str, ...]], bool]
+
+
+class SkillNotActiveError(ToolRefusedError):
+    """An extended tool was called while no active skill carries it."""
+
+    reason = "skill_not_active"
+
+
+class SkillHost:
+    """The skills of one gateway and every session's active set."""
+
+    def __init__(
+        self,
+        skills: SkillSet,
+        catalog: Catalog,
+        settings: GatewaySettings,
+        may_see: ToolFilter,
+        may_see_skill: SkillFilter,
+        notify: Notify,
+    ) -> None:
+        self.skills = skills
+        self._catalog = catalog
+        self._settings = settings
+        self._may_see = may_see
+        self._may_see_skill = may_see_skill
+        self._notify = notify
+        self._carriers: dict[str, list[str]] = {}
+        self._members: dict[str, list[str]] = {}
+        self._index = ToolIndex(())
+        for problem in skills.problems:
+            log.warning("skill not loaded: %s", problem)
+        self.refresh()
+
+    @property
+    def names(self) -> list[str]:
+        """Every loaded skill's name."""
+        return sorted(self.skills.skills)
+
+    def refresh(self) -> None:
+        """Recompute which tools each skill brings, and the search index, after a catalog change."""
+        names = [tool.name for tool in self._catalog.tools]
+        self._members = {skill.name: skill.tool_names(names) for skill in self.skills.skills.values()}
+        self._carriers = {}
+        for skill_name, members in self._members.items():
+            for tool_name in members:
+                self._carriers.setdefault(tool_name, []).append(skill_name)
+        self._index = ToolIndex(
+            SearchItem(tool.name, tool.description, " ".join(self._carriers.get(tool.name, [])))
+            for tool in self._catalog.tools
+        )
+
+    def members(self, skill_name: str) -> list[str]:
+        """The catalog tools a skill's allowed-tools select, in catalog order."""
+        return self._members.get(skill_name, [])
+
+    def carriers(self, tool_name: str) -> list[str]:
+        """Skills whose allowed-tools include `tool_name`."""
+        return self._carriers.get(tool_name, [])
+
+    def with_skills(self, tool: ToolRecord) -> ToolRecord:
+        """`tool` with the skills that carry it filled in."""
+        return replace(tool, skills=tuple(self.carriers(tool.name)))
+
+    def state(self, session: SessionContext) -> ActiveSkills:
+        """The session's active skills, created on first use."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        if active is None:
+            active = ActiveSkills(self._settings.skill_capacity, self._settings.max_extended_tools)
+            session.state[STATE_KEY] = active
+        return active
+
+    # The Disclosure protocol of the meta-tools
+
+    def visible_skills(self, session: SessionContext) -> list[Skill]:
+        """Skills the session's role may see, leaving out those whose every catalog tool is hidden from it."""
+        return [skill for skill in (self.skills.skills[name] for name in self.names) if self._shows(session, skill)]
+
+    def _shows(self, session: SessionContext, skill: Skill) -> bool:
+        if not self._may_see_skill(session, skill.name, skill.roles):
+            return False
+        members = [tool for tool in (self._catalog.tool(name) for name in self.members(skill.name)) if tool]
+        # A skill that would bring only hidden tools is useless to the caller, and its name and
+        # description would tell of tools it may not know of. One selecting no tool yet still shows.
+        return not members or any(self._may_see(session, tool) for tool in members)
+
+    def skill_tools(self, session: SessionContext, skill: Skill) -> list[ToolRecord]:
+        """The tools `skill` brings that the session may see."""
+        tools = (self._catalog.tool(name) for name in self.members(skill.name))
+        return [tool for tool in tools if tool is not None and self._may_see(session, tool)]
+
+    async def activate(self, session: SessionContext, skill: Skill) -> tuple[bool, list[str]]:
+        """Load `skill` for the session; whether it was active already, and what was evicted."""
+        tools = [tool.name for tool in self.skill_tools(session, skill)]
+        outcome = self.state(session).load(skill.name, tools, skill.lifecycle)
+        if not outcome.already_active:
+            await self._notify(session)
+        return outcome.already_active, outcome.evicted
+
+    async def deactivate(self, session: SessionContext, name: str | None, task_done: bool) -> list[str]:
+        """Unload one skill and/or every task-scoped skill; the names that left."""
+        active = self.state(session)
+        removed = [name] if name is not None and active.unload(name) else []
+        if task_done:
+            removed += active.finish_task()
+        if removed:
+            await self._notify(session)
+        return removed
+
+    def active_skills(self, session: SessionContext) -> list[str]:
+        """Active skill names, most recently used first."""
+        return self.state(session).active()
+
+    def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]:
+        """Tools matching `query` among those the session may see, with the skills carrying each."""
+
+        def allowed(name: str) -> bool:
+            tool = self._catalog.tool(name)
+            return tool is not None and self._may_see(session, tool)
+
+        hits = self._index.search(query, limit, allowed)
+        found = ((self._catalog.tool(hit.name), self._visible_carriers(session, hit.name)) for hit in hits)
+        return [(tool, skills) for tool, skills in found if tool is not None]
+
+    def _visible_carriers(self, session: SessionContext, tool_name: str) -> list[str]:
+        """The skills carrying `tool_name` that the session's role may see (never name hidden ones)."""
+        carriers = self.carriers(tool_name)
+        return [skill.name for skill in self.visible_skills(session) if skill.name in carriers]
+
+    def handle_of(self, session: SessionContext) -> str | None:
+        """The handle a session-less client passes back to reach this state."""
+        return session.handle
+
+    # Skills as MCP resources
+
+    def resources(self, session: SessionContext) -> list[types.Resource]:
+        """`skill://<name>/SKILL.md` and every bundled file of the skills the session may see."""
+        listed = []
+        for skill in self.visible_skills(session):
+            listed.append(
+                types.Resource(
+                    uri=f"{SKILL_SCHEME}{skill.name}/{SKILL_FILE}",
+                    name=skill.name,
+                    description=skill.description,
+                    mime_type="text/markdown",
+                )
+            )
+            listed += [
+                types.Resource(uri=f"{SKILL_SCHEME}{skill.name}/{path}", name=f"{skill.name}/{path}")
+                for path in skill.files()
+            ]
+        return listed
+
+    def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
+        """The content of a `skill://` resource; unknown skills and paths are protocol errors."""
+        name, _, path = uri.removeprefix(SKILL_SCHEME).partition("/")
+        skill = next((s for s in self.visible_skills(session) if s.name == name), None)
+        if skill is None or not path:
+            raise ProtocolError(f"Unknown resource: {uri}")
+        if path == SKILL_FILE:
+            text = (skill.folder / SKILL_FILE).read_text(encoding="utf-8")
+            return types.ReadResourceResult(
+                contents=[types.TextResourceContents(uri=uri, text=text, mime_type="text/markdown")]
+            )
+        content = skill.read_file(path)
+        if isinstance(content, bytes):
+            blob = base64.b64encode(content).decode()
+            return types.ReadResourceResult(contents=[types.BlobResourceContents(uri=uri, blob=blob)])
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=content)])
+
+    # Access and lifecycle around calls
+
+    def active_tools(self, session: SessionContext) -> set[str]:
+        """Tool names the session's active skills bring."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        return active.tools() if active is not None else set()
+
+    def check_access(self, session: SessionContext, tool: ToolRecord) -> None:
+        """Refuse an extended tool that an inactive skill carries, saying which skill to load."""
+        if tool.layer == "core":
+            return
+        if not self.carriers(tool.name) or tool.name in self.active_tools(session):
+            return
+        visible = self._visible_carriers(session, tool.name)
+        if not visible:
+            # Every carrier is hidden from this role: refuse without naming skills it may not know of.
+            raise SkillNotActiveError(f"Tool {tool.name} is only available through a skill you cannot load")
+        raise SkillNotActiveError(
+            f"Tool {tool.name} belongs to the skill {' or '.join(visible)}, which is not active",
+            hint=f"Call Load_Skill with name={visible[0]!r}, then call the tool again.",
+        )
+
+    async def call_started(self, session: SessionContext, tool_name: str) -> None:
+        """A call of `tool_name` begins: its skills count as used."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        if active is not None:
+            active.used(tool_name)
+
+    async def call_completed(self, session: SessionContext) -> Sequence[str]:
+        """A tool call completed: `turn` skills leave."""
+        active: ActiveSkills | None = session.state.get(STATE_KEY)
+        if active is None:
+            return []
+        left = active.after_call()
+        if left:
+            await self._notify(session)
+        return left
+
+
+class SkillAccess:
+    """The pipeline step applying the skill access rule, before anything asks a person or runs."""
+
+    def __init__(self, host: SkillHost) -> None:
+        self._host = host
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        self._host.check_access(call.session, call.tool)
+        return await call_next(call)
+
+
+class SkillLifecycle:
+    """The pipeline step keeping skills' recency and lifecycles: placed after confirmation, so only
+    a call that was cleared to run counts as used and as completed."""
+
+    def __init__(self, host: SkillHost) -> None:
+        self._host = host
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        await self._host.call_started(call.session, call.tool.name)
+        try:
+            return await call_next(call)
+        finally:
+            await self._host.call_completed(call.session)

@@ -1,0 +1,284 @@
+"""The meta-tools of progressive disclosure: List_Skills, Load_Skill, Unload_Skill, Use_Tool,
+Find_Tools and Read_Skill_File.
+
+They are ordinary `ToolRecord`s of the `gateway` source; `MetaTools` is that source. It asks the
+`Disclosure` (what this caller may see and has active) and calls other tools back through the
+gateway's pipeline, so a call made with Use_Tool is checked exactly like a direct one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import mcp_types as types
+
+from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError
+from gateway.pipeline.chain import ProgressFn, ToolCall
+from gateway.session import SessionContext
+from gateway.skills.folder import Skill
+from gateway.tools import GATEWAY_SOURCE, ToolRecord
+
+LIST_SKILLS = "List_Skills"
+LOAD_SKILL = "Load_Skill"
+UNLOAD_SKILL = "Unload_Skill"
+USE_TOOL = "Use_Tool"
+FIND_TOOLS = "Find_Tools"
+READ_SKILL_FILE = "Read_Skill_File"
+STATE_TOOLS = frozenset({LIST_SKILLS, LOAD_SKILL, UNLOAD_SKILL, USE_TOOL, READ_SKILL_FILE})
+# No enum of skill names: the schemas are the same for every caller, and an enum would name
+# skills that some roles may not see. List_Skills gives each caller the names it may use.
+SKILL_NAME = {"type": "string", "description": "A skill name, as List_Skills gives it."}
+HANDLE = {
+    "type": "string",
+    "description": "Only for clients without sessions: the handle an earlier Load_Skill returned.",
+}
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_STATEFUL = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+class Disclosure(Protocol):
+    """What the meta-tools need from the gateway."""
+
+    def visible_skills(self, session: SessionContext) -> list[Skill]: ...
+
+    def skill_tools(self, session: SessionContext, skill: Skill) -> list[ToolRecord]: ...
+
+    async def activate(self, session: SessionContext, skill: Skill) -> tuple[bool, list[str]]: ...
+
+    async def deactivate(self, session: SessionContext, name: str | None, task_done: bool) -> list[str]: ...
+
+    def active_skills(self, session: SessionContext) -> list[str]: ...
+
+    def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]: ...
+
+    def handle_of(self, session: SessionContext) -> str | None: ...
+
+
+CallBack = Callable[
+    [SessionContext, str, Mapping[str, Any], ProgressFn | None, Mapping[str, Any]], Awaitable[types.CallToolResult]
+]
+
+
+def records(skill_names: Sequence[str] | None, with_skills: bool, with_search: bool) -> list[ToolRecord]:
+    """The meta-tools worth listing: skill tools when skills exist, search and call-through when needed."""
+    result: list[ToolRecord] = []
+    # Listed per role, the skill argument names exactly the skills that role may load; the
+    # records used to validate calls leave it open, so a hidden name fails like an unknown one.
+    skill_name = SKILL_NAME if skill_names is None else {**SKILL_NAME, "enum": list(skill_names)}
+    if with_skills:
+        result += [
+            _record(
+                LIST_SKILLS,
+                "List the skills available to you (name and one line each) and which are active. "
+                "Load a skill to get its instructions and tools.",
+                {"query": {"type": "string", "description": "Optional words to filter skills by."}, "handle": HANDLE},
+                [],
+                _READ_ONLY,
+            ),
+            _record(
+                LOAD_SKILL,
+                "Activate a skill: returns its instructions, its bundled files and the full schemas of its "
+                "tools, which you then call with Use_Tool. Loading an active skill only refreshes it.",
+                {"name": skill_name, "handle": HANDLE},
+                ["name"],
+                _STATEFUL,
+            ),
+            _record(
+                UNLOAD_SKILL,
+                "Deactivate a skill by name, or pass task_done=true when the current task is finished "
+                "to release every task-scoped skill.",
+                {
+                    "name": skill_name,
+                    "task_done": {"type": "boolean", "default": False},
+                    "handle": HANDLE,
+                },
+                [],
+                _STATEFUL,
+            ),
+            _record(
+                READ_SKILL_FILE,
+                "Read one bundled file of an active skill (a path from Load_Skill's file list).",
+                {"name": skill_name, "path": {"type": "string"}, "handle": HANDLE},
+                ["name", "path"],
+                _READ_ONLY,
+            ),
+        ]
+    if with_skills or with_search:
+        result += [
+            _record(
+                FIND_TOOLS,
+                "Search every tool you may use by what it does; returns names, descriptions, argument "
+                "schemas and the skill that carries each.",
+                {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}},
+                ["query"],
+                _READ_ONLY,
+            ),
+            _record(
+                USE_TOOL,
+                "Call a tool by name with its arguments: a tool you see listed, a tool of an active skill, "
+                "or one Find_Tools returned.",
+                {"name": {"type": "string"}, "arguments": {"type": "object", "default": {}}, "handle": HANDLE},
+                ["name"],
+                _STATEFUL,
+            ),
+        ]
+    return result
+
+
+def _record(
+    name: str, description: str, properties: dict[str, Any], required: list[str], annotations: types.ToolAnnotations
+) -> ToolRecord:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return ToolRecord(
+        name=name,
+        source=GATEWAY_SOURCE,
+        original_name=name,
+        description=description,
+        input_schema=schema,
+        annotations=annotations,
+    )
+
+
+def _text(text: str, structured: dict[str, Any] | None = None) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
+
+
+class MetaTools:
+    """The `gateway` tool source: runs the meta-tools for one gateway."""
+
+    def __init__(self, disclosure: Disclosure, call_back: CallBack) -> None:
+        self._disclosure = disclosure
+        self._call_back = call_back
+
+    async def run(self, call: ToolCall) -> types.CallToolResult:
+        """Run one meta-tool for the call's session."""
+        session, arguments, name = call.session, call.arguments, call.tool.original_name
+        if name == LIST_SKILLS:
+            return self._list_skills(session, str(arguments.get("query", "")))
+        if name == LOAD_SKILL:
+            return await self._load_skill(session, str(arguments["name"]))
+        if name == UNLOAD_SKILL:
+            return await self._unload_skill(session, arguments.get("name"), bool(arguments.get("task_done", False)))
+        if name == READ_SKILL_FILE:
+            return self._read_skill_file(session, str(arguments["name"]), str(arguments["path"]))
+        if name == FIND_TOOLS:
+            return self._find_tools(session, str(arguments["query"]), int(arguments.get("limit", 10)))
+        return await self._use_tool(call, str(arguments["name"]), arguments.get("arguments") or {})
+
+    async def _use_tool(self, call: ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        try:
+            return await self._call_back(call.session, name, arguments, call.progress, call.notes)
+        except UnknownToolError as unknown:
+            # The model named the tool inside Use_Tool's arguments, so a wrong name is an argument
+            # it can fix, answered as a tool result rather than a protocol error it may never see.
+            raise ToolInputError(
+                f"Use_Tool: no tool named {name!r}{unknown.did_you_mean}",
+                hint="Call Find_Tools to search tools by what they do, then pass an exact name it returns.",
+            ) from None
+
+    def _skill(self, session: SessionContext, name: str) -> Skill:
+        for skill in self._disclosure.visible_skills(session):
+            if skill.name == name:
+                return skill
+        raise ToolRefusedError(f"No skill named {name!r}", hint="Call List_Skills to see the skills you can load.")
+
+    def _list_skills(self, session: SessionContext, query: str) -> types.CallToolResult:
+        active = self._disclosure.active_skills(session)
+        words = query.lower().split()
+        skills = [
+            skill
+            for skill in self._disclosure.visible_skills(session)
+            if all(word in f"{skill.name} {skill.description}".lower() for word in words)
+        ]
+        lines = [f"- {skill.name}{' (active)' if skill.name in active else ''}: {_one_line(skill)}" for skill in skills]
+        listing = "\n".join(lines) if lines else "No skills match."
+        structured = {
+            "skills": [{"name": s.name, "description": _one_line(s), "active": s.name in active} for s in skills],
+            "active": active,
+        }
+        return _text(f"Skills (load one with Load_Skill):\n{listing}", structured)
+
+    async def _load_skill(self, session: SessionContext, name: str) -> types.CallToolResult:
+        skill = self._skill(session, name)
+        already, evicted = await self._disclosure.activate(session, skill)
+        tools = self._disclosure.skill_tools(session, skill)
+        schemas = [tool.to_mcp().model_dump(by_alias=True, exclude_none=True) for tool in tools]
+        files = skill.files()
+        parts = [
+            f"Skill {skill.name} is {'already ' if already else ''}active.",
+            f'<skill name="{skill.name}">\n{skill.body.strip()}\n</skill>',
+        ]
+        if files:
+            parts.append("Bundled files (read with Read_Skill_File):\n" + "\n".join(f"- {f}" for f in files))
+        if tools:
+            parts.append(
+                "Tools of this skill (call them with Use_Tool):\n"
+                + json.dumps(schemas, separators=(",", ":"), sort_keys=True)
+            )
+        if evicted:
+            parts.append(f"Unloaded to make room: {', '.join(evicted)}.")
+        structured: dict[str, Any] = {
+            "skill": skill.name,
+            "already_active": already,
+            "evicted": evicted,
+            "files": files,
+            "tools": [tool.name for tool in tools],
+        }
+        handle = self._disclosure.handle_of(session)
+        if handle is not None:
+            structured["handle"] = handle
+            parts.append(f"Pass handle={handle!r} to later meta-tool calls.")
+        return _text("\n\n".join(parts), structured)
+
+    async def _unload_skill(self, session: SessionContext, name: object, task_done: bool) -> types.CallToolResult:
+        if name is None and not task_done:
+            raise ToolRefusedError(
+                "Give a skill name, or task_done=true", hint="Call List_Skills to see active skills."
+            )
+        removed = await self._disclosure.deactivate(session, None if name is None else str(name), task_done)
+        text = f"Unloaded: {', '.join(removed)}." if removed else "Nothing to unload."
+        return _text(text, {"unloaded": removed, "active": self._disclosure.active_skills(session)})
+
+    def _read_skill_file(self, session: SessionContext, name: str, path: str) -> types.CallToolResult:
+        skill = self._skill(session, name)
+        if name not in self._disclosure.active_skills(session):
+            raise ToolRefusedError(f"Skill {name!r} is not active", hint=f"Call Load_Skill with name={name!r} first.")
+        content = skill.read_file(path)
+        if isinstance(content, bytes):
+            return _text(f"{path} is a binary file of {len(content)} bytes; it cannot be shown as text.")
+        return _text(f'<file skill="{name}" path="{path}">\n{content}\n</file>')
+
+    def _find_tools(self, session: SessionContext, query: str, limit: int) -> types.CallToolResult:
+        hits = self._disclosure.search(session, query, limit)
+        if not hits:
+            return _text("No tools match.", {"tools": []})
+        # The input schema travels with each hit: a tool no skill carries is called straight from
+        # this answer, and Find_Tools is the only place the model learns its arguments.
+        rows = [
+            {
+                "name": tool.name,
+                "description": _first_line(tool.description),
+                "skills": skills,
+                "input_schema": tool.input_schema,
+            }
+            for tool, skills in hits
+        ]
+        lines = [
+            f"- {row['name']}: {row['description']}"
+            + (f" (skill: {', '.join(row['skills'])})" if row["skills"] else "")
+            + f"\n  arguments: {json.dumps(row['input_schema'], separators=(',', ':'), sort_keys=True)}"
+            for row in rows
+        ]
+        return _text("Tools (call with Use_Tool):\n" + "\n".join(lines), {"tools": rows})
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0][:200]
+
+
+def _one_line(skill: Skill) -> str:
+    return _first_line(skill.description)

@@ -1,0 +1,1 @@
+"""Where tools come from: upstream servers, local functions, per-session workspaces."""

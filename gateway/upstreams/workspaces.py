@@ -1,0 +1,324 @@
+"""Per-session workspaces and the per-session instances of `scope: session` servers.
+
+Each client session gets its own directory under the data directory, keyed by caller and
+session, and its own instance of every session-scoped server with `${WORKSPACE}` pointing at
+that directory, so one session can neither read nor list another's files. The instances
+stop when the session ends or idles out.
+
+A workspace belongs to the sandbox's unprivileged user (mode 0700, never world-writable), is
+size-limited where the gateway can mount a file system per workspace (see `volumes`), and is
+removed `workspace_retention` seconds after its session ended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
+
+from gateway.catalog import SourceListing
+from gateway.config.model import GatewaySettings, ServerConfig
+from gateway.config.variables import WORKSPACE_REFERENCE
+from gateway.errors import UpstreamUnavailableError
+from gateway.session import SessionContext
+from gateway.upstreams import volumes
+from gateway.upstreams.connection import State, TransportFactory, Upstream
+
+log = logging.getLogger(__name__)
+
+DISCOVERY = ".discovery"
+PROBE = ".probe"
+IMAGE = ".img"
+ENDED = ".ended"
+# The sandbox's user when the gateway is root: nobody, who owns nothing else on the host.
+SANDBOX_OWNER = (65534, 65534)
+SWEEP_INTERVAL_MAX = 3600.0
+PRIVILEGED = (
+    "runs on the host as root and serves a workspace that sandboxed code can write; "
+    "give it `sandbox: {mode: per-session, ...}` or run the gateway as an unprivileged user"
+)
+
+
+def workspace_owner() -> tuple[int, int]:
+    """Who owns workspaces and runs inside sandboxes: nobody under a root gateway, else the
+    gateway's own user (which cannot give files away, and needs no other user's access)."""
+    return SANDBOX_OWNER if os.geteuid() == 0 else (os.getuid(), os.getgid())
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """One workspace on disk, as `workspaces list` shows it."""
+
+    path: Path
+    ended_at: float | None
+    """When its session ended (epoch seconds); None while in use or left by a gateway that died."""
+    used: int
+    """Bytes it takes on disk."""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def with_workspace(server: ServerConfig, workspace: Path) -> ServerConfig:
+    """`server` with every `${WORKSPACE}` replaced by `workspace`."""
+    path = str(workspace)
+
+    def fill(text: str) -> str:
+        return text.replace(WORKSPACE_REFERENCE, path)
+
+    def fill_map(values: Mapping[str, str]) -> dict[str, str]:
+        return {key: fill(value) for key, value in values.items()}
+
+    return replace(
+        server,
+        command=fill(server.command) if server.command else None,
+        args=tuple(fill(arg) for arg in server.args),
+        env=fill_map(server.env),
+        cwd=fill(server.cwd) if server.cwd else None,
+        url=fill(server.url) if server.url else None,
+        headers=fill_map(server.headers),
+    )
+
+
+async def _ignore(listing: SourceListing) -> None:
+    """Session instances serve the catalog the discovery instance published."""
+
+
+class Workspaces:
+    """Workspace directories, their limits and lifetimes, and session-scoped server instances."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: GatewaySettings,
+        transports: Mapping[str, TransportFactory],
+        *,
+        clock: Callable[[], float] = time.time,
+        servers: Iterable[ServerConfig] = (),
+    ) -> None:
+        self.root = root
+        self.owner = workspace_owner()
+        self.size = settings.workspace_size
+        self.retention = settings.workspace_retention
+        self.unlimited: str | None = "not checked yet"
+        """Why workspaces are not size-limited, or None when they are."""
+        self.privileged = [
+            server.name
+            for server in servers
+            if os.geteuid() == 0 and server.scope == "session" and server.sandbox is None and server.command
+        ]
+        """Session-scoped servers that run on the host with a root gateway's privileges."""
+        self._settings = settings
+        self._transports = transports
+        self._clock = clock
+
+    async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
+        """Find out whether workspaces can be size-limited; as the owner of the data directory
+        also tidy what an earlier run left, and remove expired workspaces now and periodically."""
+        _private_dir(self.root)
+        self.unlimited = await anyio.to_thread.run_sync(volumes.probe, self.root / f"{PROBE}-{os.getpid()}")
+        if self.unlimited is None:
+            log.info("workspaces are size-limited to %d bytes each", self.size)
+        else:
+            log.warning("workspaces are NOT size-limited: %s", self.unlimited)
+        for name in self.privileged:
+            log.warning("server %s: %s", name, PRIVILEGED)
+        if owner:
+            await anyio.to_thread.run_sync(self._recover)
+            group.start_soon(self._sweep_periodically)
+
+    async def open(self, session: SessionContext) -> Path:
+        """The session's workspace directory, made (and mounted) on first use, released with the session."""
+        key = "gateway.workspace"
+        # Concurrent first calls of one session must mount its file system once.
+        async with session.state.setdefault(f"{key}.lock", anyio.Lock()):
+            directory: Path | None = session.state.get(key)
+            if directory is None:
+                directory = self.root / _digest(session.caller) / _digest(session.id)
+                await anyio.to_thread.run_sync(self._prepare, directory)
+                session.state[key] = directory
+
+                async def end(path: Path = directory) -> None:
+                    # Sessions are also closed while the gateway shuts down: the mount must not outlive it.
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(self._end, path)
+
+                session.on_close(end)
+        return directory
+
+    def discovery(self, server: ServerConfig) -> ServerConfig:
+        """The instance that lists a session-scoped server's tools, in an empty workspace of its own."""
+        return with_workspace(server, self.discovery_dir(server))
+
+    def discovery_dir(self, server: ServerConfig) -> Path:
+        """The empty workspace of the instance that lists a session-scoped server's tools."""
+        _private_dir(self.root)
+        _private_dir(self.root / DISCOVERY)
+        directory = self.root / DISCOVERY / server.name
+        _private_dir(directory, self.owner)
+        return directory
+
+    def entries(self) -> list[Workspace]:
+        """Every session workspace on disk, oldest first."""
+        found = []
+        for caller in sorted(_children(self.root)):
+            if caller.name.startswith("."):
+                continue
+            for directory in sorted(path for path in _children(caller) if path.is_dir()):
+                found.append(Workspace(directory, _ended_at(directory), _used(directory)))
+        return sorted(found, key=lambda workspace: workspace.ended_at or 0.0)
+
+    def sweep(self, now: float | None = None) -> list[Path]:
+        """Remove the workspaces whose session ended `retention` seconds ago or longer."""
+        now = self._clock() if now is None else now
+        expired = [
+            workspace.path
+            for workspace in self.entries()
+            if workspace.ended_at is not None and now - workspace.ended_at >= self.retention
+        ]
+        for directory in expired:
+            remove(directory)
+            log.info("removed workspace %s, whose session ended over %.0f s ago", directory, self.retention)
+        return expired
+
+    def _prepare(self, directory: Path) -> None:
+        _private_dir(self.root)
+        _private_dir(directory.parent)
+        image = directory.with_suffix(IMAGE)
+        directory.with_suffix(ENDED).unlink(missing_ok=True)
+        _private_dir(directory, self.owner)
+        if self.unlimited is not None or os.path.ismount(directory):
+            return
+        if not image.exists():
+            volumes.create(image, self.size, self.owner)
+        volumes.mount(image, directory)
+
+    def _end(self, directory: Path) -> None:
+        if os.path.ismount(directory):
+            volumes.unmount(directory)
+        directory.with_suffix(ENDED).write_text(repr(self._clock()))
+
+    def _recover(self) -> None:
+        """At start-up: no session of an earlier run lives on, so its mounts go and its
+        workspaces count as ended now."""
+        for point in volumes.mounted_under(self.root):
+            # Not the probe of a gateway that only inspects (check), which may run meanwhile.
+            if not any(part.startswith(".") for part in point.relative_to(self.root.resolve()).parts):
+                volumes.unmount(point)
+        for workspace in self.entries():
+            # Workspaces of gateways before ownership were made world-writable.
+            os.chmod(workspace.path, 0o700)
+            if workspace.ended_at is None:
+                workspace.path.with_suffix(ENDED).write_text(repr(self._clock()))
+        self.sweep()
+
+    async def _sweep_periodically(self) -> None:
+        interval = max(1.0, min(SWEEP_INTERVAL_MAX, self.retention / 4))
+        while True:
+            await anyio.sleep(interval)
+            try:
+                await anyio.to_thread.run_sync(self.sweep)
+            except (OSError, volumes.VolumeError) as error:  # the next sweep tries again
+                log.warning("workspace sweep failed: %s", error)
+
+    async def upstream(
+        self,
+        session: SessionContext,
+        server: ServerConfig,
+        group: TaskGroup,
+        transport: Callable[[Path], TransportFactory] | None = None,
+    ) -> Upstream:
+        """The session's own instance of `server`, started on first use and stopped with the session.
+
+        `transport` makes the transport to the instance from the session's workspace (a sandbox
+        container); without it the instance is the configured process.
+        """
+        key = f"gateway.upstream.{server.name}"
+        upstream: Upstream | None = session.state.get(key)
+        if upstream is None:
+            workspace = await self.open(session)
+            upstream = Upstream(
+                with_workspace(server, workspace),
+                self._settings,
+                _ignore,
+                log_dir=self.root.parent / "logs",
+                transport=transport(workspace) if transport is not None else self._transports.get(server.name),
+            )
+            session.state[key] = upstream
+            scope = anyio.CancelScope()
+
+            async def run(instance: Upstream = upstream) -> None:
+                with scope:
+                    await instance.run()
+
+            async def stop() -> None:
+                scope.cancel()
+
+            group.start_soon(run)
+            session.on_close(stop)
+        with anyio.move_on_after(self._settings.upstream_connect_timeout):
+            await upstream.first_attempt.wait()
+        if upstream.status().state != State.READY:
+            raise UpstreamUnavailableError(f"Server '{server.name}' did not start for this session")
+        return upstream
+
+
+def remove(directory: Path) -> None:
+    """Delete a workspace: its file system (unmounted first), image and end marker."""
+    if os.path.ismount(directory):
+        volumes.unmount(directory)
+    shutil.rmtree(directory, onerror=_make_removable)
+    directory.with_suffix(IMAGE).unlink(missing_ok=True)
+    directory.with_suffix(ENDED).unlink(missing_ok=True)
+
+
+def _make_removable(function: Callable[..., Any], path: str, info: object) -> None:
+    # Sandboxed code may have left a directory without write or search permission for its owner.
+    os.chmod(os.path.dirname(path), 0o700)
+    function(path)
+
+
+def _private_dir(directory: Path, owner: tuple[int, int] | None = None) -> None:
+    directory.mkdir(mode=0o700, exist_ok=True)
+    if owner is not None and os.geteuid() == 0:
+        os.chown(directory, *owner)
+    os.chmod(directory, 0o700)
+
+
+def _children(directory: Path) -> list[Path]:
+    try:
+        return list(directory.iterdir())
+    except FileNotFoundError:
+        return []
+
+
+def _ended_at(directory: Path) -> float | None:
+    try:
+        return float(directory.with_suffix(ENDED).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _used(directory: Path) -> int:
+    image = directory.with_suffix(IMAGE)
+    if image.exists():
+        return image.stat().st_blocks * 512
+    total = 0
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
