@@ -9,8 +9,8 @@ import mcp_types as types
 import pytest
 from jsonschema.protocols import Validator
 
-from gateway.pipeline import validation
 from gateway.errors import ToolExecutionError, ToolInputError
+from gateway.pipeline import validation
 from gateway.pipeline.chain import Pipeline, ToolCall
 from gateway.pipeline.validation import ValidateArguments
 
