@@ -89,7 +89,7 @@ class EnvelopeGuard:
         self._max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != MCP_PATH:
+        if scope["type"] != "http" or scope["path"].removeprefix(scope.get("root_path", "")) != MCP_PATH:
             await self._app(scope, receive, send)
             return
         headers = Headers(scope=scope)

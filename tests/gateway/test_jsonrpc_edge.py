@@ -152,3 +152,12 @@ async def test_a_10_kb_tool_name_is_cut_in_the_unknown_tool_answer(tmp_path: Pat
             await client.call_tool(name, {})
         assert raised.value.error.message == f"Unknown tool: {'n' * 99 + '…'!r}"
         assert (await client.call_tool("toy__echo", {"text": "still here"})).content[0].text == "still here"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_body_over_the_sdks_size_limit_gets_413_and_serving_goes_on(tmp_path: Path, era: str) -> None:
+    async with caller(tmp_path, era) as session:
+        padding = "p" * (4 * 1024 * 1024)
+        response = await session.post({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"p": padding}})
+        assert (response.status_code, response.text) == (413, "Request body too large")
+        assert "toy__echo" in await session.tools()
