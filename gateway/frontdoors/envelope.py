@@ -27,76 +27,72 @@ VERSION_HEADER = "MCP-Protocol-Version"
 SESSION_HEADER = "mcp-session-id"
 
 
-class Refusal(Exception):
-    """A message answered at the edge: a JSON-RPC error code, one line of text, the request id if usable."""
-
-    def __init__(self, message: str, *, code: int = types.INVALID_REQUEST, id: Any = None, data: Any = None) -> None:
-        super().__init__(message)
-        self.body: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
-        if data is not None:
-            self.body["error"]["data"] = data
-
-    def response(self) -> Response:
-        """The refusal as an HTTP 400 answer."""
-        return Response(json.dumps(self.body, separators=(",", ":")), status_code=400, media_type="application/json")
+def refusal(message: str, *, code: int = types.INVALID_REQUEST, id: Any = None, data: Any = None) -> Response:
+    """An HTTP 400 answer carrying a one-line JSON-RPC error (`id` null unless the request's is usable)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = json.dumps({"jsonrpc": "2.0", "id": id, "error": error}, separators=(",", ":"))
+    return Response(body, status_code=400, media_type="application/json")
 
 
-def check_version(value: str | None) -> None:
-    """Refuse an `MCP-Protocol-Version` header naming no revision the SDK serves."""
-    if value is not None and value not in VERSIONS:
-        requested = clip(value)
-        raise Refusal(
-            f"Unsupported {VERSION_HEADER} header {requested!r}: supported versions are {', '.join(VERSIONS)}",
-            code=types.UNSUPPORTED_PROTOCOL_VERSION,
-            data={"supported": list(VERSIONS), "requested": requested},
-        )
+def version_refusal(value: str | None) -> Response | None:
+    """The answer to an `MCP-Protocol-Version` header naming no revision the SDK serves, else None."""
+    if value is None or value in VERSIONS:
+        return None
+    requested = clip(value)
+    return refusal(
+        f"Unsupported {VERSION_HEADER} header {requested!r}: supported versions are {', '.join(VERSIONS)}",
+        code=types.UNSUPPORTED_PROTOCOL_VERSION,
+        data={"supported": list(VERSIONS), "requested": requested},
+    )
 
 
-def check_message(body: bytes, *, in_session: bool) -> None:
-    """Refuse a POST body that is not one well-formed JSON-RPC message, or that re-initializes a session."""
+def message_refusal(body: bytes, *, in_session: bool) -> Response | None:
+    """The answer to a POST body that is not one well-formed JSON-RPC message or that would
+    initialize a live session again, else None."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
-        raise Refusal("Parse error: the body is not JSON", code=types.PARSE_ERROR) from None
+        return refusal("Parse error: the body is not JSON", code=types.PARSE_ERROR)
     if isinstance(message, list):
-        raise Refusal("Batches are not supported: send one JSON-RPC message per request")
+        return refusal("Batches are not supported: send one JSON-RPC message per request")
     if not isinstance(message, dict):
-        raise Refusal("The body must be one JSON-RPC message object")
+        return refusal("The body must be one JSON-RPC message object")
     if message.get("jsonrpc") != "2.0":
-        raise Refusal('The "jsonrpc" member must be "2.0"')
+        return refusal('The "jsonrpc" member must be "2.0"')
     request_id = message.get("id")
     has_id = "id" in message
     # bool is an int to Python, never to JSON-RPC.
     if has_id and type(request_id) is not str and type(request_id) is not int:
-        raise Refusal("The id must be a string or an integer")
+        return refusal("The id must be a string or an integer")
     method = message.get("method")
     is_response = has_id and "method" not in message and ("result" in message or "error" in message)
     if not is_response and not isinstance(method, str):
-        raise Refusal('The message needs a "method" string')
+        return refusal('The message needs a "method" string')
     if method == "initialize" and in_session:
-        raise Refusal(
+        return refusal(
             "Session already initialized: send initialize without an Mcp-Session-Id header to start a new session",
             id=request_id,
         )
+    return None
 
 
 class EnvelopeGuard:
     """Checks every request to `/mcp` before the SDK: the version header, and a POST's body (read
     once, up to the SDK's own size limit, then handed on unchanged)."""
 
-    def __init__(self, app: ASGIApp, *, max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self._app = app
-        self._max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].removeprefix(scope.get("root_path", "")) != MCP_PATH:
             await self._app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        try:
-            check_version(headers.get(VERSION_HEADER))
-        except Refusal as refusal:
-            await refusal.response()(scope, receive, send)
+        refused = version_refusal(headers.get(VERSION_HEADER))
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         if scope["method"] != "POST":
             await self._app(scope, receive, send)
@@ -109,17 +105,16 @@ class EnvelopeGuard:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self._max_body:
+            if size > DEFAULT_MAX_REQUEST_BODY_SIZE:
                 await Response("Request body too large", status_code=413)(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        try:
-            check_message(body, in_session=SESSION_HEADER in headers)
-        except Refusal as refusal:
-            await refusal.response()(scope, receive, send)
+        refused = message_refusal(body, in_session=SESSION_HEADER in headers)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         replayed = False
 
