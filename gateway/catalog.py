@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import mcp_types as types
 
-from gateway.errors import ProtocolError
+from gateway.errors import ProtocolError, clip
 from gateway.naming import Clash, assign, exposed_name, fit_name
 from gateway.tools import ToolRecord
 
@@ -87,7 +87,7 @@ class Catalog:
         namespace, sep, original = uri.partition(URI_JOIN)
         source = self._namespaces.get(namespace)
         if not sep or source is None:
-            raise ProtocolError(f"Unknown resource: {uri}")
+            raise ProtocolError(f"Unknown resource: {clip(uri)}")
         return Route(source, original)
 
     def source_of(self, exposed_uri: str) -> str | None:
@@ -99,7 +99,7 @@ class Catalog:
         """The source and original name behind an exposed prompt name."""
         route = self._prompts.get(name)
         if route is None:
-            raise ProtocolError(f"Unknown prompt: {name}")
+            raise ProtocolError(f"Unknown prompt: {clip(name)}")
         return route
 
     def _ordered(self) -> list[SourceListing]:

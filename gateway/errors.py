@@ -19,6 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+ECHO_LIMIT = 100
+
+
+def clip(text: str) -> str:
+    """A client-supplied name or value as an error may echo it: at most ECHO_LIMIT characters, `…` marking a cut."""
+    return text if len(text) <= ECHO_LIMIT else f"{text[: ECHO_LIMIT - 1]}…"
+
 
 class GatewayError(Exception):
     """Root of every error the gateway raises on purpose."""
@@ -57,7 +64,7 @@ class UnknownToolError(ProtocolError):
     def __init__(self, name: str, suggestions: Sequence[str] = ()) -> None:
         self.name = name
         self.suggestions = tuple(suggestions)
-        super().__init__(f"Unknown tool: {name!r}{self.did_you_mean}")
+        super().__init__(f"Unknown tool: {clip(name)!r}{self.did_you_mean}")
 
     @property
     def did_you_mean(self) -> str:

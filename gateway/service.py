@@ -26,7 +26,7 @@ from gateway.auth.visibility import Visibility
 from gateway.catalog import Catalog, SourceListing
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
-from gateway.errors import UnknownToolError
+from gateway.errors import UnknownToolError, clip
 from gateway.naming import near_misses
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
@@ -315,7 +315,7 @@ class Gateway:
         """Read an exposed resource: a skill file, or a resource of the server behind it."""
         if uri.startswith(SKILL_SCHEME):
             return self.skills.read_resource(session, uri)
-        route = self.visibility.route(session, self.catalog.resource_route(uri), f"resource: {uri}")
+        route = self.visibility.route(session, self.catalog.resource_route(uri), f"resource: {clip(uri)}")
         result = await (await self.router.upstream(session, route)).read_resource(route.original)
         contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
         return result.model_copy(update={"contents": contents})
@@ -324,16 +324,16 @@ class Gateway:
         self, session: SessionContext, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
         """Get an exposed prompt from the server behind it."""
-        route = self.visibility.route(session, self.catalog.prompt_route(name), f"prompt: {name}")
+        route = self.visibility.route(session, self.catalog.prompt_route(name), f"prompt: {clip(name)}")
         return await (await self.router.upstream(session, route)).get_prompt(route.original, arguments)
 
     async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         """Forward argument completion for an exposed prompt or resource template."""
         ref = params.ref
         if isinstance(ref, types.PromptReference):
-            route = self.visibility.route(session, self.catalog.prompt_route(ref.name), f"prompt: {ref.name}")
+            route = self.visibility.route(session, self.catalog.prompt_route(ref.name), f"prompt: {clip(ref.name)}")
             ref = ref.model_copy(update={"name": route.original})
         else:
-            route = self.visibility.route(session, self.catalog.resource_route(ref.uri), f"resource: {ref.uri}")
+            route = self.visibility.route(session, self.catalog.resource_route(ref.uri), f"resource: {clip(ref.uri)}")
             ref = ref.model_copy(update={"uri": route.original})
         return await (await self.router.upstream(session, route)).complete(params.model_copy(update={"ref": ref}))

@@ -17,6 +17,7 @@ from gateway.auth.identity import AuthenticationError
 from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.approvalsapi import approval_routes
+from gateway.frontdoors.envelope import EnvelopeGuard
 from gateway.frontdoors.mcpserver import build_server
 from gateway.pipeline.approvals import API_PATH
 from gateway.service import Gateway
@@ -119,6 +120,8 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
     routes += approval_routes(service, security)
     app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
+    # Innermost: only an authenticated request gets its body read.
+    app.add_middleware(EnvelopeGuard)
     app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
     # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
     app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(config.settings.allowed_origins))

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
-from gateway.errors import ConfigError, ToolError
+from gateway.errors import ConfigError, ToolError, clip
 
 Lifecycle = Literal["turn", "task", "session"]
 LIFECYCLES: tuple[str, ...] = get_args(Lifecycle)
@@ -93,7 +93,7 @@ class Skill:
             with path.open("rb") as stream:
                 data = stream.read(MAX_BUNDLED_FILE_BYTES + 1)
         except OSError as error:
-            raise SkillFileError(f"Skill {self.name!r}: {relative!r} cannot be read: {error.strerror}") from None
+            raise SkillFileError(f"Skill {self.name!r}: {clip(relative)!r} cannot be read: {error.strerror}") from None
         if len(data) > MAX_BUNDLED_FILE_BYTES:
             raise SkillFileError(
                 f"Skill {self.name!r}: {relative} is larger than {MAX_BUNDLED_FILE_BYTES} bytes",
@@ -106,7 +106,7 @@ class Skill:
 
     def _confined(self, relative: str) -> Path:
         """The resolved path of `relative`, or a SkillFileError saying why it is refused."""
-        where = f"Skill {self.name!r}: {relative!r}"
+        where = f"Skill {self.name!r}: {clip(relative)!r}"
         if not relative.strip():
             raise SkillFileError(f"Skill {self.name!r}: the file path is empty")
         if "\x00" in relative:

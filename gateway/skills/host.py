@@ -19,7 +19,7 @@ import mcp_types as types
 
 from gateway.catalog import Catalog
 from gateway.config.model import GatewaySettings
-from gateway.errors import ProtocolError, ToolRefusedError
+from gateway.errors import ProtocolError, ToolRefusedError, clip
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.session import SessionContext
 from gateway.skills.disclosure import ActiveSkills
@@ -193,7 +193,7 @@ class SkillHost:
         name, _, path = uri.removeprefix(SKILL_SCHEME).partition("/")
         skill = next((s for s in self.visible_skills(session) if s.name == name), None)
         if skill is None or not path:
-            raise ProtocolError(f"Unknown resource: {uri}")
+            raise ProtocolError(f"Unknown resource: {clip(uri)}")
         if path == SKILL_FILE:
             text = (skill.folder / SKILL_FILE).read_text(encoding="utf-8")
             return types.ReadResourceResult(

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError
+from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError, clip
 from gateway.pipeline.chain import ProgressFn, ToolCall
 from gateway.session import SessionContext
 from gateway.skills.folder import Skill
@@ -176,7 +176,7 @@ class MetaTools:
             # The model named the tool inside Use_Tool's arguments, so a wrong name is an argument
             # it can fix, answered as a tool result rather than a protocol error it may never see.
             raise ToolInputError(
-                f"Use_Tool: no tool named {name!r}{unknown.did_you_mean}",
+                f"Use_Tool: no tool named {clip(name)!r}{unknown.did_you_mean}",
                 hint="Call Find_Tools to search tools by what they do, then pass an exact name it returns.",
             ) from None
 
@@ -184,7 +184,9 @@ class MetaTools:
         for skill in self._disclosure.visible_skills(session):
             if skill.name == name:
                 return skill
-        raise ToolRefusedError(f"No skill named {name!r}", hint="Call List_Skills to see the skills you can load.")
+        raise ToolRefusedError(
+            f"No skill named {clip(name)!r}", hint="Call List_Skills to see the skills you can load."
+        )
 
     def _list_skills(self, session: SessionContext, query: str) -> types.CallToolResult:
         active = self._disclosure.active_skills(session)

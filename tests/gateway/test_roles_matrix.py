@@ -211,6 +211,20 @@ async def test_use_tool_answers_a_hidden_tool_like_a_tool_that_does_not_exist(se
             assert same != VISIBLE[role](name), name
 
 
+@pytest.mark.parametrize("mode", ["legacy", STATELESS])
+async def test_a_10_kb_name_after_any_tools_name_gets_the_cut_answer_of_a_tool_that_does_not_exist(
+    served: Served, mode: str
+) -> None:
+    async with gateway_as(served, mode=mode) as (_, gateway, client):
+        for name in [UNKNOWN, *_all_tools(gateway)]:
+            long = name + "_" * 10_240
+            shown = repr(long[:99] + "…")
+            error = await _protocol_error(client, long, {})
+            assert (error.code, error.message) == (types.INVALID_PARAMS, f"Unknown tool: {shown}"), name
+            result = await client.call_tool("Use_Tool", {"name": long, "arguments": {}})
+            assert result.is_error and text(result).splitlines()[0] == f"Use_Tool: no tool named {shown}", name
+
+
 async def test_find_tools_finds_only_the_tools_of_the_role(served: Served) -> None:
     async with gateway_as(served) as (role, gateway, client):
         found: set[str] = set()
