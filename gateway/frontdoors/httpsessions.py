@@ -43,10 +43,10 @@ class SessionLimits:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """The answer to a new session: admitted, admitted once `evict` is gone, or refused."""
+    """The answer to a new session: admitted, admitted once `evict` is gone, or refused (`refusal` says why)."""
 
     evict: str | None = None
-    refusal: str | None = None
+    refusal: str = ""
     status: int = 200
 
 
@@ -110,29 +110,22 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         async with self._session_creation_lock:
             admission = admit(caller, self._owners, self._busy, self._limits)
             if admission.evict is not None:
-                await self._evict(admission.evict, caller)
-            transport = self._admit_session(requestor) if admission.refusal is None else None
+                # Ended as a DELETE would end it: its id answers 404 from now on, its transport stops,
+                # and the connection's teardown releases its gateway state.
+                await self._discard_session(admission.evict, self._server_instances[admission.evict])
+            transport = None if admission.refusal else self._admit_session(requestor)
             if transport is not None and transport.mcp_session_id is not None:
                 self._owners[transport.mcp_session_id] = caller
+        if admission.evict is not None:
+            log.info("session %s of %s ended to make room for a new one", admission.evict, caller)
+            await self._on_event(caller, admission.evict, "evicted:sessions", "its least recently used idle session")
         if transport is None:
-            message = admission.refusal or "Too many open sessions"
-            log.warning("refused a new session of %s: %s", caller, message)
-            await self._on_event(caller, "", "refused:sessions", message)
-            await _refusal(message, admission.status)(scope, receive, send)
+            log.warning("refused a new session of %s: %s", caller, admission.refusal)
+            await self._on_event(caller, "", "refused:sessions", admission.refusal)
+            await _refusal(admission.refusal, admission.status)(scope, receive, send)
             return
         with self._in_flight(transport.mcp_session_id):
             await self._serve_opening_request(transport, scope, receive, send)
-
-    async def _evict(self, session_id: str, caller: str) -> None:
-        """End a caller's idle session as a DELETE would: its id answers 404 from now on, its
-        transport stops, and the connection's teardown releases its gateway state."""
-        transport = self._server_instances.get(session_id)
-        log.info("session %s of %s evicted to make room for a new one", session_id, caller)
-        await self._on_event(caller, session_id, "evicted:sessions", "its least recently used idle session")
-        if transport is None:
-            self._owners.pop(session_id, None)
-            return
-        await self._discard_session(session_id, transport)
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._owners.pop(session_id, None)
