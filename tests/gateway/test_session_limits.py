@@ -13,9 +13,10 @@ import anyio
 import httpx2
 import pytest
 
+from gateway.auth.identity import Identity, handle_key
 from gateway.pipeline.audit import AuditEntry
 from gateway.service import Gateway
-from tests.support.access import KEYS, access_config, auth_section, toy_entry
+from tests.support.access import CALLERS, KEYS, access_config, auth_section, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.toy import build_server as toy
 
@@ -165,3 +166,34 @@ async def test_anonymous_clients_count_as_one_caller(tmp_path: Path) -> None:
         assert await _status(http, url, KEYS["intern"], signed_in) == 200
         [evicted] = await _audited(gateway, "evicted:sessions")
         assert (evicted.caller, evicted.session) == ("anonymous", first)
+
+
+async def test_at_a_full_gateway_a_caller_replaces_its_own_idle_session(tmp_path: Path) -> None:
+    async with limited(tmp_path, max_sessions=3) as (gateway, url), httpx2.AsyncClient(timeout=30) as http:
+        mine = [await _session(http, url, KEYS["admin"]) for _ in range(2)]
+        other = await _session(http, url, KEYS["analyst"])
+
+        assert (await _open(http, url, KEYS["admin"])).status_code == 200
+
+        assert await _status(http, url, KEYS["admin"], mine[0]) == 404
+        assert await _status(http, url, KEYS["admin"], mine[1]) == 200
+        assert await _status(http, url, KEYS["analyst"], other) == 200
+        [evicted] = await _audited(gateway, "evicted:sessions")
+        assert evicted.session == mine[0]
+
+
+async def test_a_stateless_caller_past_its_limit_of_handles_loses_its_least_recently_used_one(tmp_path: Path) -> None:
+    config = access_config(tmp_path, {"toy": toy_entry()}, max_sessions_per_caller=2)
+    now = iter(range(1000, 2000))
+    ian = Identity(CALLERS["intern"], "intern", "api_key")
+    ann = Identity(CALLERS["analyst"], "analyst", "api_key")
+    async with Gateway(config, transports=in_memory({"toy": toy()}), clock=lambda: float(next(now))) as gateway:
+
+        def touch(identity: Identity, handle: str) -> None:
+            gateway.open_session(handle_key(identity, handle), identity, "stateless", handle)
+
+        for identity, handle in ((ian, "a"), (ian, "b"), (ann, "a"), (ann, "b"), (ian, "a"), (ian, "c")):
+            touch(identity, handle)
+
+        live = sorted((context.caller, context.handle) for context in gateway.sessions.live())
+    assert live == [("api_key:ann", "a"), ("api_key:ann", "b"), ("api_key:ian", "a"), ("api_key:ian", "c")]
