@@ -44,7 +44,6 @@ from gateway.upstreams.connection import Status, TransportFactory
 
 log = logging.getLogger(__name__)
 
-MAX_HANDLES_PER_CALLER = 32
 ChangeListener = Callable[[], Awaitable[None]]
 SessionListener = Callable[[SessionContext], Awaitable[None]]
 
@@ -180,7 +179,7 @@ class Gateway:
         """The context of a client session, created on first use and bound to its caller and role.
 
         The context's caller is the unambiguous key of `identity` (an anonymous session's own);
-        `handle` names a stateless-era caller's state, which a cap per caller keeps bounded.
+        `handle` names a stateless-era caller's state, bounded per caller like HTTP sessions.
         """
         caller = caller_key(identity, session_id)
         fresh = self.sessions.get(session_id) is None
@@ -194,15 +193,30 @@ class Gateway:
         return context
 
     def _make_room_for_handle(self, caller: str) -> None:
-        # Handles are chosen by the client; a cap per caller keeps one caller from growing state without end.
+        # Handles are chosen by the client; the limit per caller keeps one caller from growing state without end.
+        limit = self.config.settings.max_sessions_per_caller
         mine = sorted(
             (s for s in self.sessions.live() if s.handle is not None and s.caller == caller),
             key=lambda s: s.last_seen,
         )
-        for context in mine[: max(0, len(mine) - MAX_HANDLES_PER_CALLER + 1)]:
+        for context in mine[: max(0, len(mine) - limit + 1)]:
             self.sessions.release(context.id)
             if self._group is not None:
                 self._group.start_soon(context.close)
+
+    async def record_session_event(self, caller: str, session_id: str, outcome: str, detail: str) -> None:
+        """Audit a session refused or evicted at the HTTP edge's session limits."""
+        entry = AuditEntry(
+            epoch=self._wall_clock(),
+            session=session_id,
+            caller=caller,
+            tool="",
+            args_digest="",
+            outcome=outcome,
+            duration_ms=0.0,
+            detail=detail,
+        )
+        await self.audit.record(entry)
 
     async def close_session(self, session_id: str) -> None:
         """Release a session that ended."""

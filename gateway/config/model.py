@@ -127,6 +127,8 @@ class GatewaySettings:
 
     data_dir: Path
     session_idle_timeout: float = 1800
+    max_sessions_per_caller: int = 64
+    max_sessions: int = 10_000
     call_timeout: float = 60
     retries: int = 2
     max_result_chars: int = 8000

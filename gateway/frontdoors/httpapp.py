@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -18,6 +19,7 @@ from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.approvalsapi import approval_routes
 from gateway.frontdoors.envelope import EnvelopeGuard
+from gateway.frontdoors.httpsessions import LimitedSessionManager, SessionLimits
 from gateway.frontdoors.mcpserver import build_server
 from gateway.pipeline.approvals import API_PATH
 from gateway.service import Gateway
@@ -73,16 +75,19 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     loopback = host in LOOPBACK_HOSTS
     # HostOriginGuard checks every route, `/mcp` included; the SDK's own check would be a second one.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    settings = config.settings
+    limits = SessionLimits(per_caller=settings.max_sessions_per_caller, total=settings.max_sessions)
     # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
     # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
     # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
     # answered with plain JSON in the 2026 era. `http_json_responses` trades those for speed.
-    mcp_app = server.streamable_http_app(
-        streamable_http_path="/mcp",
-        json_response=config.settings.http_json_responses,
-        transport_security=security,
-        host=host,
-        session_idle_timeout=config.settings.session_idle_timeout,
+    sessions = LimitedSessionManager(
+        server,
+        limits,
+        service.record_session_event,
+        json_response=settings.http_json_responses,
+        security_settings=security,
+        session_idle_timeout=settings.session_idle_timeout,
     )
 
     async def healthz(request: Request) -> Response:
@@ -114,15 +119,16 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service, server.session_manager.run():
+        async with service, sessions.run():
             yield
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
     routes += approval_routes(service, security)
-    app = Starlette(routes=[*routes, *mcp_app.routes], lifespan=lifespan)
+    routes.append(Route("/mcp", StreamableHTTPASGIApp(sessions)))
+    app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)
     app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
     # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
-    app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(config.settings.allowed_origins))
+    app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))
     return app

@@ -1,0 +1,156 @@
+"""HTTP sessions with limits per caller and in total, so that one client cannot fill the session table.
+
+The SDK's session manager caps the sessions of everyone together; a single caller reaching that cap
+locks every other caller out. Here a caller at its own limit makes room by losing its own
+least recently used idle session (one with no request in flight and no open event stream); nobody
+else's session is ever ended to make room. A caller whose every session is busy, or a newcomer to
+a full gateway, is refused with a JSON-RPC error saying which limit and what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Container, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.auth.identity import Identity
+
+log = logging.getLogger(__name__)
+
+# What the gateway is told of a refusal or an eviction: (caller key, session id or "", outcome, detail).
+SessionEvent = Callable[[str, str, str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """How many HTTP sessions one caller, and everyone together, may hold open."""
+
+    per_caller: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The answer to a new session: admitted, admitted once `evict` is gone, or refused (`refusal` says why)."""
+
+    evict: str | None = None
+    refusal: str = ""
+    status: int = 200
+
+
+def admit(caller: str, owners: Mapping[str, str], busy: Container[str], limits: SessionLimits) -> Admission:
+    """Whether `caller` may open another session, given every open session's owner (least recently
+    used first) and the sessions with a request in flight. Only the caller's own sessions are evicted."""
+    mine = [session for session, owner in owners.items() if owner == caller]
+    over_own = len(mine) >= limits.per_caller
+    full = len(owners) >= limits.total
+    if not over_own and not full:
+        return Admission()
+    idle = next((session for session in mine if session not in busy), None)
+    if idle is not None:
+        return Admission(evict=idle)
+    if over_own:
+        return Admission(
+            refusal=f"Too many open sessions: this caller has {len(mine)} open, the limit is {limits.per_caller}, "
+            "and every one is busy. End sessions you no longer need (HTTP DELETE with their Mcp-Session-Id) "
+            "or wait for one to finish, then retry.",
+            status=429,
+        )
+    return Admission(
+        refusal=f"The gateway is full: {limits.total} sessions are open, its limit, and none of them is an idle "
+        "session of this caller. Retry later.",
+        status=503,
+    )
+
+
+def caller_of(scope: Scope) -> str:
+    """The key the limits count a request's sessions under: the caller's key, every anonymous client
+    together (`anonymous`), as for budgets, so that a fresh session does not bring a fresh allowance."""
+    identity = scope.get("state", {}).get("identity")
+    return identity.key if isinstance(identity, Identity) else ""
+
+
+class LimitedSessionManager(StreamableHTTPSessionManager):
+    """The SDK's streamable HTTP session manager, with `SessionLimits` in place of its global cap."""
+
+    def __init__(self, app: Server[Any], limits: SessionLimits, on_event: SessionEvent, **options: Any) -> None:
+        super().__init__(app, max_sessions=None, **options)
+        self._limits = limits
+        self._on_event = on_event
+        # Session id -> its caller's key, least recently used first.
+        self._owners: dict[str, str] = {}
+        self._busy: Counter[str] = Counter()
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        if session_id is None:
+            await self._open(scope, receive, send)
+            return
+        # Only the owner's requests keep a session busy: a stranger presenting its id gets a 404.
+        mine = self._owners.get(session_id) == caller_of(scope)
+        with self._in_flight(session_id if mine else None):
+            await super()._handle_stateful_request(scope, receive, send)
+
+    async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = caller_of(scope)
+        user = scope.get("user")
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        async with self._session_creation_lock:
+            admission = admit(caller, self._owners, self._busy, self._limits)
+            if admission.evict is not None:
+                # Ended as a DELETE would end it: its id answers 404 from now on, its transport stops,
+                # and the connection's teardown releases its gateway state.
+                await self._discard_session(admission.evict, self._server_instances[admission.evict])
+            transport = None if admission.refusal else self._admit_session(requestor)
+            if transport is not None and transport.mcp_session_id is not None:
+                self._owners[transport.mcp_session_id] = caller
+        if admission.evict is not None:
+            log.info("session %s of %s ended to make room for a new one", admission.evict, caller)
+            await self._on_event(caller, admission.evict, "evicted:sessions", "its least recently used idle session")
+        if transport is None:
+            log.warning("refused a new session of %s: %s", caller, admission.refusal)
+            await self._on_event(caller, "", "refused:sessions", admission.refusal)
+            await _refusal(admission.refusal, admission.status)(scope, receive, send)
+            return
+        with self._in_flight(transport.mcp_session_id):
+            await self._serve_opening_request(transport, scope, receive, send)
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._owners.pop(session_id, None)
+        await super()._discard_session(session_id, transport)
+
+    @contextmanager
+    def _in_flight(self, session_id: str | None) -> Iterator[None]:
+        """Mark a session busy while one of its requests is served, and most recently used after it."""
+        if session_id is None:
+            yield
+            return
+        self._busy[session_id] += 1
+        try:
+            yield
+        finally:
+            self._busy[session_id] -= 1
+            if self._busy[session_id] <= 0:
+                del self._busy[session_id]
+            owner = self._owners.pop(session_id, None)
+            if owner is not None:
+                self._owners[session_id] = owner
+
+
+def _refusal(message: str, status: int) -> Response:
+    """A JSON-RPC error without a request id (the body is not read), with an HTTP status saying whose limit."""
+    code = types.INVALID_REQUEST if status == 429 else types.INTERNAL_ERROR
+    body = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
+    return Response(body.model_dump_json(by_alias=True, exclude_unset=True), status, media_type="application/json")
