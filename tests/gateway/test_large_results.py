@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 
 from tests.support.harness import gateway_client, make_config, toy_stdio
+from tests.support.probe import toy_process
 
 pytestmark = pytest.mark.anyio
 
@@ -41,6 +42,20 @@ async def test_a_result_over_max_result_bytes_is_refused_clearly_and_the_server_
     assert "Hint: Ask for less" in text_of(refused)
     assert not fits.is_error
     assert "omitted ...]" in text_of(fits)
+    assert text_of(after) == "still here"
+
+
+async def test_over_streamable_http_max_result_bytes_is_the_limit_too(tmp_path: Path) -> None:
+    async with toy_process("streamable-http", "remote") as port:
+        config = make_config(tmp_path, {"remote": {"url": f"http://127.0.0.1:{port}/mcp"}}, max_result_bytes=3_000_000)
+        async with gateway_client(config) as (_, client):
+            with anyio.fail_after(60):
+                fits = await client.call_tool("remote__big", {"size": 2_000_000})
+                refused = await client.call_tool("remote__big", {"size": 4_000_000})
+                after = await client.call_tool("remote__echo", {"text": "still here"})
+    assert not fits.is_error, text_of(fits)
+    assert "omitted ...]" in text_of(fits)
+    assert refused.is_error
     assert text_of(after) == "still here"
 
 
