@@ -7,7 +7,8 @@ stops the server exactly as the SDK does, with the SDK's own helpers, but keeps 
 of chunks, looks for the end of a line only in the new chunk, and stops keeping a line once it
 is longer than `max_message_bytes`: an oversized response is answered with a JSON-RPC error for
 its request, so its call fails at once with a clear message instead of waiting for its deadline.
-Other oversized messages are dropped with a warning.
+Other oversized messages are dropped with a warning. The spawn and stop helpers are private to
+the SDK: every stdio test goes through them, so an SDK release that moves them fails loudly.
 """
 
 from __future__ import annotations
