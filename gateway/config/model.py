@@ -133,6 +133,7 @@ class GatewaySettings:
     retries: int = 2
     max_result_chars: int = 8000
     max_binary_bytes: int = 1_048_576
+    max_result_bytes: int = 4_194_304
     loop_window: int = 20
     loop_repeat_limit: int = 5
     disclosure: Disclosure = "call-through"

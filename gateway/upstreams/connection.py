@@ -22,7 +22,7 @@ import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -31,6 +31,7 @@ from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.errors import ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
+from gateway.upstreams.stdio import RESULT_TOO_LARGE, stdio_transport
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +111,19 @@ class _WatchedStream:
         await self.aclose()
 
 
-def transport_for(config: ServerConfig, errlog: TextIO) -> TransportFactory:
-    """The client transport that reaches `config`'s server."""
+def transport_for(config: ServerConfig, errlog: TextIO, max_message_bytes: int) -> TransportFactory:
+    """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
+
+    Over stdio the gateway frames messages itself and refuses an oversized result by name; over
+    streamable HTTP the SDK's limit on one event of a response stream applies, and a call whose
+    event is too large fails as a broken stream. Legacy SSE and JSON bodies are read whole.
+    """
     if config.transport == "stdio":
         assert config.command is not None
         params = StdioServerParameters(
             command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
         )
-        return lambda: stdio_client(params, errlog=errlog)
+        return lambda: stdio_transport(params, errlog, max_message_bytes)
     assert config.url is not None
     url, headers = config.url, dict(config.headers)
     if config.transport == "sse":
@@ -128,7 +134,7 @@ def transport_for(config: ServerConfig, errlog: TextIO) -> TransportFactory:
         timeout = httpx2.Timeout(30.0, read=300.0)
         async with (
             httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
-            streamable_http_client(url, http_client=client) as streams,
+            streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
         ):
             yield streams
 
@@ -250,7 +256,8 @@ class Upstream:
     async def _connect_and_serve(self) -> None:
         self._state = State.CONNECTING if not self._restarts else self._state
         async with AsyncExitStack() as stack:
-            factory = self._transport or transport_for(self.config, self._errlog(stack))
+            limit = self._settings.max_result_bytes
+            factory = self._transport or transport_for(self.config, self._errlog(stack), limit)
             read, write = await stack.enter_async_context(factory())
             watched = _WatchedStream(read)
             session = ClientSession(watched, write, message_handler=self._on_message)
@@ -411,6 +418,11 @@ def _paged(method: Callable[..., Awaitable[Any]]) -> Callable[[str | None], Awai
 def _translate(server: str, error: MCPError) -> Exception:
     if error.error.code == types.CONNECTION_CLOSED:
         return UpstreamUnavailableError(f"Server '{server}' closed the connection")
+    if error.error.code == RESULT_TOO_LARGE:
+        return ToolExecutionError(
+            f"Server '{server}': {error.error.message}",
+            hint="Ask for less at a time: a narrower query, a smaller range, one page.",
+        )
     return ProtocolError(f"Server '{server}' answered: {error.error.message}")
 
 

@@ -1,6 +1,8 @@
-"""Per-session ordering: reads overlap, a session's writes run one at a time in arrival order."""
+"""Per-session ordering: reads overlap, a session's writes to one source run one at a time in arrival order."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import anyio
 import mcp_types as types
@@ -105,4 +107,23 @@ async def test_the_write_queue_lives_in_the_session_state(make_call: MakeCall) -
         return text_result("ok")
 
     await SessionOrdering()(call, done)
-    assert isinstance(call.session.state[STATE_KEY], anyio.Lock)
+    locks = call.session.state[STATE_KEY]
+    assert list(locks) == ["test"]
+    assert isinstance(locks["test"], anyio.Lock)
+
+
+async def test_a_write_does_not_wait_for_a_write_in_flight_to_another_source(make_call: MakeCall) -> None:
+    gate = Gate()
+    elsewhere = replace(WRITE, source="other")
+
+    async def quick_write(call: ToolCall) -> types.CallToolResult:
+        return text_result("other source")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(SessionOrdering(), make_call(WRITE, {"n": 1}), gate)
+            await anyio.wait_all_tasks_blocked()
+            result = await SessionOrdering()(make_call(elsewhere, {"n": 2}), quick_write)
+            assert result == text_result("other source")
+            assert gate.log == ["start 1"]
+            gate.opened.set()
