@@ -22,7 +22,7 @@ import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -31,6 +31,7 @@ from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.errors import ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
+from gateway.upstreams.children import server_parameters
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +111,10 @@ class _WatchedStream:
         await self.aclose()
 
 
-def transport_for(config: ServerConfig, errlog: TextIO) -> TransportFactory:
-    """The client transport that reaches `config`'s server."""
+def transport_for(config: ServerConfig, data_dir: Path, errlog: TextIO) -> TransportFactory:
+    """The client transport that reaches `config`'s server; a stdio server is a child of `data_dir`'s gateway."""
     if config.transport == "stdio":
-        assert config.command is not None
-        params = StdioServerParameters(
-            command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
-        )
+        params = server_parameters(config, data_dir)
         return lambda: stdio_client(params, errlog=errlog)
     assert config.url is not None
     url, headers = config.url, dict(config.headers)
@@ -250,7 +248,7 @@ class Upstream:
     async def _connect_and_serve(self) -> None:
         self._state = State.CONNECTING if not self._restarts else self._state
         async with AsyncExitStack() as stack:
-            factory = self._transport or transport_for(self.config, self._errlog(stack))
+            factory = self._transport or transport_for(self.config, self._settings.data_dir, self._errlog(stack))
             read, write = await stack.enter_async_context(factory())
             watched = _WatchedStream(read)
             session = ClientSession(watched, write, message_handler=self._on_message)
