@@ -68,6 +68,8 @@ def end_leftovers(data_dir: Path, grace: float = 5.0) -> int:
 
 
 def _other_pids() -> list[int]:
+    if sys.platform != "linux":  # pidfds are Linux's
+        return []
     try:
         names = os.listdir("/proc")
     except OSError:

@@ -17,6 +17,7 @@ import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from gateway.upstreams.children import LAUNCHER
 from tests.support.harness import REPO
 
 pytestmark = pytest.mark.anyio
@@ -134,3 +135,22 @@ async def test_a_gateway_ends_what_a_previous_one_left_on_its_data_dir_and_nothi
             with suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def launch(gateway: int, *command: str) -> int:
+    """Run `command` under the launcher, told that `gateway` is its parent; its exit code."""
+    # Started in the tests' own process group: the launcher leaves it before it could kill its group.
+    launched = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), str(gateway), *command], check=False)
+    return launched.returncode
+
+
+def test_the_launcher_runs_the_command_and_exits_as_it_did() -> None:
+    assert launch(os.getpid(), "sh", "-c", "exit 3") == 3
+    assert launch(os.getpid(), "sh", "-c", "kill -TERM $$") == 128 + signal.SIGTERM
+
+
+def test_the_launcher_starts_nothing_once_the_gateway_is_gone(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    # Its parent is not the gateway it was told of: the gateway died before it could be watched.
+    assert launch(1, "touch", str(started)) == -signal.SIGKILL
+    assert not started.exists()
