@@ -13,7 +13,6 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 
@@ -30,11 +29,11 @@ LAUNCHER = Path(__file__).with_name("launcher.py")
 def server_parameters(config: ServerConfig, data_dir: Path) -> StdioServerParameters:
     """How the SDK starts `config`'s server: under the launcher, marked with the data directory."""
     assert config.command is not None
-    env: Mapping[str, str] = {**config.env, MARKER: str(data_dir)}
+    env = {**config.env, MARKER: str(data_dir)}
     command, args = config.command, list(config.args)
     if sys.platform == "linux":  # PR_SET_PDEATHSIG is Linux's
         command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
-    return StdioServerParameters(command=command, args=args, env=dict(env), cwd=config.cwd)
+    return StdioServerParameters(command=command, args=args, env=env, cwd=config.cwd)
 
 
 def end_leftovers(data_dir: Path, grace: float = 5.0) -> int:
