@@ -40,6 +40,7 @@ from gateway.skills.host import SKILL_SCHEME, SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
+from gateway.upstreams import children
 from gateway.upstreams.connection import Status, TransportFactory
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,8 @@ class Gateway:
         return self.sandboxes.availability()
 
     async def __aenter__(self) -> Gateway:
+        if self._serving:
+            await anyio.to_thread.run_sync(children.end_leftovers, self.data_dir)
         stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.pipeline = builder.pipeline(

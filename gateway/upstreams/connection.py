@@ -22,7 +22,6 @@ import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -31,6 +30,7 @@ from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.errors import ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
+from gateway.upstreams.children import server_parameters
 from gateway.upstreams.stdio import RESULT_TOO_LARGE, stdio_transport
 
 log = logging.getLogger(__name__)
@@ -111,18 +111,16 @@ class _WatchedStream:
         await self.aclose()
 
 
-def transport_for(config: ServerConfig, errlog: TextIO, max_message_bytes: int) -> TransportFactory:
+def transport_for(config: ServerConfig, data_dir: Path, errlog: TextIO, max_message_bytes: int) -> TransportFactory:
     """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
 
-    Over stdio the gateway frames messages itself and refuses an oversized result by name; over
-    streamable HTTP the SDK's limit on one event of a response stream applies, and a call whose
-    event is too large fails as a broken stream. Legacy SSE and JSON bodies are read whole.
+    A stdio server is a child of `data_dir`'s gateway (it dies with it), and the gateway frames its
+    messages itself, refusing an oversized result by name; over streamable HTTP the SDK's limit on
+    one event of a response stream applies, and a call whose event is too large fails as a broken
+    stream. Legacy SSE and JSON bodies are read whole.
     """
     if config.transport == "stdio":
-        assert config.command is not None
-        params = StdioServerParameters(
-            command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
-        )
+        params = server_parameters(config, data_dir)
         return lambda: stdio_transport(params, errlog, max_message_bytes)
     assert config.url is not None
     url, headers = config.url, dict(config.headers)
@@ -257,7 +255,8 @@ class Upstream:
         self._state = State.CONNECTING if not self._restarts else self._state
         async with AsyncExitStack() as stack:
             limit = self._settings.max_result_bytes
-            factory = self._transport or transport_for(self.config, self._errlog(stack), limit)
+            data_dir = self._settings.data_dir
+            factory = self._transport or transport_for(self.config, data_dir, self._errlog(stack), limit)
             read, write = await stack.enter_async_context(factory())
             watched = _WatchedStream(read)
             session = ClientSession(watched, write, message_handler=self._on_message)

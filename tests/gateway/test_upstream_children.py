@@ -1,0 +1,156 @@
+"""Upstream processes end with the gateway that started them, even one killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+import yaml
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from gateway.upstreams.children import LAUNCHER
+from tests.support.harness import REPO
+
+pytestmark = pytest.mark.anyio
+
+STUBBORN = [sys.executable, "-m", "tests.support.stubborn"]
+
+
+def write_config(tmp_path: Path) -> Path:
+    """A gateway with the stubborn upstream and the local test tools, its data under `tmp_path`."""
+    path = tmp_path / "gateway.yaml"
+    config = {
+        "gateway": {"data_dir": str(tmp_path / "data"), "call_timeout": 10},
+        "servers": {"stubborn": {"command": STUBBORN[0], "args": STUBBORN[1:], "cwd": str(REPO)}},
+        "local_tools": ["tests.support.localfns"],
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def gateway_process(config: Path) -> StdioServerParameters:
+    """`python -m gateway stdio --config <config>` run from the repository."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "gateway", "stdio", "--config", str(config)], cwd=str(REPO)
+    )
+
+
+def stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state first), or none once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def identity(pid: int) -> tuple[int, str]:
+    """The pid with its start time: a process, even after its pid is reused."""
+    return pid, stat(pid)[19]
+
+
+def alive(process: tuple[int, str]) -> bool:
+    """Whether that very process still runs (a zombie has ended)."""
+    fields = stat(process[0])
+    return bool(fields) and fields[0] != "Z" and fields[19] == process[1]
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and stat(int(name))[1:2] == [str(pid)]]
+
+
+async def until_ended(processes: list[tuple[int, str]]) -> None:
+    """Wait, bounded, until none of `processes` runs."""
+    with anyio.fail_after(60):
+        while any(alive(process) for process in processes):
+            await anyio.sleep(0.05)
+
+
+def text(result: types.CallToolResult) -> str:
+    """The text of a one-text result."""
+    content = result.content[0]
+    assert isinstance(content, types.TextContent), result
+    return content.text
+
+
+@contextmanager
+def killed_after(processes: list[tuple[int, str]]) -> Iterator[None]:
+    """Kill whatever of `processes` is still running on the way out, so that a failure leaks nothing."""
+    try:
+        yield
+    finally:
+        for process in processes:
+            if alive(process):
+                with suppress(ProcessLookupError):
+                    os.kill(process[0], signal.SIGKILL)
+
+
+async def test_an_upstream_that_outlives_its_input_dies_with_a_gateway_killed_with_sigkill(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    family: list[tuple[int, str]] = []
+    with killed_after(family):
+        with anyio.fail_after(60):
+            async with Client(gateway_process(config)) as client:
+                gateway = int(text(await client.call_tool("local__process_id", {})))
+                family.extend(
+                    identity(int(pid)) for pid in text(await client.call_tool("stubborn__family", {})).split()
+                )
+                os.kill(gateway, signal.SIGKILL)
+        await until_ended(family)
+
+
+async def test_a_gateway_ends_what_a_previous_one_left_on_its_data_dir_and_nothing_else(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    mark = "MCP_GATEWAY_DATA_DIR"
+
+    def stubborn(data_dir: Path) -> subprocess.Popen[bytes]:
+        env = {**os.environ, mark: str(data_dir)}
+        return subprocess.Popen(STUBBORN, cwd=REPO, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    left, unrelated = stubborn(tmp_path / "data"), stubborn(tmp_path / "elsewhere")
+    try:
+        with anyio.fail_after(60):
+            # Each has started its helper once it is listed as a parent.
+            while not (children_of(left.pid) and children_of(unrelated.pid)):
+                await anyio.sleep(0.05)
+        leftovers = [identity(pid) for pid in [left.pid, *children_of(left.pid)]]
+        bystanders = [identity(pid) for pid in [unrelated.pid, *children_of(unrelated.pid)]]
+
+        with anyio.fail_after(60):
+            async with Client(gateway_process(config)) as client:
+                await until_ended(leftovers)
+                assert text(await client.call_tool("stubborn__family", {}))
+        assert all(alive(process) for process in bystanders)
+    finally:
+        for process in (left, unrelated):
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def launch(gateway: int, *command: str) -> int:
+    """Run `command` under the launcher, told that `gateway` is its parent; its exit code."""
+    # Started in the tests' own process group: the launcher leaves it before it could kill its group.
+    launched = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), str(gateway), *command], check=False)
+    return launched.returncode
+
+
+def test_the_launcher_runs_the_command_and_exits_as_it_did() -> None:
+    assert launch(os.getpid(), "sh", "-c", "exit 3") == 3
+    assert launch(os.getpid(), "sh", "-c", "kill -TERM $$") == 128 + signal.SIGTERM
+
+
+def test_the_launcher_starts_nothing_once_the_gateway_is_gone(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    # Its parent is not the gateway it was told of: the gateway died before it could be watched.
+    assert launch(1, "touch", str(started)) == -signal.SIGKILL
+    assert not started.exists()
