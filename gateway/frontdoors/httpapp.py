@@ -113,7 +113,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service, server.session_manager.run():
+        async with service.running(), server.session_manager.run():
             yield
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
