@@ -1,7 +1,8 @@
 """The gateway service: the facade every front door (MCP over HTTP or stdio, REST, CLI) talks to.
 
-`Gateway` owns every resource it starts; `async with Gateway(config)` opens the stores, starts
-the upstreams and closes them all. `gateway.builder` wires the parts; visibility and routing live
+`Gateway` owns every resource it starts; `async with gateway.running()` opens the stores, starts
+the upstreams without waiting for them and closes them all (`async with gateway` also waits for
+each upstream's first attempt to connect). `gateway.builder` wires the parts; visibility and routing live
 with their concepts (`auth.visibility`, `gateway.routing`).
 """
 
