@@ -16,17 +16,18 @@ import pytest
 import yaml
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
+from mcp.server.connection import Connection
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.auth.identity import Identity
 from gateway.config.model import parse_config
-from gateway.frontdoors.mcpserver import build_server
+from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import TransportFactory
 from tests.support.harness import REPO, free_port, http_gateway, make_config
-from tests.support.probe import silent_transport
+from tests.support.probe import silent_transport, wait_until
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -56,6 +57,12 @@ def servers_joining_late(tmp_path: Path) -> tuple[Any, dict[str, TransportFactor
     return config, {"toy": gated(toy(), gate), "stuck": silent_transport}, gate
 
 
+def listening(gateway: Gateway) -> bool:
+    """Whether a handshake-era client of `gateway` has its stream for notifications open."""
+    connections = [context.state.get(CONNECTION_KEY) for context in gateway.sessions.live()]
+    return any(isinstance(connection, Connection) and connection.has_standalone_channel for connection in connections)
+
+
 def tool_names(result: types.ListToolsResult) -> set[str]:
     """The names of the listed tools."""
     return {tool.name for tool in result.tools}
@@ -71,13 +78,15 @@ async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path
 
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
         async with (
-            http_gateway(config, transports=transports, settled=False) as (_, url),
+            http_gateway(config, transports=transports, settled=False) as (gateway, url),
             httpx2.AsyncClient() as http,
             Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
         ):
             assert (await http.get(f"{url}/healthz")).status_code == 200
             assert (await http.get(f"{url}/readyz")).status_code == 503
             assert not any(name.startswith("toy__") for name in tool_names(await client.list_tools()))
+            # The client opens its notification stream on its own time; the change must come after.
+            await wait_until(lambda: listening(gateway))
             gate.set()
             await told.wait()
             assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
