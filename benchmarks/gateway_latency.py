@@ -204,7 +204,7 @@ def measure(url: str, mode: str, calls: int, seconds: float, server: int, upstre
 
 
 def gateway_config(directory: Path, json_responses: bool) -> Path:
-    """A gateway config with one stdio upstream, `echo`, writing its data under `directory`."""
+    """A gateway config with one required stdio upstream, `echo`, writing its data under `directory`."""
     path = directory / "gateway.yaml"
     path.write_text(
         "gateway:\n"
@@ -215,6 +215,8 @@ def gateway_config(directory: Path, json_responses: bool) -> Path:
         f"    command: {sys.executable}\n"
         "    args: [-m, servers.echo]\n"
         f"    cwd: {REPO}\n"
+        # Required, so that `/readyz` answers 200 only once its tool is listed.
+        "    required: true\n"
     )
     return path
 

@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,7 +34,7 @@ from gateway.pipeline.approvals import (
 from gateway.pipeline.audit import AuditStore
 from gateway.redaction import Redactor, configure_logging
 from gateway.sandbox import image as sandbox_image
-from gateway.service import Gateway
+from gateway.service import START_GRACE, Gateway
 from gateway.upstreams.connection import State
 from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
 
@@ -112,10 +113,39 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
-    app = create_app(config, host=args.host)
+    gateway = Gateway(config)
+    app = create_app(config, host=args.host, gateway=gateway)
     # log_config=None: uvicorn's loggers (the access log too) go through the root handlers and their redaction.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), lifespan="on", log_config=None)
-    return 0
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host=args.host, port=args.port, log_level=args.log_level.lower(), lifespan="on", log_config=None
+        )
+    )
+
+    async def run() -> str | None:
+        failure: str | None = None
+        async with anyio.create_task_group() as group:
+
+            async def hold_required() -> None:
+                nonlocal failure
+                failure = await gateway.required_failure()
+                server.should_exit = failure is not None
+
+            group.start_soon(hold_required)
+            await server.serve()
+            group.cancel_scope.cancel()
+        return failure
+
+    failure = None
+    # uvicorn raises the signal it caught again once it has shut down.
+    with suppress(KeyboardInterrupt):
+        failure = anyio.run(run, backend_options={"use_uvloop": True})
+    if failure is not None:
+        # It does not serve without its required servers.
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
+    # uvicorn's own code for a server that could not start (the port taken, a failed lifespan).
+    return 0 if server.started else 3
 
 
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
@@ -129,13 +159,15 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
     async def run() -> int:
         async with Gateway(config, serving=False) as gateway:
             failed = False
+            waited = config.settings.upstream_connect_timeout + START_GRACE
             print(f"config: {config.path} (valid)")
             for note in config.notes:
                 print(f"  note: {note}")
             for status in gateway.statuses():
                 mark = "ok" if status.state == State.READY else "FAIL"
                 required = " required" if status.required else ""
-                detail = f" - {status.error}" if status.error else ""
+                reason = status.error or ("" if status.state == State.READY else f"not connected after {waited:g} s")
+                detail = f" - {reason}" if reason else ""
                 print(f"  [{mark}] {status.name} ({status.transport}{required}): {status.tools} tools{detail}")
                 failed = failed or (status.required and status.state != State.READY)
             for name, source in gateway.local_sources.items():

@@ -4,6 +4,7 @@
     ├── ConfigError                   a configuration file is unreadable or invalid (names file and path)
     ├── ProtocolError                 answered as a JSON-RPC error, not as a tool result
     │   └── UnknownToolError          no such tool (also: a tool the caller may not see)
+    │       └── ServerNotConnectedError   the tool's server has not connected yet, so its tools are not known
     └── ToolError                     answered as a tool result with is_error: true
         ├── ToolInputError            arguments do not match the tool's input schema
         ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
@@ -74,6 +75,18 @@ class UnknownToolError(ProtocolError):
         quoted = [repr(suggestion) for suggestion in self.suggestions]
         listed = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
         return f". Did you mean {listed}?"
+
+
+class ServerNotConnectedError(UnknownToolError):
+    """`name` is under the namespace of a server that has not connected yet (and that the caller may see)."""
+
+    hint = "Its tools are listed once it connects, and clients are told the list changed; try again shortly."
+
+    def __init__(self, name: str, server: str) -> None:
+        super().__init__(name)
+        self.server = server
+        self.message = f"Server {server!r} is not connected yet, so its tool {clip(name)!r} is not known yet"
+        self.args = (self.message,)
 
 
 class ToolError(GatewayError):

@@ -1,7 +1,8 @@
 """The gateway service: the facade every front door (MCP over HTTP or stdio, REST, CLI) talks to.
 
-`Gateway` owns every resource it starts; `async with Gateway(config)` opens the stores, starts
-the upstreams and closes them all. `gateway.builder` wires the parts; visibility and routing live
+`Gateway` owns every resource it starts; `async with gateway.running()` opens the stores, starts
+the upstreams without waiting for them and closes them all (`async with gateway` also waits for
+each upstream's first attempt to connect). `gateway.builder` wires the parts; visibility and routing live
 with their concepts (`auth.visibility`, `gateway.routing`).
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,8 @@ from gateway.auth.visibility import Visibility
 from gateway.catalog import Catalog, SourceListing
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
-from gateway.errors import UnknownToolError, clip
-from gateway.naming import near_misses
+from gateway.errors import ServerNotConnectedError, UnknownToolError, clip
+from gateway.naming import SEPARATOR, near_misses
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
@@ -41,10 +42,12 @@ from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
 from gateway.upstreams import children
-from gateway.upstreams.connection import Status, TransportFactory
+from gateway.upstreams.connection import State, Status, TransportFactory, Upstream, records_for
 
 log = logging.getLogger(__name__)
 
+# The connect timeout bounds a server's handshake; starting its process or container comes before.
+START_GRACE = 5.0
 ChangeListener = Callable[[], Awaitable[None]]
 SessionListener = Callable[[SessionContext], Awaitable[None]]
 
@@ -102,12 +105,28 @@ class Gateway:
         self._session_listeners: list[SessionListener] = []
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
+        self._started = anyio.Event()
 
     def sandbox_availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not."""
         return self.sandboxes.availability()
 
     async def __aenter__(self) -> Gateway:
+        await self._start()
+        await self.wait_for_upstreams(self.upstreams.values())
+        return self
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """The gateway started without waiting for its upstreams, for the front doors: they serve
+        at once, and each upstream joins the catalog (and clients are told) when it is ready."""
+        await self._start()
+        try:
+            yield self
+        finally:
+            await self._stack.aclose()
+
+    async def _start(self) -> None:
         if self._serving:
             await anyio.to_thread.run_sync(children.end_leftovers, self.data_dir)
         stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
@@ -129,17 +148,30 @@ class Gateway:
             self._group.start_soon(upstream.run)
         self._group.start_soon(self._expire_idle_sessions)
         self._group.start_soon(self.audit.maintain)
-        await self.wait_for_upstreams()
-        return self
+        self._started.set()
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
-    async def wait_for_upstreams(self) -> None:
-        """Wait until every upstream has tried once to connect, at most the connect timeout."""
-        with anyio.move_on_after(self.config.settings.upstream_connect_timeout + 1):
-            for upstream in self.upstreams.values():
+    async def wait_for_upstreams(self, upstreams: Iterable[Upstream]) -> None:
+        """Wait until each of `upstreams` has tried once to connect, at most the connect timeout
+        (and `START_GRACE` for starting its process or container) after the gateway started."""
+        await self._started.wait()
+        with anyio.move_on_after(self.config.settings.upstream_connect_timeout + START_GRACE):
+            for upstream in upstreams:
                 await upstream.first_attempt.wait()
+
+    async def required_failure(self) -> str | None:
+        """Why the gateway cannot serve: a required server whose first attempt to connect failed
+        or did not end within its timeout; None once every required server is ready."""
+        required = [upstream for upstream in self.upstreams.values() if upstream.config.required]
+        await self.wait_for_upstreams(required)
+        timeout = self.config.settings.upstream_connect_timeout
+        for status in self.statuses():
+            if status.required and status.state != State.READY:
+                reason = status.error or f"not connected after {timeout + START_GRACE:g} s"
+                return f"required server '{status.name}' did not connect: {reason}"
+        return None
 
     def statuses(self) -> list[Status]:
         """Where each upstream stands; a last error (often a server's stderr) comes without secrets."""
@@ -272,9 +304,23 @@ class Gateway:
         """
         tool = self._meta.get(name) or self.catalog.tool(name)
         if tool is None or not self.visibility.may_see(session, tool):
+            self._check_not_connected(session, name)
             visible = [record.name for record in self.visibility.tools(session)]
             raise UnknownToolError(name, near_misses(name, visible))
         return tool
+
+    def _check_not_connected(self, session: SessionContext, name: str) -> None:
+        """Raise `ServerNotConnectedError` when `name` could be a tool of a server that has listed
+        nothing yet and that this session's role could see, judged by the configuration alone
+        (its name, server, tags and configured risk). Any other name stays unknown."""
+        listed = set(self.catalog.sources())
+        for upstream in self.upstreams.values():
+            prefix = f"{upstream.config.namespace or upstream.name}{SEPARATOR}"
+            if upstream.name in listed or not name.startswith(prefix):
+                continue
+            expected = records_for(upstream.config, [types.Tool(name=name[len(prefix) :], input_schema={})])
+            if any(self.visibility.may_see(session, record.renamed(name)) for record in expected):
+                raise ServerNotConnectedError(name, upstream.name)
 
     async def call_tool(
         self,

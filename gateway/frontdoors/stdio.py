@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
+import anyio
 from mcp.server.stdio import stdio_server
 
 from gateway.auth.identity import Identity
@@ -11,8 +15,25 @@ from gateway.service import Gateway
 
 
 async def serve_stdio(config: GatewayConfig, identity: Identity) -> None:
-    """Serve MCP over stdin/stdout as `identity` until the client closes them."""
-    async with Gateway(config, local_identity=identity) as gateway:
-        server = build_server(gateway)
-        async with stdio_server() as (read, write):
+    """Serve MCP over stdin/stdout as `identity` until the client closes them, from the start
+    (upstreams join as they connect); exit 1 with the reason when a required server does not connect."""
+    gateway = Gateway(config, local_identity=identity)
+    server = build_server(gateway)
+    failure: str | None = None
+    async with stdio_server() as (read, write):
+        async with gateway.running(), anyio.create_task_group() as group:
+
+            async def hold_required() -> None:
+                nonlocal failure
+                failure = await gateway.required_failure()
+                if failure is not None:
+                    group.cancel_scope.cancel()
+
+            group.start_soon(hold_required)
             await server.run(read, write, server.create_initialization_options())
+            group.cancel_scope.cancel()
+        if failure is not None:
+            print(f"error: {failure}", file=sys.stderr, flush=True)
+            # The gateway is closed. The SDK reads stdin in a thread that only the client's next
+            # line or its EOF ends, and a client that launched the gateway keeps stdin open.
+            os._exit(1)

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewaySettings, ServerConfig
-from gateway.errors import ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
+from gateway.errors import GatewayError, ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
 from gateway.upstreams.children import server_parameters
@@ -261,9 +261,18 @@ class Upstream:
             watched = _WatchedStream(read)
             session = ClientSession(watched, write, message_handler=self._on_message)
             await stack.enter_async_context(session)
-            with anyio.fail_after(self._settings.upstream_connect_timeout):
-                await session.initialize()
-                await self._publish(session)
+            timeout, step = self._settings.upstream_connect_timeout, "initialize"
+            try:
+                with anyio.fail_after(timeout):
+                    await session.initialize()
+                    step = "the first listing"
+                    await self._publish(session)
+            except TimeoutError:
+                # Told at once: closing a server that hangs takes a few seconds more.
+                self._error = f"timed out after {timeout:g} s during {step}"
+                self._state = State.RECONNECTING if self._tools else State.FAILED
+                self.first_attempt.set()
+                raise UpstreamUnavailableError(self._error) from None
             self._session = session
             self._state = State.READY
             self._error = None
@@ -426,6 +435,8 @@ def _translate(server: str, error: MCPError) -> Exception:
 
 
 def _failure(error: BaseException) -> str:
+    if isinstance(error, GatewayError):
+        return error.message
     if isinstance(error, TimeoutError):
         return "timed out while connecting"
     if isinstance(error, BaseExceptionGroup):

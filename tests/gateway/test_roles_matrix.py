@@ -28,7 +28,7 @@ from gateway.service import Gateway
 from gateway.skills.metatools import records as meta_records
 from tests.support.access import KEYS, TOY_TOOLS, access_config, auth_section, http_client, toy_entry
 from tests.support.access import ROLES as ROLE_RULES
-from tests.support.harness import REPO, http_gateway, in_memory, toy_stdio
+from tests.support.harness import REPO, http_gateway, in_memory, toy_stdio, until_listed
 from tests.support.skills import structured, text, write_skill
 from tests.support.toy import build_server as toy
 
@@ -325,6 +325,7 @@ async def test_a_stdio_client_launched_with_a_role_sees_only_that_roles_tools(tm
     )
     with anyio.fail_after(30):
         async with Client(params, mode="legacy") as client:
+            await until_listed(client, "toy__echo")
             listed = {tool.name for tool in (await client.list_tools()).tools}
             with pytest.raises(MCPError) as hidden:
                 await client.call_tool("toy__increment", {})

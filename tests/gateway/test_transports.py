@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
-from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, toy_stdio
+from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, toy_stdio, until_listed
 from tests.support.probe import Observed, probe_server, silent_transport, toy_process, wait_until
 from tests.support.toy import build_server as toy
 
@@ -54,6 +54,7 @@ async def test_clients_of_both_eras_call_tools_over_stdio(tmp_path: Path, mode: 
     )
     with anyio.fail_after(30):
         async with Client(params, mode=mode) as client:
+            await until_listed(client, "toy__echo")
             result = await client.call_tool("toy__echo", {"text": "over stdio"})
             assert result.content[0].text == "over stdio"  # type: ignore[union-attr]
 

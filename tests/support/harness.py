@@ -81,9 +81,14 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def http_gateway(
-    config: GatewayConfig, *, transports: Mapping[str, TransportFactory] | None = None, **options: Any
+    config: GatewayConfig,
+    *,
+    transports: Mapping[str, TransportFactory] | None = None,
+    settled: bool = True,
+    **options: Any,
 ) -> AsyncIterator[tuple[Gateway, str]]:
-    """The gateway served over real HTTP on loopback (`options` go to `Gateway`); yields it and its base URL."""
+    """The gateway served over real HTTP on loopback (`options` go to `Gateway`); yields it and its
+    base URL once it serves and, when `settled`, each upstream has tried once to connect."""
     gateway = Gateway(config, transports=transports, **options)
     app = create_app(config, gateway=gateway)
     port = free_port()
@@ -93,10 +98,20 @@ async def http_gateway(
         with anyio.fail_after(20):
             while not server.started:
                 await anyio.sleep(0.02)
+        if settled:
+            await gateway.wait_for_upstreams(gateway.upstreams.values())
         try:
             yield gateway, f"http://127.0.0.1:{port}"
         finally:
             server.should_exit = True
+
+
+async def until_listed(client: Client, name: str) -> None:
+    """Wait until the client is offered the tool `name`: upstreams join the catalog as they connect."""
+    with anyio.fail_after(20):
+        # A gateway over stdio answers before its upstreams have connected; their tools follow.
+        while name not in {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}:
+            await anyio.sleep(0.05)
 
 
 async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:

@@ -1,0 +1,196 @@
+"""Start-up: the gateway serves at once, upstreams join as they connect, required servers are required."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+import yaml
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.server.connection import Connection
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
+
+from gateway.auth.identity import Identity
+from gateway.config.model import parse_config
+from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
+from gateway.service import Gateway
+from gateway.upstreams.connection import TransportFactory
+from tests.support.harness import REPO, free_port, http_gateway, make_config
+from tests.support.probe import silent_transport, wait_until
+from tests.support.toy import build_server as toy
+
+pytestmark = pytest.mark.anyio
+
+# High, so that a gateway that waited for its upstreams could not answer within the tests' bounds.
+CONNECT_TIMEOUT = 60.0
+HANGS = {"command": sys.executable, "args": ["-m", "tests.support.hangs"], "cwd": str(REPO)}
+
+
+def gated(server: MCPServer, gate: anyio.Event) -> TransportFactory:
+    """A transport to `server` in memory that connects only once `gate` is set: an upstream ready when the test says."""
+
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[Any]:
+        await gate.wait()
+        async with InMemoryTransport(server) as streams:
+            yield streams
+
+    return connect
+
+
+def servers_joining_late(tmp_path: Path) -> tuple[Any, dict[str, TransportFactory], anyio.Event]:
+    """A required `toy` that connects when the returned gate is set, and an optional `stuck` that never answers."""
+    servers = {"toy": {"command": "unused", "required": True}, "stuck": {"command": "unused"}}
+    config = make_config(tmp_path, servers, upstream_connect_timeout=CONNECT_TIMEOUT)
+    gate = anyio.Event()
+    return config, {"toy": gated(toy(), gate), "stuck": silent_transport}, gate
+
+
+def listening(gateway: Gateway) -> bool:
+    """Whether a handshake-era client of `gateway` has its stream for notifications open."""
+    connections = [context.state.get(CONNECTION_KEY) for context in gateway.sessions.live()]
+    return any(isinstance(connection, Connection) and connection.has_standalone_channel for connection in connections)
+
+
+def tool_names(result: types.ListToolsResult) -> set[str]:
+    """The names of the listed tools."""
+    return {tool.name for tool in result.tools}
+
+
+async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path: Path) -> None:
+    config, transports, gate = servers_joining_late(tmp_path)
+    told = anyio.Event()
+
+    async def handle(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        async with (
+            http_gateway(config, transports=transports, settled=False) as (gateway, url),
+            httpx2.AsyncClient() as http,
+            Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
+        ):
+            assert (await http.get(f"{url}/healthz")).status_code == 200
+            assert (await http.get(f"{url}/readyz")).status_code == 503
+            assert not any(name.startswith("toy__") for name in tool_names(await client.list_tools()))
+            # The client opens its notification stream on its own time; the change must come after.
+            await wait_until(lambda: listening(gateway))
+            gate.set()
+            await told.wait()
+            assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
+            # The required server is ready; the optional one still hanging does not matter.
+            assert (await http.get(f"{url}/readyz")).status_code == 200
+
+
+async def test_a_stateless_era_client_listening_is_told_when_a_server_joins(tmp_path: Path) -> None:
+    config, transports, gate = servers_joining_late(tmp_path)
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        async with (
+            http_gateway(config, transports=transports, settled=False) as (_, url),
+            Client(f"{url}/mcp", mode="2026-07-28") as client,
+            client.listen(tools_list_changed=True) as subscription,
+        ):
+            gate.set()
+            assert isinstance(await subscription.__anext__(), ToolsListChanged)
+            assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
+
+
+async def test_a_tool_of_a_server_not_connected_yet_says_so_to_roles_that_may_see_it(tmp_path: Path) -> None:
+    data = {
+        "gateway": {"data_dir": str(tmp_path / "data"), "upstream_connect_timeout": CONNECT_TIMEOUT},
+        "servers": {"stuck": {"command": "unused"}, "toy": {"command": "unused"}},
+        "roles": {"ops": {"allow": ["*"]}, "intern": {"allow": [{"server": "toy"}]}},
+    }
+    config = parse_config(data, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+    answers: dict[str, list[str]] = {}
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        for role in ("ops", "intern"):
+            gateway = Gateway(
+                config,
+                transports={"stuck": silent_transport, "toy": silent_transport},
+                local_identity=Identity("ivy", role, "stdio"),
+            )
+            async with gateway.running(), Client(build_server(gateway), mode="legacy") as client:
+                answers[role] = []
+                for name in ("stuck__anything", "nowhere__anything"):
+                    with pytest.raises(MCPError) as refused:
+                        await client.call_tool(name, {})
+                    answers[role].append(refused.value.message)
+    assert answers["ops"][0].startswith("Server 'stuck' is not connected yet")
+    assert answers["ops"][1] == "Unknown tool: 'nowhere__anything'"
+    # A role that may not see the server is answered exactly as for a name that does not exist.
+    assert answers["intern"] == ["Unknown tool: 'stuck__anything'", "Unknown tool: 'nowhere__anything'"]
+
+
+def write_config(tmp_path: Path, servers: dict[str, Any], **settings: Any) -> Path:
+    """A configuration file for a gateway process, its data under `tmp_path`."""
+    path = tmp_path / "gateway.yaml"
+    document = {"gateway": {"data_dir": str(tmp_path / "data"), **settings}, "servers": servers}
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+async def gateway_command(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """`python -m gateway <args>` run to its end with stdin kept open (a stdio client that stays)."""
+    command = [sys.executable, "-m", "gateway", "--log-level", "WARNING", *args]
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        return await anyio.run_process(command, cwd=REPO, check=False, stdin=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("front_door", ["serve", "stdio"])
+async def test_a_required_server_that_cannot_start_stops_the_gateway_with_the_reason(
+    tmp_path: Path, front_door: str
+) -> None:
+    servers = {"needed": {"command": str(tmp_path / "no-such-program"), "required": True}}
+    config = write_config(tmp_path, servers, upstream_connect_timeout=CONNECT_TIMEOUT)
+    port = ["--port", str(free_port())] if front_door == "serve" else []
+    finished = await gateway_command(front_door, "--config", str(config), *port)
+    stderr = finished.stderr.decode()
+    assert finished.returncode == 1, stderr
+    assert "error: required server 'needed' did not connect: " in stderr
+    assert "No such file" in stderr
+
+
+async def test_check_says_an_upstream_timed_out_during_initialize(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"bad": HANGS}, upstream_connect_timeout=2)
+    finished = await gateway_command("check", "--config", str(config))
+    stdout = finished.stdout.decode()
+    assert "[FAIL] bad (stdio): 0 tools - timed out after 2 s during initialize" in stdout, stdout
+
+
+async def test_serve_answers_while_a_required_server_hangs_and_stops_when_it_times_out(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"needed": {**HANGS, "required": True}}, upstream_connect_timeout=8)
+    port = free_port()
+    command = [sys.executable, "-m", "gateway", "--log-level", "WARNING", "serve", "--config", str(config)]
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        async with await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process:
+            async with httpx2.AsyncClient() as http:
+                while True:
+                    try:
+                        health = await http.get(f"http://127.0.0.1:{port}/healthz")
+                        break
+                    except httpx2.ConnectError:
+                        await anyio.sleep(0.05)
+                ready = await http.get(f"http://127.0.0.1:{port}/readyz")
+            assert process.stderr is not None
+            stderr = (await _read_all(process.stderr)).decode()
+            assert await process.wait() == 1, stderr
+    assert (health.status_code, ready.status_code) == (200, 503)
+    assert "required server 'needed' did not connect: timed out after 8 s during initialize" in stderr
+
+
+async def _read_all(stream: Any) -> bytes:
+    chunks = [chunk async for chunk in stream]
+    return b"".join(chunks)
