@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from gateway.upstreams.children import LAUNCHER
-from tests.support.harness import REPO
+from tests.support.harness import REPO, until_listed
 
 pytestmark = pytest.mark.anyio
 
@@ -100,6 +100,7 @@ async def test_an_upstream_that_outlives_its_input_dies_with_a_gateway_killed_wi
     with killed_after(family):
         with anyio.fail_after(60):
             async with Client(gateway_process(config)) as client:
+                await until_listed(client, "stubborn__family")
                 gateway = int(text(await client.call_tool("local__process_id", {})))
                 family.extend(
                     identity(int(pid)) for pid in text(await client.call_tool("stubborn__family", {})).split()
@@ -128,6 +129,7 @@ async def test_a_gateway_ends_what_a_previous_one_left_on_its_data_dir_and_nothi
         with anyio.fail_after(60):
             async with Client(gateway_process(config)) as client:
                 await until_ended(leftovers)
+                await until_listed(client, "stubborn__family")
                 assert text(await client.call_tool("stubborn__family", {}))
         assert all(alive(process) for process in bystanders)
     finally:
