@@ -352,9 +352,10 @@ def test_a_file_without_a_top_level_map_is_refused(tmp_path: Path, content: str,
 def test_default_config_loads_the_bundled_servers() -> None:
     config = load_config(default_config_path(), {"HOME": "/home/tester", "GATEWAY_DATA_DIR": "/var/gw"})
     data = Path("/var/gw")
-    repository = default_config_path().parent.parent
+    repository = Path(__file__).resolve().parents[2]
     assert config.settings.data_dir == data
     assert config.settings.skill_dirs == (repository / "skills",)
+    assert {path.name for path in (repository / "skills").iterdir()} >= {"data-analysis", "quick-math"}
     servers = {server.name: server for server in config.servers}
     assert set(servers) == {"files", "sqlite", "calc", "python"}
     assert servers["files"].args == ("-m", "servers.files", "--root", "${WORKSPACE}")
