@@ -27,7 +27,7 @@ from gateway.sandbox.source import LABEL_SESSION
 from gateway.sandbox.sweeper import scope_filter
 from gateway.service import Gateway
 from tests.sandbox.conftest import COUNTER_SERVER, IMAGE, WAIT
-from tests.support.harness import REPO, make_config
+from tests.support.harness import REPO, make_config, until_listed
 from tests.support.probe import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -379,6 +379,8 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
     # The listing container, this session's counter, and two warm containers for its next call.
     held = 4
     async with stdio_gateway(config_file, pid_file) as client:
+        await until_listed(client, "python__run_python")
+        await until_listed(client, "counter__increment")
         assert stdout_of(await run(client, "print(6 * 7)")) == "42\n"
         with anyio.fail_after(WAIT):
             assert text_of(await client.call_tool("counter__increment", {})) == "1"
@@ -388,6 +390,7 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
     assert set(containers(docker_client, scope)) >= old
     async with stdio_gateway(config_file, pid_file) as client:
         assert not set(containers(docker_client, scope)) & old
+        await until_listed(client, "python__run_python")
         assert stdout_of(await run(client, "print(6 * 7)")) == "42\n"
     await wait_until(lambda: not containers(docker_client, scope), WAIT)
 

@@ -91,8 +91,12 @@ async def test_idle_sessions_are_closed(sandbox: DockerSandbox, tmp_path: Path, 
     with anyio.fail_after(WAIT):
         async with Client(transport) as client:
             await client.call_tool("increment", {})
+            container = transport.container_id
             assert await sandbox.close_idle(transport.last_activity + 1) == 0
             assert await sandbox.close_idle(transport.last_activity + sandbox.session_idle + 1) == 1
+            # The removal is queued: a call made before it lands would still be answered.
+            while container in await anyio.to_thread.run_sync(sandbox_ids, docker_client):
+                await anyio.sleep(0.1)
             with pytest.raises(Exception):  # noqa: B017 - any failure will do: the container is gone
                 await client.call_tool("increment", {})
 

@@ -108,7 +108,8 @@ async def http_gateway(
 
 async def until_listed(client: Client, name: str) -> None:
     """Wait until the client is offered the tool `name`: upstreams join the catalog as they connect."""
-    with anyio.fail_after(20):
+    # A hang guard: a server listed from a sandbox container takes a few seconds on a quiet machine.
+    with anyio.fail_after(60):
         # A gateway over stdio answers before its upstreams have connected; their tools follow.
         while name not in {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}:
             await anyio.sleep(0.05)
