@@ -31,7 +31,8 @@ from mcp.client._transport import TransportStreams
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
-from gateway.config.model import GatewayConfig, ServerConfig, default_config_path, load_config, parse_config
+from gateway.config.loading import default_config_path, load_config, parse_config
+from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import TransportFactory

@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from gateway.config.model import parse_config
+from gateway.config.loading import parse_config
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 

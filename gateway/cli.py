@@ -18,7 +18,8 @@ import uvicorn
 
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
-from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.config.loading import default_config_path, load_config
+from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
 from gateway.errors import ConfigError
 from gateway.frontdoors.httpapp import create_app

@@ -18,7 +18,7 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import AuthenticationError, Identity
 from gateway.auth.settings import AuthSettings
 from gateway.cli import print_key_hash
-from gateway.config.model import parse_config
+from gateway.config.loading import parse_config
 from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError
 

@@ -13,16 +13,8 @@ import pytest
 
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.settings import AuthSettings
-from gateway.config.model import (
-    GatewaySettings,
-    LocalToolConfig,
-    SandboxSettings,
-    ServerConfig,
-    ToolSettings,
-    default_config_path,
-    load_config,
-    parse_config,
-)
+from gateway.config.loading import default_config_path, load_config, parse_config
+from gateway.config.model import GatewaySettings, LocalToolConfig, SandboxSettings, ServerConfig, ToolSettings
 from gateway.config.reader import MAX_CONFIG_BYTES
 from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError

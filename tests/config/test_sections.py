@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config.model import ServerConfig, default_config_path, parse_config, parse_server
+from gateway.config.loading import default_config_path, parse_config, parse_server
+from gateway.config.model import ServerConfig
 from gateway.config.schema import ConfigProblems
 from tests.support.harness import REPO
 

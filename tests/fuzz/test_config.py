@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.config.model import GatewayConfig, load_config, parse_config
+from gateway.config.loading import load_config, parse_config
+from gateway.config.model import GatewayConfig
 from gateway.errors import ConfigError
 
 from . import RUNS, SCALARS, TEXT, json_values, nested

@@ -21,7 +21,8 @@ import pytest
 import yaml
 from mcp.client.context import ClientRequestContext
 
-from gateway.config.model import GatewayConfig, load_config
+from gateway.config.loading import load_config
+from gateway.config.model import GatewayConfig
 from gateway.pipeline.chain import ToolCall
 from gateway.pipeline.confirmation import APPROVAL_KEY, ARGUMENT, binding_of
 from tests.support.access import KEYS, auth_section, http_client

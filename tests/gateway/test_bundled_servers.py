@@ -12,7 +12,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.config.loading import default_config_path, load_config
+from gateway.config.model import GatewayConfig
 from gateway.service import Gateway
 from tests.support.harness import approve, gateway_client
 

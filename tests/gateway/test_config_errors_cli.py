@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gateway.cli import main
-from gateway.config.model import load_config
+from gateway.config.loading import load_config
 from gateway.errors import ConfigError
 from tests.support.harness import REPO, toy_stdio
 

@@ -11,7 +11,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from gateway.config.model import default_config_path, load_config
+from gateway.config.loading import default_config_path, load_config
 from tests.support.harness import approve, gateway_client
 
 pytestmark = pytest.mark.anyio

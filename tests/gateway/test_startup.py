@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.auth.identity import Identity
-from gateway.config.model import parse_config
+from gateway.config.loading import parse_config
 from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import TransportFactory

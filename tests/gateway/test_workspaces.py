@@ -12,7 +12,7 @@ import yaml
 from mcp import Client
 
 from gateway.auth.identity import Identity
-from gateway.config.model import load_config
+from gateway.config.loading import load_config
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import State

@@ -20,7 +20,8 @@ from docker import DockerClient
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 
-from gateway.config.model import GatewayConfig, load_config
+from gateway.config.loading import load_config
+from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
 from gateway.sandbox.sandboxes import sandbox_scope
 from gateway.sandbox.source import LABEL_SESSION

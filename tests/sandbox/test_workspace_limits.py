@@ -16,7 +16,8 @@ import pytest
 from docker import DockerClient
 from mcp import Client
 
-from gateway.config.model import GatewayConfig, default_config_path, load_config
+from gateway.config.loading import default_config_path, load_config
+from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.sandbox.conftest import IMAGE, WAIT

@@ -24,7 +24,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.config.model import GatewayConfig, parse_config
+from gateway.config.loading import parse_config
+from gateway.config.model import GatewayConfig
 from tests.support.harness import REPO, free_port
 from tests.support.toy import build_server as toy
 

@@ -17,7 +17,8 @@ from mcp.client._memory import InMemoryTransport
 from mcp.client.context import ClientRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from gateway.config.model import GatewayConfig, parse_config
+from gateway.config.loading import parse_config
+from gateway.config.model import GatewayConfig
 from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
