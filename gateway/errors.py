@@ -2,6 +2,10 @@
 
     GatewayError                      root; carries a message and a hint for the model
     ├── ConfigError                   a configuration file is unreadable or invalid (names file and path)
+    ├── OperationError                an operator's request (admin API, CLI) cannot be honoured as asked
+    │   ├── NotFoundError             no server, tool, skill, group or session of that name
+    │   ├── ConflictError             the name is taken, or the entry is read-only (defined in the config file)
+    │   └── ForbiddenError            not an admin, or not allowed by the registration policy
     ├── ProtocolError                 answered as a JSON-RPC error, not as a tool result
     │   └── UnknownToolError          no such tool (also: a tool the caller may not see)
     │       └── ServerNotConnectedError   the tool's server has not connected yet, so its tools are not known
@@ -53,6 +57,30 @@ class ConfigError(GatewayError):
         self.file = file
         self.path = path
         self.problem = problem
+
+
+class OperationError(GatewayError):
+    """An operator's request (admin API, CLI) that cannot be honoured as asked; `status` is its HTTP status."""
+
+    status = 400
+
+
+class NotFoundError(OperationError):
+    """No server, tool, skill, group or session of that name (or none the caller may see)."""
+
+    status = 404
+
+
+class ConflictError(OperationError):
+    """The name is already taken, or the entry is read-only where it was asked to change."""
+
+    status = 409
+
+
+class ForbiddenError(OperationError):
+    """The caller may not do this: not an admin, or the registration policy does not allow it."""
+
+    status = 403
 
 
 class ProtocolError(GatewayError):
