@@ -24,6 +24,7 @@ from gateway.pipeline.ordering import SessionOrdering
 from gateway.pipeline.shaping import ShapeResult
 from gateway.pipeline.validation import ValidateArguments
 from gateway.redaction import Redactor
+from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
 from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
@@ -88,11 +89,12 @@ def sources(
 
 @dataclass(frozen=True)
 class Stores:
-    """The embedded databases: the audit trail, confirmation tokens, parked approvals."""
+    """The embedded databases: the audit trail, confirmation tokens, parked approvals, API registrations."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
     approvals: ApprovalStore
+    registrations: RegistrationStore
 
 
 def open_stores(data_dir: Path, redact: Redactor, wall_clock: Clock, stack: AsyncExitStack) -> Stores:
@@ -104,7 +106,9 @@ def open_stores(data_dir: Path, redact: Redactor, wall_clock: Clock, stack: Asyn
     # Wall-clock time: confirmation tokens and parked calls outlive the process.
     approvals = ApprovalStore(data_dir / APPROVALS_FILE, wall_clock)
     stack.callback(approvals.close)
-    return Stores(audit, confirmations, approvals)
+    registrations = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    stack.callback(registrations.close)
+    return Stores(audit, confirmations, approvals, registrations)
 
 
 def pipeline(

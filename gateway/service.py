@@ -35,6 +35,7 @@ from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
 from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
 from gateway.redaction import Redactor
+from gateway.registrations import RegistrationStore
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SKILL_SCHEME, SkillHost
@@ -58,6 +59,7 @@ class Gateway:
     audit: AuditStore
     confirmations: ConfirmationStore
     approvals: ApprovalStore
+    registrations: RegistrationStore
     pipeline: Pipeline
 
     def __init__(
@@ -131,6 +133,7 @@ class Gateway:
             await anyio.to_thread.run_sync(children.end_leftovers, self.data_dir)
         stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
+        self.registrations = stores.registrations
         self.pipeline = builder.pipeline(
             self.config, stores, self.skills, self.budgets, self.sandboxes, self._wall_clock, self.router.execute
         )
