@@ -27,6 +27,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway import requestid
 from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
 from gateway.catalog import page
@@ -214,7 +215,8 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined
-        with protocol_errors(gateway.redact):
+        # One id links this call's log lines, its upstream call and its audit row.
+        with requestid.bound(), protocol_errors(gateway.redact):
             result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
         request = notes.get(INPUT_NOTE)
         if isinstance(request, InputRequest) and request.state is not None:
