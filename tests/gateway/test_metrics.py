@@ -145,3 +145,14 @@ async def test_metrics_are_shown_to_admins_challenged_without_a_key_and_refused_
     assert answers["nobody"][:2] == answers["bad key"][:2] == (401, "Bearer")
     assert answers["analyst"][0] == 403 and "gateway_" not in answers["analyst"][2]
     assert answers["admin"][0] == 200 and "gateway_tool_calls" in answers["admin"][2]
+
+
+@pytest.mark.parametrize(("host", "status"), [("127.0.0.1", 200), ("0.0.0.0", 403)], ids=["loopback", "all"])
+async def test_without_authentication_metrics_are_shown_only_on_loopback(
+    tmp_path: Path, host: str, status: int
+) -> None:
+    config = make_config(tmp_path, placeholder(["toy"]))
+    transports = in_memory({"toy": toy()})
+    async with http_gateway(config, transports=transports, host=host) as (_, url), httpx2.AsyncClient() as http:
+        response = await http.get(f"{url}/metrics")
+    assert response.status_code == status

@@ -88,12 +88,14 @@ async def http_gateway(
     *,
     transports: Mapping[str, TransportFactory] | None = None,
     settled: bool = True,
+    host: str = "127.0.0.1",
     **options: Any,
 ) -> AsyncIterator[tuple[Gateway, str]]:
     """The gateway served over real HTTP on loopback (`options` go to `Gateway`); yields it and its
-    base URL once it serves and, when `settled`, each upstream has tried once to connect."""
+    base URL once it serves and, when `settled`, each upstream has tried once to connect. `host` is
+    the address the app is told it serves on (another than loopback turns the loopback rules off)."""
     gateway = Gateway(config, transports=transports, **options)
-    app = create_app(config, gateway=gateway)
+    app = create_app(config, gateway=gateway, host=host)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as group:
