@@ -9,17 +9,16 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.upstreams.connection import State
 from tests.support.access import KEYS, ROLES, access_config, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory, make_config, placeholder, toy_stdio
+from tests.support.metrics import Samples, growth, parse, value
 from tests.support.skills import skill_config
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 FAMILIES = {
     "gateway_tool_calls",
     "gateway_tool_call_duration_seconds",
@@ -37,29 +36,13 @@ ADMIN_ROLES: dict[str, Any] = {**ROLES, "admin": {**ROLES["admin"], "admin": Tru
 
 
 async def scrape(url: str, key: str | None = None) -> tuple[set[str], Samples]:
-    """GET /metrics and parse it as Prometheus does: the family names and every sample's value."""
+    """GET /metrics and parse it: the family names and every sample's value."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with httpx2.AsyncClient() as http:
         response = await http.get(f"{url}/metrics", headers=headers)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
-    families = list(text_string_to_metric_families(response.text))
-    samples = {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in families
-        for sample in family.samples
-    }
-    return {family.name for family in families}, samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """One sample's value; 0 for a series not (yet) exposed."""
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def growth(before: Samples, after: Samples, name: str, **labels: str) -> float:
-    """How much one series grew between two scrapes."""
-    return value(after, name, **labels) - value(before, name, **labels)
+    return parse(response.text)
 
 
 async def test_every_family_is_exposed_and_calls_count_exactly_by_tool_server_and_outcome(tmp_path: Path) -> None:
