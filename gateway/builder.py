@@ -13,8 +13,9 @@ from pathlib import Path
 from gateway.auth.policy import derive_risk
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewayConfig
+from gateway.metrics import Metrics
 from gateway.pipeline.approvals import APPROVALS_FILE, ApprovalStore
-from gateway.pipeline.audit import AuditCalls, AuditStore
+from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import CallNext, Pipeline, Step
 from gateway.pipeline.confirmation import ConfirmationStore, ConfirmRiskyCalls
@@ -52,6 +53,7 @@ def sources(
     on_listing: Callable[[SourceListing], Awaitable[None]],
     clock: Clock,
     wall_clock: Clock,
+    metrics: Metrics,
 ) -> Sources:
     """The sandbox, the workspaces, one long-lived connection per enabled server, the local tools.
 
@@ -60,7 +62,7 @@ def sources(
     """
     settings = config.settings
     data_dir = Path(settings.data_dir)
-    sandboxes = Sandboxes(config)
+    sandboxes = Sandboxes(config, metrics)
     workspaces = Workspaces(
         data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers
     )
@@ -118,6 +120,7 @@ def pipeline(
     budgets: Budgets,
     sandboxes: Sandboxes,
     wall_clock: Clock,
+    metrics: Metrics,
     terminal: CallNext,
 ) -> Pipeline:
     """The call pipeline, outermost step first, around `terminal`."""
@@ -131,7 +134,7 @@ def pipeline(
         wall_clock,
     )
     steps: list[Step] = [
-        AuditCalls(stores.audit, wall_clock),
+        AuditCalls(stores.audit, wall_clock, observer(metrics)),
         ValidateArguments(),
         SkillAccess(skills),
         budgets,
@@ -146,9 +149,18 @@ def pipeline(
     return Pipeline(steps, terminal)
 
 
-def meta_pipeline(stores: Stores, wall_clock: Clock, terminal: CallNext) -> Pipeline:
+def meta_pipeline(stores: Stores, wall_clock: Clock, metrics: Metrics, terminal: CallNext) -> Pipeline:
     """The meta-tools' short pipeline: audit and validation."""
-    return Pipeline([AuditCalls(stores.audit, wall_clock), ValidateArguments()], terminal)
+    return Pipeline([AuditCalls(stores.audit, wall_clock, observer(metrics)), ValidateArguments()], terminal)
+
+
+def observer(metrics: Metrics) -> Callable[[AuditEntry, str], None]:
+    """What the audit step tells the metrics of each call: the duration its audit row holds."""
+
+    def observe(entry: AuditEntry, server: str) -> None:
+        metrics.call(entry.tool, server, entry.outcome, entry.duration_ms / 1000)
+
+    return observe
 
 
 def has_extended(config: GatewayConfig) -> bool:

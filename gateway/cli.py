@@ -24,6 +24,7 @@ from gateway.config.secrets import secrets_of
 from gateway.errors import ConfigError
 from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.stdio import serve_stdio
+from gateway.logformat import LOG_FORMATS, formatter
 from gateway.pipeline.approvals import (
     APPROVALS_FILE,
     ApprovalClosedError,
@@ -45,6 +46,9 @@ log = logging.getLogger("gateway")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-gateway", description="An MCP gateway and tool host.")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="text, or one JSON object a line (default text)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -90,9 +94,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.command == "hash-key":
         raise SystemExit(print_key_hash(args.key, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr))
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(args.log_format))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     try:
         config = _config(args.config)
     except ConfigError as error:
@@ -261,7 +265,7 @@ def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
         for entry in entries:
             print(
                 f"{entry.time}  {entry.session[:16]:<16}  {entry.caller:<12}  {entry.tool:<32}  "
-                f"{entry.outcome:<20}  {entry.duration_ms:8.1f} ms  {entry.detail[:60]}"
+                f"{entry.outcome:<20}  {entry.duration_ms:8.1f} ms  {entry.request_id or '-':<32}  {entry.detail[:60]}"
             )
         return 0
 

@@ -20,7 +20,7 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway import builder
+from gateway import builder, requestid
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import Identity, caller_key
 from gateway.auth.visibility import Visibility
@@ -28,6 +28,7 @@ from gateway.catalog import Catalog, SourceListing
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
 from gateway.errors import ServerNotConnectedError, UnknownToolError, clip
+from gateway.metrics import REFUSED, Metrics, Readings
 from gateway.naming import SEPARATOR, near_misses
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
@@ -81,7 +82,8 @@ class Gateway:
         self.redact = Redactor(secrets_of(config))
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        sources = builder.sources(config, transports or {}, self._on_listing, clock, wall_clock)
+        self.metrics = Metrics(clock)
+        sources = builder.sources(config, transports or {}, self._on_listing, clock, wall_clock, self.metrics)
         self.sandboxes, self.workspaces, self.upstreams = sources.sandboxes, sources.workspaces, sources.upstreams
         self.local_sources, self.router = sources.local, sources.router
         self.policy = config.policy
@@ -100,6 +102,7 @@ class Gateway:
             self.visibility.may_see,
             self.visibility.may_see_skill,
             self._session_changed,
+            self.metrics,
         )
         self.sessions = SessionRegistry(settings.session_idle_timeout)
         self.budgets = Budgets(self.policy.budget, clock)
@@ -108,6 +111,7 @@ class Gateway:
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
         self._started = anyio.Event()
+        self.metrics.watch(Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals))
 
     def sandbox_availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not."""
@@ -135,10 +139,17 @@ class Gateway:
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
         self.pipeline = builder.pipeline(
-            self.config, stores, self.skills, self.budgets, self.sandboxes, self._wall_clock, self.router.execute
+            self.config,
+            stores,
+            self.skills,
+            self.budgets,
+            self.sandboxes,
+            self._wall_clock,
+            self.metrics,
+            self.router.execute,
         )
         meta = MetaTools(self.skills, self.call_tool)
-        self._meta_pipeline = builder.meta_pipeline(stores, self._wall_clock, meta.run)
+        self._meta_pipeline = builder.meta_pipeline(stores, self._wall_clock, self.metrics, meta.run)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -175,6 +186,9 @@ class Gateway:
                 reason = status.error or f"not connected after {timeout + START_GRACE:g} s"
                 return f"required server '{status.name}' did not connect: {reason}"
         return None
+
+    def _pending_approvals(self) -> int:
+        return len(self.approvals.pending())
 
     def statuses(self) -> list[Status]:
         """Where each upstream stands; a last error (often a server's stderr) comes without secrets."""
@@ -243,7 +257,9 @@ class Gateway:
                 self._group.start_soon(context.close)
 
     async def record_session_event(self, caller: str, session_id: str, outcome: str, detail: str) -> None:
-        """Audit a session refused or evicted at the HTTP edge's session limits."""
+        """Audit a session refused or evicted at the HTTP edge's session limits; count a refusal."""
+        if outcome.startswith(REFUSED):
+            self.metrics.refusal(outcome.removeprefix(REFUSED))
         entry = AuditEntry(
             epoch=self._wall_clock(),
             session=session_id,
@@ -352,6 +368,7 @@ class Gateway:
                     args_digest=arguments_digest(plain),
                     outcome="unknown_tool",
                     duration_ms=0.0,
+                    request_id=requestid.current() or "",
                 )
             )
             raise

@@ -1,4 +1,4 @@
-"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Host and Origin checks."""
+"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, `/metrics`, and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ from gateway.frontdoors.approvalsapi import approval_routes
 from gateway.frontdoors.envelope import EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager, SessionLimits
 from gateway.frontdoors.mcpserver import build_server
+from gateway.metrics import CONTENT_TYPE
 from gateway.pipeline.approvals import API_PATH
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 
+METRICS_PATH = "/metrics"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 LOOPBACK_ORIGINS = ("http://127.0.0.1", "http://localhost", "http://[::1]", "https://127.0.0.1", "https://localhost")
@@ -122,13 +124,20 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         async with service.running(), sessions.run():
             yield
 
-    routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
+    async def metrics(request: Request) -> Response:
+        # With auth on, the middleware has already answered a missing or bad credential with a 401 challenge.
+        if not sees_detail(request):
+            return JSONResponse({"error": "Metrics are shown to admins only"}, status_code=403)
+        return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
+    routes.append(metadata_route(authenticator.settings))
     routes += approval_routes(service, security)
     routes.append(Route("/mcp", StreamableHTTPASGIApp(sessions)))
     app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)
-    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH, METRICS_PATH))
     # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
     app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))
     return app

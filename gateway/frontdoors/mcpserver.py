@@ -6,6 +6,7 @@ finds the client's session context, and turns gateway errors into protocol error
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -27,16 +28,19 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway import requestid
 from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
 from gateway.catalog import page
-from gateway.errors import ProtocolError, ToolError
+from gateway.errors import ProtocolError, ToolError, clip
 from gateway.pipeline.chain import ProgressFn
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.redaction import Redactor
 from gateway.service import Gateway
 from gateway.session import SessionContext, Transport
 from gateway.skills.metatools import STATE_TOOLS
+
+log = logging.getLogger(__name__)
 
 SESSION_KEY = "gateway.session"
 CONNECTION_KEY = "gateway.connection"
@@ -214,7 +218,9 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined
-        with protocol_errors(gateway.redact):
+        # One id links this call's log lines, its upstream call and its audit row.
+        with requestid.bound() as request_id, protocol_errors(gateway.redact):
+            log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
             result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
         request = notes.get(INPUT_NOTE)
         if isinstance(request, InputRequest) and request.state is not None:

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from gateway import requestid
 from gateway.errors import (
     GatewayError,
     ToolError,
@@ -58,13 +59,16 @@ CREATE TABLE IF NOT EXISTS audit (
     args_digest TEXT NOT NULL,
     outcome TEXT NOT NULL,
     duration_ms REAL NOT NULL,
-    detail TEXT NOT NULL
+    detail TEXT NOT NULL,
+    request_id TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS audit_by_session ON audit (session, id);
 CREATE INDEX IF NOT EXISTS audit_by_tool ON audit (tool, id);
 """
 log = logging.getLogger(__name__)
-_COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail"
+_COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id"
+# Columns added since the first release, created in a database written by an older gateway.
+_ADDED_COLUMNS = {"request_id": "TEXT NOT NULL DEFAULT ''"}
 
 
 class AuditError(GatewayError):
@@ -73,7 +77,8 @@ class AuditError(GatewayError):
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One audited call. `outcome` is `ok`, `error`, `refused:<reason>`, `timeout`, ..."""
+    """One audited call. `outcome` is `ok`, `error`, `refused:<reason>`, `timeout`, ...;
+    `request_id` links the row to the call's log lines (see `gateway.requestid`)."""
 
     epoch: float
     session: str
@@ -83,11 +88,16 @@ class AuditEntry:
     outcome: str
     duration_ms: float
     detail: str = ""
+    request_id: str = ""
 
     @property
     def time(self) -> str:
         """The call's start as an ISO 8601 UTC timestamp."""
         return datetime.fromtimestamp(self.epoch, UTC).isoformat(timespec="milliseconds")
+
+
+CallObserver = Callable[[AuditEntry, str], None]
+"""Told of every audited call, after its row is written: the entry and the source of its tool."""
 
 
 class AuditStore:
@@ -99,6 +109,7 @@ class AuditStore:
         self._lock = threading.Lock()
         try:
             self._db = open_database(self.path, _SCHEMA)
+            _add_missing_columns(self._db)
             # Checkpoints copy the WAL into the database and can take milliseconds; `maintain` runs
             # them in a worker thread so that the insert on the event loop stays a short append.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
@@ -149,10 +160,11 @@ class AuditStore:
             entry.duration_ms,
             # Redacted before it is cut, so that no part of a secret is left at the cut.
             _one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS],
+            entry.request_id,
         )
         try:
             with self._lock:
-                self._db.execute(f"INSERT INTO audit (time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
+                self._db.execute(f"INSERT INTO audit (time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
         except sqlite3.Error as error:
             raise AuditError(f"Cannot write to the audit database {self.path}: {error}") from None
 
@@ -172,12 +184,14 @@ class AuditStore:
 class AuditCalls:
     """Pipeline step, outermost: audit every call, refused and failed ones included.
 
-    `clock` gives wall-clock seconds since the epoch; it times the call too.
+    `clock` gives wall-clock seconds since the epoch; it times the call too. `observe` (the
+    metrics) is told of each call once its row is written.
     """
 
-    def __init__(self, store: AuditStore, clock: Callable[[], float]) -> None:
+    def __init__(self, store: AuditStore, clock: Callable[[], float], observe: CallObserver | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._observe = observe
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Run the call, then record its outcome before the result or error goes back."""
@@ -210,8 +224,19 @@ class AuditCalls:
             outcome=outcome,
             duration_ms=round(duration_ms, 3),
             detail=detail,
+            request_id=requestid.current() or "",
         )
         await self._store.record(entry)
+        if self._observe is not None:
+            self._observe(entry, call.tool.source)
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring an audit table written by an older gateway up to the current columns; old rows get the defaults."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(audit)")}
+    for column, definition in _ADDED_COLUMNS.items():
+        if column not in present:
+            db.execute(f"ALTER TABLE audit ADD COLUMN {column} {definition}")
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
+from gateway.metrics import Metrics
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError, parse_size
 from gateway.upstreams.connection import Streams, TransportFactory
@@ -84,8 +85,9 @@ def sandbox_scope(settings: GatewaySettings) -> str:
 class Sandboxes:
     """The gateway's Docker sandbox, created only when some tool needs one."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, metrics: Metrics) -> None:
         settings = config.settings
+        self._metrics = metrics
         needed = any(
             server.sandbox is not None or any(tool.sandbox is not None for tool in server.tools.values())
             for server in config.servers
@@ -157,13 +159,19 @@ class Sandboxes:
                 await docker.release_workspace(workspace)
 
             call.session.on_close(release)
-        return await docker.call_per_call(
-            container_command(server, settings),
-            call.tool.original_name,
-            call.arguments,
-            limits_of(settings, self._user),
-            workspace,
-        )
+        started, outcome = self._metrics.clock(), "failed"
+        try:
+            result = await docker.call_per_call(
+                container_command(server, settings),
+                call.tool.original_name,
+                call.arguments,
+                limits_of(settings, self._user),
+                workspace,
+            )
+            outcome = "error" if result.is_error else "ok"
+            return result
+        finally:
+            self._metrics.sandbox_run(outcome, started)
 
     def transport(self, owner: str, server: ServerConfig, workspace: Path | None) -> TransportFactory:
         """The transport to `owner`'s container of a server sandboxed as a whole (one per session)."""

@@ -20,6 +20,7 @@ import mcp_types as types
 from gateway.catalog import Catalog
 from gateway.config.model import GatewaySettings
 from gateway.errors import ProtocolError, ToolRefusedError, clip
+from gateway.metrics import Metrics
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.session import SessionContext
 from gateway.skills.disclosure import ActiveSkills
@@ -55,8 +56,10 @@ class SkillHost:
         may_see: ToolFilter,
         may_see_skill: SkillFilter,
         notify: Notify,
+        metrics: Metrics,
     ) -> None:
         self.skills = skills
+        self._metrics = metrics
         self._catalog = catalog
         self._settings = settings
         self._may_see = may_see
@@ -131,6 +134,7 @@ class SkillHost:
         tools = [tool.name for tool in self.skill_tools(session, skill)]
         outcome = self.state(session).load(skill.name, tools, skill.lifecycle)
         if not outcome.already_active:
+            self._metrics.skill_loaded(skill.name, outcome.evicted)
             await self._notify(session)
         return outcome.already_active, outcome.evicted
 

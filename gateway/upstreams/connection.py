@@ -25,6 +25,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from gateway import requestid
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.errors import GatewayError, ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
@@ -370,6 +371,7 @@ class Upstream:
     ) -> types.CallToolResult:
         """Run `tool` on this server under its original name."""
         session = self._live_session()
+        log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
         try:
             return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
         except MCPError as error:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import stat
-import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, closing
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import yaml
 from mcp.shared.exceptions import MCPError
 
 from tests.support.access import HS256_SECRET, KEYS, auth_section, http_client
-from tests.support.harness import REPO, free_port
+from tests.support.harness import REPO, gateway_process
 from tests.support.probe import toy_process
 
 pytestmark = pytest.mark.anyio
@@ -60,31 +58,6 @@ def _config(tmp_path: Path, remote_port: int) -> Path:
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
-
-
-@asynccontextmanager
-async def gateway_process(config: Path, output: Path) -> AsyncIterator[str]:
-    """`python -m gateway serve` at its default log level, stdout and stderr into `output`; yields its URL."""
-    port = free_port()
-    command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(port)]
-    with output.open("wb") as sink:
-        async with await anyio.open_process(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT) as process:
-            url = f"http://127.0.0.1:{port}"
-            try:
-                async with httpx2.AsyncClient() as http:
-                    with anyio.fail_after(60):
-                        while True:
-                            assert process.returncode is None, f"the gateway exited with {process.returncode}"
-                            try:
-                                await http.get(f"{url}/healthz")
-                                break
-                            except httpx2.TransportError:
-                                await anyio.sleep(0.05)
-                yield url
-            finally:
-                process.terminate()
-                with anyio.fail_after(20):
-                    await process.wait()
 
 
 async def _readyz(url: str, key: str | None = None, query: str = "") -> dict[str, Any]:

@@ -7,6 +7,7 @@ import sqlite3
 import sys
 import textwrap
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -192,3 +193,30 @@ async def test_a_cancelled_call_is_still_recorded(store: AuditStore, make_call: 
             group.cancel_scope.cancel()
     [row] = await store.recent()
     assert row.outcome == "cancelled"
+
+
+OLD_SCHEMA = """
+CREATE TABLE audit (
+    id INTEGER PRIMARY KEY, time TEXT NOT NULL, epoch REAL NOT NULL, session TEXT NOT NULL,
+    caller TEXT NOT NULL, tool TEXT NOT NULL, args_digest TEXT NOT NULL, outcome TEXT NOT NULL,
+    duration_ms REAL NOT NULL, detail TEXT NOT NULL
+);
+INSERT INTO audit (time, epoch, session, caller, tool, args_digest, outcome, duration_ms, detail)
+VALUES ('2026-09-20T00:00:00.000+00:00', 1790000000.0, 's1', 'alice', 'echo', 'd', 'ok', 1.5, 'before');
+"""
+
+
+async def test_a_database_written_before_request_ids_gains_the_column_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(OLD_SCHEMA)
+    store = AuditStore(path)
+    try:
+        await store.record(AuditEntry(1_790_000_001.0, "s1", "alice", "echo", "d", "ok", 2.0, "after", "abc123"))
+        newest, oldest = await store.recent()
+    finally:
+        store.close()
+    assert (oldest.detail, oldest.request_id) == ("before", "")
+    assert (newest.detail, newest.request_id) == ("after", "abc123")
+    # Opening it again finds the column present and changes nothing.
+    AuditStore(path).close()

@@ -29,6 +29,7 @@ from gateway.sandbox.sweeper import scope_filter
 from gateway.service import Gateway
 from tests.sandbox.conftest import COUNTER_SERVER, IMAGE, WAIT
 from tests.support.harness import REPO, make_config, until_listed
+from tests.support.metrics import growth, parse
 from tests.support.probe import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -279,6 +280,16 @@ if os.getpid() == first:
     print("forks refused:", failures > 0, flush=True)
 os._exit(0)
 """
+
+
+async def test_each_sandbox_run_is_counted_by_outcome_and_timed(sandboxed: Sandboxed, client: Client) -> None:
+    gateway, _, _ = sandboxed
+    _, before = parse(gateway.metrics.exposition().decode())
+    assert stdout_of(await run(client, "print('counted')")) == "counted\n"
+    _, after = parse(gateway.metrics.exposition().decode())
+    assert growth(before, after, "gateway_sandbox_runs_total", outcome="ok") == 1
+    assert growth(before, after, "gateway_sandbox_run_duration_seconds_count") == 1
+    assert growth(before, after, "gateway_sandbox_run_duration_seconds_sum") > 0
 
 
 async def test_a_fork_bomb_hits_the_process_limit_and_the_gateway_keeps_serving(client: Client) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import uvicorn
 from mcp import Client
@@ -86,12 +88,14 @@ async def http_gateway(
     *,
     transports: Mapping[str, TransportFactory] | None = None,
     settled: bool = True,
+    host: str = "127.0.0.1",
     **options: Any,
 ) -> AsyncIterator[tuple[Gateway, str]]:
     """The gateway served over real HTTP on loopback (`options` go to `Gateway`); yields it and its
-    base URL once it serves and, when `settled`, each upstream has tried once to connect."""
+    base URL once it serves and, when `settled`, each upstream has tried once to connect. `host` is
+    the address the app is told it serves on (another than loopback turns the loopback rules off)."""
     gateway = Gateway(config, transports=transports, **options)
-    app = create_app(config, gateway=gateway)
+    app = create_app(config, gateway=gateway, host=host)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as group:
@@ -119,3 +123,29 @@ async def until_listed(client: Client, name: str) -> None:
 async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
     """The person behind a client, who approves every high-risk call the gateway asks about."""
     return types.ElicitResult(action="accept", content={"approve": True})
+
+
+@asynccontextmanager
+async def gateway_process(config: Path, output: Path, *cli_options: str) -> AsyncIterator[str]:
+    """`python -m gateway [cli_options] serve` (default: its default log level and format), stdout and
+    stderr into `output`; yields its URL once it answers."""
+    port = free_port()
+    command = [sys.executable, "-m", "gateway", *cli_options, "serve", "--config", str(config), "--port", str(port)]
+    with output.open("wb") as sink:
+        async with await anyio.open_process(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT) as process:
+            url = f"http://127.0.0.1:{port}"
+            try:
+                async with httpx2.AsyncClient() as http:
+                    with anyio.fail_after(60):
+                        while True:
+                            assert process.returncode is None, f"the gateway exited with {process.returncode}"
+                            try:
+                                await http.get(f"{url}/healthz")
+                                break
+                            except httpx2.TransportError:
+                                await anyio.sleep(0.05)
+                yield url
+            finally:
+                process.terminate()
+                with anyio.fail_after(20):
+                    await process.wait()
