@@ -11,12 +11,14 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 import uvicorn
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.client.context import ClientRequestContext
 from mcp.server.mcpserver import MCPServer
 
+from gateway.cli import main
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.httpapp import create_app
@@ -119,3 +121,12 @@ async def until_listed(client: Client, name: str) -> None:
 async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
     """The person behind a client, who approves every high-risk call the gateway asks about."""
     return types.ElicitResult(action="accept", content={"approve": True})
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the command line in this process; its exit code, stdout and stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--log-level", "WARNING", *args])
+    out, err = capsys.readouterr()
+    code = exited.value.code
+    return (code if isinstance(code, int) else 1), out, err
