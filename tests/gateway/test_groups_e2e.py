@@ -102,6 +102,9 @@ async def test_a_tool_outside_the_group_is_unknown_on_every_call_path(served: tu
         assert through.is_error
         found = structured(await client.call_tool("Find_Tools", {"query": "echo", "limit": 50}))["tools"]
         assert {row["name"] for row in found} == {"toy__echo"}
+    # What the SDK asks before checking a 2026-era call's routing headers: nothing of a tool outside the group.
+    assert served[0].input_schema("other__echo", "admin", "adding") is None
+    assert served[0].input_schema("toy__echo", "admin", "adding") is not None
 
 
 async def test_skills_resources_and_prompts_follow_the_group(served: tuple[Gateway, str]) -> None:
