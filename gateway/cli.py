@@ -1,4 +1,4 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit`, `approvals` and `workspaces`."""
+"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit`, `approvals`, `workspaces` and `client-config`."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import quote
 
 import anyio
 import uvicorn
 
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
+from gateway.config.clientfiles import CLIENTS, client_snippet
 from gateway.config.loading import default_config_path, load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
@@ -35,12 +37,14 @@ from gateway.pipeline.approvals import (
 )
 from gateway.pipeline.audit import AuditStore
 from gateway.redaction import Redactor, configure_logging
+from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
 from gateway.sandbox import image as sandbox_image
 from gateway.service import START_GRACE, Gateway
 from gateway.upstreams.connection import State
 from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
 
 log = logging.getLogger("gateway")
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     stdio = with_config("stdio", "serve MCP over stdin/stdout (for clients that launch a command)")
     stdio.add_argument("--caller", help="who the stdio client is (default: gateway.stdio_caller, 'local')")
     stdio.add_argument("--role", help="the stdio client's role (default: gateway.stdio_role)")
+    stdio.add_argument("--group", help="serve only this tool group's tools (a group of the config or the API)")
     with_config("check", "validate the configuration, connect to each server and report")
     catalog = with_config("catalog", "print the merged catalog")
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -78,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
     workspaces = with_config("workspaces", "list session workspaces, or purge those kept past their time")
     workspaces.add_argument("action", choices=["list", "purge"])
+    client = with_config("client-config", "print a client configuration snippet for the gateway or one tool group")
+    client.add_argument("--group", help="the tool group to connect to (default: the whole gateway)")
+    client.add_argument("--client", choices=CLIENTS, default="claude-desktop", help="default claude-desktop")
+    how = client.add_mutually_exclusive_group()
+    how.add_argument("--url", help=f"the gateway's base URL (default {DEFAULT_URL}; claude-desktop: stdio only)")
+    how.add_argument("--stdio", action="store_true", help="launch the gateway as a command (claude-desktop's default)")
     return parser
 
 
@@ -113,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "audit": _audit,
         "approvals": _approvals,
         "workspaces": _workspaces,
+        "client-config": _client_config,
     }
     raise SystemExit(handlers[args.command](config, args))
 
@@ -155,8 +167,48 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
     settings = config.settings
+    if args.group is not None and not _group_known(config, args.group):
+        return 2
     identity = Identity(args.caller or settings.stdio_caller, args.role or settings.stdio_role, "stdio")
-    anyio.run(serve_stdio, config, identity, backend_options={"use_uvloop": True})
+    anyio.run(serve_stdio, config, identity, args.group, backend_options={"use_uvloop": True})
+    return 0
+
+
+def _group_known(config: GatewayConfig, name: str) -> bool:
+    """Whether `name` is a group of the config file or of the API (the registration store);
+    if not, says so on stderr, naming the groups there are."""
+    data_dir = Path(config.settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    try:
+        names = [*config.groups, *(name for name in store.entries("group") if name not in config.groups)]
+    finally:
+        store.close()
+    if name in names:
+        return True
+    known = f"the groups are: {', '.join(names)}" if names else "no groups are defined"
+    print(f"error: no group {name!r} in {config.path}; {known}", file=sys.stderr)
+    return False
+
+
+def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
+    """Print the snippet of a client's configuration file that connects it to the gateway or a group."""
+    stdio = args.stdio or (args.client == "claude-desktop" and args.url is None)
+    if args.client == "claude-desktop" and not stdio:
+        print("error: Claude Desktop's file starts servers as commands; leave out --url", file=sys.stderr)
+        return 2
+    name = "gateway" if args.group is None else f"gateway-{args.group}"
+    group = ["--group", args.group] if args.group is not None else []
+    if stdio:
+        if args.group is not None and not _group_known(config, args.group):
+            return 2
+        own_config = ["--config", str(config.path)] if args.config is not None else []
+        command = [sys.executable, "-m", "gateway", "stdio", *own_config, *group]
+        snippet = client_snippet(args.client, name, command=command)
+    else:
+        path = "/mcp" if args.group is None else f"/mcp/g/{quote(args.group, safe='')}"
+        snippet = client_snippet(args.client, name, url=(args.url or DEFAULT_URL).rstrip("/") + path)
+    print(json.dumps(snippet, indent=2))
     return 0
 
 

@@ -27,7 +27,8 @@ from gateway.auth.visibility import Visibility
 from gateway.catalog import Catalog, SourceListing
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
-from gateway.errors import ServerNotConnectedError, UnknownToolError, clip
+from gateway.errors import ConfigError, ServerNotConnectedError, UnknownToolError, clip
+from gateway.groups import Group, GroupSet, parse_group
 from gateway.metrics import REFUSED, Metrics, Readings
 from gateway.naming import SEPARATOR, near_misses
 from gateway.pipeline.approvals import ApprovalStore
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 START_GRACE = 5.0
 ChangeListener = Callable[[], Awaitable[None]]
 SessionListener = Callable[[SessionContext], Awaitable[None]]
+GroupListener = Callable[[str], Awaitable[None]]
+# Where the problems of a group registered through the API are said to be.
+API_SOURCE = "api"
 
 
 class Gateway:
@@ -71,6 +75,7 @@ class Gateway:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         local_identity: Identity | None = None,
+        local_group: str | None = None,
         serving: bool = True,
     ) -> None:
         self.config = config
@@ -89,12 +94,15 @@ class Gateway:
         self.policy = config.policy
         self.authenticator = Authenticator(config.auth)
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
+        # The tool group of the client that launched the gateway as a command (`stdio --group`).
+        self.local_group = local_group
         skills = load_skills(settings.skill_dirs)
         self._meta_kinds = {"with_skills": bool(skills.skills), "with_search": builder.has_extended(config)}
         self._meta = {tool.name: tool for tool in meta_records(None, **self._meta_kinds)}
         order = [server.name for server in config.servers] + list(self.local_sources)
         self.catalog = Catalog(order, reserved=list(self._meta))
-        self.visibility = Visibility(self.policy, self.catalog)
+        self._groups = GroupSet(config.groups)
+        self.visibility = Visibility(self.policy, self.catalog, self._groups)
         self.skills = SkillHost(
             skills,
             self.catalog,
@@ -108,6 +116,7 @@ class Gateway:
         self.budgets = Budgets(self.policy.budget, clock)
         self._listeners: list[ChangeListener] = []
         self._session_listeners: list[SessionListener] = []
+        self._group_listeners: list[GroupListener] = []
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
         self._started = anyio.Event()
@@ -138,6 +147,7 @@ class Gateway:
         stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
+        self._load_stored_groups()
         self.pipeline = builder.pipeline(
             self.config,
             stores,
@@ -199,6 +209,10 @@ class Gateway:
         """Call `listener` whenever the catalog changes (to tell connected clients)."""
         self._listeners.append(listener)
 
+    def on_group_change(self, listener: GroupListener) -> None:
+        """Call `listener` with a group's name when that group is added or removed (to tell its sessions)."""
+        self._group_listeners.append(listener)
+
     def on_session_change(self, listener: SessionListener) -> None:
         """Call `listener` when one session's own tool list changes (skills loaded or left)."""
         self._session_listeners.append(listener)
@@ -223,15 +237,72 @@ class Gateway:
             except Exception:  # a client that went away must not stop the others being told
                 log.debug("change listener failed", exc_info=True)
 
+    # Tool groups
+
+    def _load_stored_groups(self) -> None:
+        """Add the groups registered through the API; a name the file uses stays the file's."""
+        for name, entry in self.registrations.entries("group").items():
+            if name in self._groups:
+                log.warning("group %r registered through the API is skipped: the configuration file defines it", name)
+                continue
+            try:
+                group, _ = parse_group({**entry, "name": name}, source_file="registrations", source="api")
+            except ConfigError as error:
+                log.warning("group %r registered through the API is skipped: %s", name, error)
+                continue
+            self._groups.add(group)
+
+    def groups(self) -> list[Group]:
+        """Every group: the configuration file's, then those registered through the API."""
+        return list(self._groups)
+
+    def group(self, name: str) -> Group:
+        """The group `name`; `NotFoundError` when there is none."""
+        return self._groups.require(name)
+
+    async def add_group(self, entry: Mapping[str, Any]) -> Group:
+        """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
+        (`ConfigError`), kept across restarts; `ConflictError` when the name is taken."""
+        group, stored = parse_group(entry, source_file=API_SOURCE, source="api")
+        self._groups.add(group)
+        self.registrations.save("group", group.name, stored)
+        await self._group_changed(group.name)
+        return group
+
+    async def remove_group(self, name: str) -> None:
+        """Remove a group registered through the API (`ConflictError` for the file's); its sessions
+        are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
+        self._groups.remove(name)
+        self.registrations.remove("group", name)
+        await self._group_changed(name)
+
+    def group_tools(self, name: str, role: str | None) -> list[ToolRecord]:
+        """The catalog tools of group `name` that `role` may see, in catalog order (meta-tools aside)."""
+        self._groups.require(name)
+        return [tool for tool in self.catalog.tools if self.visibility.allows(role, name, tool)]
+
+    async def _group_changed(self, name: str) -> None:
+        for listener in list(self._group_listeners):
+            try:
+                await listener(name)
+            except Exception:  # a client that went away must not fail the change
+                log.debug("group listener failed", exc_info=True)
+
     # Sessions
 
     def open_session(
-        self, session_id: str, identity: Identity, transport: Transport, handle: str | None = None
+        self,
+        session_id: str,
+        identity: Identity,
+        transport: Transport,
+        handle: str | None = None,
+        group: str | None = None,
     ) -> SessionContext:
         """The context of a client session, created on first use and bound to its caller and role.
 
         The context's caller is the unambiguous key of `identity` (an anonymous session's own);
-        `handle` names a stateless-era caller's state, bounded per caller like HTTP sessions.
+        `handle` names a stateless-era caller's state, bounded per caller like HTTP sessions;
+        `group` is the tool group whose endpoint the session was opened on, kept for its life.
         """
         caller = caller_key(identity, session_id)
         fresh = self.sessions.get(session_id) is None
@@ -242,6 +313,7 @@ class Gateway:
         context.role = identity.role
         if fresh:
             context.principal = identity.key if identity.key != caller else None
+            context.group = group
         return context
 
     def _make_room_for_handle(self, caller: str) -> None:
@@ -306,12 +378,13 @@ class Gateway:
         names = [skill.name for skill in self.skills.visible_skills(session)]
         return meta_records(names, **self._meta_kinds)
 
-    def input_schema(self, name: str, role: str | None) -> Mapping[str, Any] | None:
+    def input_schema(self, name: str, role: str | None, group: str | None = None) -> Mapping[str, Any] | None:
         """A tool's input schema by exposed name, for the SDK's check of 2026-era `Mcp-Param-*`
         headers (without it the SDK runs a whole tools/list before every call). None for a tool
-        `role` may not see: its headers go unchecked, so it is answered like a tool that does not exist."""
+        `role` may not see at the endpoint of `group`: its headers go unchecked, so it is answered
+        like a tool that does not exist."""
         tool = self._meta.get(name) or self.catalog.tool(name)
-        if tool is None or not self.policy.may_see(role, tool):
+        if tool is None or not self.visibility.allows(role, group, tool):
             return None
         return tool.input_schema
 

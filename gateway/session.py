@@ -30,9 +30,11 @@ class SessionContext:
     """State of one client session.
 
     `caller` is the caller's key (see `gateway.auth.identity.caller_key`), on which every piece of
-    per-caller state keys. `principal` is set when the credential names someone other than
-    `caller`: anonymous callers each have a key of their own, and all share the principal
-    `anonymous`. `handle` is what a stateless-era client passes back to reach this state.
+    per-caller state keys. `group` is the tool group the session was opened on (`/mcp/g/<group>`,
+    `stdio --group`), fixed for its life; None for the whole catalog. `principal` is set when the
+    credential names someone other than `caller`: anonymous callers each have a key of their own,
+    and all share the principal `anonymous`. `handle` is what a stateless-era client passes back to
+    reach this state.
     """
 
     id: str
@@ -41,6 +43,7 @@ class SessionContext:
     created_at: float
     last_seen: float
     role: str | None = None
+    group: str | None = None
     principal: str | None = None
     handle: str | None = None
     state: dict[str, Any] = field(default_factory=dict)

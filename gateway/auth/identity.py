@@ -50,9 +50,10 @@ def caller_key(identity: Identity, session_id: str) -> str:
     return state_key(identity.method, session_id) if identity.method == "anonymous" else identity.key
 
 
-def handle_key(identity: Identity, handle: str) -> str:
-    """The id of a stateless-era caller's state under `handle`: distinct for every (caller, handle)."""
-    return state_key("stateless", identity.key, handle)
+def handle_key(identity: Identity, handle: str, group: str | None = None) -> str:
+    """The id of a stateless-era caller's state under `handle` at the endpoint of `group` (None:
+    `/mcp`): distinct for every (caller, handle, group)."""
+    return state_key("stateless", identity.key, handle, *(() if group is None else ("group", group)))
 
 
 class AuthenticationError(GatewayError):

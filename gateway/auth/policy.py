@@ -78,7 +78,7 @@ class Budget:
 
 _RISK_RANK = {Risk.LOW: 0, Risk.MEDIUM: 1, Risk.HIGH: 2}
 
-_RULE_SCHEMA: dict[str, Any] = {
+RULE_SCHEMA: dict[str, Any] = {
     "description": "a tool name glob, or a map of name, server, tag and risk",
     "oneOf": [
         {"type": "string", "minLength": 1},
@@ -95,6 +95,7 @@ _RULE_SCHEMA: dict[str, Any] = {
         },
     ],
 }
+"""The JSON Schema of one allow or deny rule (roles and tool groups share it)."""
 
 ROLES_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -103,8 +104,8 @@ ROLES_SCHEMA: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "allow": {"type": "array", "items": _RULE_SCHEMA},
-            "deny": {"type": "array", "items": _RULE_SCHEMA},
+            "allow": {"type": "array", "items": RULE_SCHEMA},
+            "deny": {"type": "array", "items": RULE_SCHEMA},
             "skills": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "budget": BUDGET_SCHEMA,
             "admin": {"type": "boolean"},
@@ -163,6 +164,14 @@ class Rule:
         )
 
 
+def selects(allow: tuple[Rule, ...], deny: tuple[Rule, ...], tool: ToolRecord) -> bool:
+    """True when a rule of `allow` matches `tool` and none of `deny` does (deny wins; no allow rule, nothing)."""
+    risk = derive_risk(tool)
+    if any(rule.matches(tool, risk) for rule in deny):
+        return False
+    return any(rule.matches(tool, risk) for rule in allow)
+
+
 @dataclass(frozen=True, slots=True)
 class RolePolicy:
     """What one role may see and how much it may call."""
@@ -176,10 +185,7 @@ class RolePolicy:
 
     def may_see(self, tool: ToolRecord) -> bool:
         """True when an allow rule matches the tool and no deny rule does."""
-        risk = derive_risk(tool)
-        if any(rule.matches(tool, risk) for rule in self.deny):
-            return False
-        return any(rule.matches(tool, risk) for rule in self.allow)
+        return selects(self.allow, self.deny, tool)
 
 
 class Policy:

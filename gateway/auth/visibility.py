@@ -1,24 +1,42 @@
-"""What a session may see of the catalog: tools, skills, and the sources behind resources and prompts."""
+"""What a session may see of the catalog: tools, skills, and the sources behind resources and prompts.
+
+A session sees the intersection of its role (`auth.policy`) and, when it was opened on a tool
+group's endpoint, that group (`gateway.groups`). A group that no longer exists shows nothing.
+"""
 
 from __future__ import annotations
 
 from gateway.auth.policy import Policy
 from gateway.catalog import Catalog, Route
 from gateway.errors import ProtocolError
+from gateway.groups import GroupSet
 from gateway.session import SessionContext
 from gateway.tools import GATEWAY_SOURCE, ToolRecord
 
 
 class Visibility:
-    """The role rules of `policy` applied to one session and the live `catalog`."""
+    """The role rules of `policy` and the live `groups` applied to one session and the live `catalog`."""
 
-    def __init__(self, policy: Policy, catalog: Catalog) -> None:
+    def __init__(self, policy: Policy, catalog: Catalog, groups: GroupSet) -> None:
         self._policy = policy
         self._catalog = catalog
+        self._groups = groups
+
+    def allows(self, role: str | None, group: str | None, tool: ToolRecord) -> bool:
+        """Whether a caller with `role` on the endpoint of `group` (None: the whole catalog) may know
+        that `tool` exists (meta-tools: always)."""
+        if tool.source == GATEWAY_SOURCE:
+            return True
+        if not self._policy.may_see(role, tool):
+            return False
+        if group is None:
+            return True
+        chosen = self._groups.get(group)
+        return chosen is not None and chosen.includes(tool)
 
     def may_see(self, session: SessionContext, tool: ToolRecord) -> bool:
         """Whether the session's caller may know that `tool` exists (meta-tools: always)."""
-        return tool.source == GATEWAY_SOURCE or self._policy.may_see(session.role, tool)
+        return self.allows(session.role, session.group, tool)
 
     def may_see_skill(self, session: SessionContext, name: str, roles: tuple[str, ...]) -> bool:
         """Whether the session's caller may see the skill `name`, whose folder names `roles`."""
@@ -29,9 +47,9 @@ class Visibility:
         return [tool for tool in self._catalog.tools if self.may_see(session, tool)]
 
     def sources(self, session: SessionContext) -> set[str]:
-        """Sources whose resources and prompts the session may see: with roles, those of which
-        it may see at least one tool; without roles, every source."""
-        if self._policy.roles is None:
+        """Sources whose resources and prompts the session may see: with roles or a group, those of
+        which it may see at least one tool; with neither, every source."""
+        if self._policy.roles is None and session.group is None:
             return set(self._catalog.sources())
         return {tool.source for tool in self.tools(session)}
 

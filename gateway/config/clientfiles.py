@@ -1,10 +1,11 @@
-"""Clients' server files (Claude Desktop / Cursor `mcpServers`, VS Code `servers`) in the gateway's own shape."""
+"""Clients' server files (Claude Desktop / Cursor `mcpServers`, VS Code `servers`) in the gateway's own
+shape, and the snippet of each client's file that points it at the gateway."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.config.schema import NAME_PATTERN, Problem
@@ -77,3 +78,19 @@ def _fitting_name(original: str, taken: set[str]) -> str:
         digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         name = f"{name[:23]}_{digest}"
     return name
+
+
+CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
+"""The clients `client-config` writes a snippet for."""
+
+
+def client_snippet(client: str, name: str, *, url: str | None = None, command: Sequence[str] = ()) -> dict[str, Any]:
+    """The fragment of `client`'s configuration file that adds the server `name`: the HTTP endpoint
+    `url`, or else the stdio `command` (executable, then arguments). Read back by `from_client_file`."""
+    if url is not None:
+        server: dict[str, Any] = {"url": url} if client == "cursor" else {"type": "http", "url": url}
+    else:
+        server = {"command": command[0], "args": list(command[1:])}
+        if client == "vscode":
+            server = {"type": "stdio", **server}
+    return {"servers" if client == "vscode" else "mcpServers": {name: server}}

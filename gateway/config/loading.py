@@ -41,6 +41,7 @@ from gateway.config.schema import (
 from gateway.config.values import local_path, seconds, size_bytes, url_path
 from gateway.config.variables import WORKSPACE_REFERENCE, expand, substitute
 from gateway.errors import ConfigError
+from gateway.groups import Group, parse_groups
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.sandbox import SandboxLimits
 from gateway.tools import Risk
@@ -85,7 +86,9 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += schema_problems(data, kind)
     access_problems: list[tuple[str, str]] = []
-    policy, confirmation, auth = _access_sections(data if kind == "gateway" else {}, source, base_dir, access_problems)
+    policy, confirmation, auth, groups = _access_sections(
+        data if kind == "gateway" else {}, source, base_dir, access_problems
+    )
     if problems:
         _raise_all(source, problems, access_problems)
     renames: dict[str, str] = {}
@@ -97,7 +100,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         "letters, digits, '_' and '-'"
         for name, original in renames.items()
     )
-    return replace(config, notes=notes, policy=policy, confirmation=confirmation, auth=auth)
+    return replace(config, notes=notes, policy=policy, confirmation=confirmation, auth=auth, groups=groups)
 
 
 def parse_server(
@@ -134,8 +137,8 @@ def _variables(env: Mapping[str, str], base_dir: Path) -> dict[str, str]:
 
 def _access_sections(
     document: Mapping[str, Any], source: str, base_dir: Path, problems: list[tuple[str, str]]
-) -> tuple[Policy, ConfirmationSettings, AuthSettings]:
-    """The `roles`, `confirmation` and `auth` sections, each problem recorded with its path written out."""
+) -> tuple[Policy, ConfirmationSettings, AuthSettings, dict[str, Group]]:
+    """The `roles`, `confirmation`, `auth` and `groups` sections, each problem recorded with its path written out."""
     roles = document.get("roles")
 
     def parse(build: Callable[[], _T], default: _T) -> _T:
@@ -162,7 +165,9 @@ def _access_sections(
         ),
         AuthSettings(),
     )
-    return policy or Policy(), confirmation, auth
+    no_groups: dict[str, Group] = {}
+    groups = parse(lambda: parse_groups(document.get("groups"), source_file=source), no_groups)
+    return policy or Policy(), confirmation, auth, groups
 
 
 def _raise_all(source: str, problems: list[Problem], written: list[tuple[str, str]]) -> None:

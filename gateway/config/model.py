@@ -9,6 +9,7 @@ from typing import Literal
 
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
+from gateway.groups import Group
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.tools import Layer, Risk
 
@@ -128,6 +129,7 @@ class GatewaySettings:
     http_json_responses: bool = False
     workspace_size: int = DEFAULT_WORKSPACE_SIZE
     workspace_retention: float = 86400
+    registry_namespace: str = "io.github.mcp-gateway"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,8 @@ class GatewayConfig:
     policy: Policy = field(default_factory=Policy)
     """The `roles` section; without one every tool is visible."""
     auth: AuthSettings = field(default_factory=AuthSettings)
+    groups: Mapping[str, Group] = field(default_factory=dict)
+    """The `groups` section: named subsets of the catalog, each served at `/mcp/g/<name>`."""
     confirmation: ConfirmationSettings = field(default_factory=ConfirmationSettings)
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

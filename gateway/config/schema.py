@@ -86,6 +86,8 @@ def explain_error(error: jsonschema.ValidationError) -> list[Problem]:
         return [(path, f"must be greater than {expected}; got {value!r}")]
     if kind == "minLength":
         return [(path, "must not be empty")]
+    if kind == "minItems":
+        return [(path, f"must list at least {expected} {'item' if expected == 1 else 'items'}")]
     if kind == "pattern":
         return [(path, f"must be {schema.get('description', expected)}; got {value!r}")]
     if kind in ("anyOf", "oneOf"):

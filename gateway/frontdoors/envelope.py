@@ -22,6 +22,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.errors import clip
 
 MCP_PATH = "/mcp"
+GROUP_PATH = "/mcp/g/"
+"""Where each tool group's MCP endpoint lives: `/mcp/g/<group>`."""
+
+
+def is_mcp_path(path: str) -> bool:
+    """Whether `path` is an MCP endpoint: `/mcp`, or a tool group's `/mcp/g/<group>`."""
+    return path == MCP_PATH or (path.startswith(GROUP_PATH) and "/" not in path[len(GROUP_PATH) :])
+
+
 VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 VERSION_HEADER = "MCP-Protocol-Version"
 SESSION_HEADER = "mcp-session-id"
@@ -79,14 +88,14 @@ def message_refusal(body: bytes, *, in_session: bool) -> Response | None:
 
 
 class EnvelopeGuard:
-    """Checks every request to `/mcp` before the SDK: the version header, and a POST's body (read
+    """Checks every request to `/mcp` (and `/mcp/g/<group>`) before the SDK: the version header, and a POST's body (read
     once, up to the SDK's own size limit, then handed on unchanged)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self._app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].removeprefix(scope.get("root_path", "")) != MCP_PATH:
+        if scope["type"] != "http" or not is_mcp_path(scope["path"].removeprefix(scope.get("root_path", ""))):
             await self._app(scope, receive, send)
             return
         headers = Headers(scope=scope)

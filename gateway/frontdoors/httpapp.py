@@ -1,4 +1,5 @@
-"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, `/metrics`, and Host and Origin checks."""
+"""The HTTP edge: streamable HTTP MCP at `/mcp` and each tool group's `/mcp/g/<group>`, the registry
+read API at `/v0.1`, `/healthz`, `/readyz`, `/metrics`, and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.auth.identity import AuthenticationError
 from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
+from gateway.errors import NotFoundError
 from gateway.frontdoors.approvalsapi import approval_routes
-from gateway.frontdoors.envelope import EnvelopeGuard
+from gateway.frontdoors.envelope import GROUP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager, SessionLimits
-from gateway.frontdoors.mcpserver import build_server
+from gateway.frontdoors.mcpserver import build_server, group_endpoint
+from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
 from gateway.metrics import CONTENT_TYPE
 from gateway.pipeline.approvals import API_PATH
 from gateway.service import Gateway
@@ -68,6 +71,25 @@ class HostOriginGuard:
                 await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
                 return
         await self._app(scope, receive, send)
+
+
+class GroupEndpoint:
+    """`/mcp/g/<group>`: one tool group's MCP endpoint, served by the session manager of `/mcp`
+    (the group travels in the request's state to the session); an unknown group is a 404."""
+
+    def __init__(self, gateway: Gateway, app: ASGIApp) -> None:
+        self._gateway = gateway
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name: str = scope["path_params"]["group"]
+        try:
+            self._gateway.group(name)
+        except NotFoundError as error:
+            await JSONResponse({"error": error.message}, status_code=404)(scope, receive, send)
+            return
+        with group_endpoint(scope, name):
+            await self._app(scope, receive, send)
 
 
 def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gateway | None = None) -> Starlette:
@@ -133,11 +155,14 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator.settings))
     routes += approval_routes(service, security)
-    routes.append(Route("/mcp", StreamableHTTPASGIApp(sessions)))
+    routes += registry_routes(service)
+    mcp = StreamableHTTPASGIApp(sessions)
+    routes += [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
     app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)
-    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH, METRICS_PATH))
+    protected = ("/mcp", API_PATH, REGISTRY_PATH, METRICS_PATH)
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=protected)
     # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
     app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))
     return app

@@ -5,6 +5,9 @@ locks every other caller out. Here a caller at its own limit makes room by losin
 least recently used idle session (one with no request in flight and no open event stream); nobody
 else's session is ever ended to make room. A caller whose every session is busy, or a newcomer to
 a full gateway, is refused with a JSON-RPC error saying which limit and what to do.
+
+A session also belongs to the endpoint that opened it (`/mcp` or a tool group's `/mcp/g/<group>`):
+presented at any other, it is answered as a session that does not exist.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
+from gateway.frontdoors.mcpserver import GROUP_STATE
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,12 @@ def admit(caller: str, owners: Mapping[str, str], busy: Container[str], limits: 
     )
 
 
+def endpoint_of(scope: Scope) -> str | None:
+    """The tool group whose endpoint a request reached (None: `/mcp`)."""
+    group = scope.get("state", {}).get(GROUP_STATE)
+    return group if isinstance(group, str) else None
+
+
 def caller_of(scope: Scope) -> str:
     """The key the limits count a request's sessions under: the caller's key, every anonymous client
     together (`anonymous`), as for budgets, so that a fresh session does not bring a fresh allowance."""
@@ -91,12 +101,17 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         self._on_event = on_event
         # Session id -> its caller's key, least recently used first.
         self._owners: dict[str, str] = {}
+        # Session id -> the group whose endpoint opened it (None: `/mcp`).
+        self._endpoints: dict[str, str | None] = {}
         self._busy: Counter[str] = Counter()
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
         if session_id is None:
             await self._open(scope, receive, send)
+            return
+        if session_id in self._endpoints and self._endpoints[session_id] != endpoint_of(scope):
+            await _refusal("Session not found", 404)(scope, receive, send)
             return
         # Only the owner's requests keep a session busy: a stranger presenting its id gets a 404.
         mine = self._owners.get(session_id) == caller_of(scope)
@@ -116,6 +131,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             transport = None if admission.refusal else self._admit_session(requestor)
             if transport is not None and transport.mcp_session_id is not None:
                 self._owners[transport.mcp_session_id] = caller
+                self._endpoints[transport.mcp_session_id] = endpoint_of(scope)
         if admission.evict is not None:
             log.info("session %s of %s ended to make room for a new one", admission.evict, caller)
             await self._on_event(caller, admission.evict, "evicted:sessions", "its least recently used idle session")
@@ -129,6 +145,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._owners.pop(session_id, None)
+        self._endpoints.pop(session_id, None)
         await super()._discard_session(session_id, transport)
 
     @contextmanager
@@ -150,7 +167,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
 
 
 def _refusal(message: str, status: int) -> Response:
-    """A JSON-RPC error without a request id (the body is not read), with an HTTP status saying whose limit."""
-    code = types.INVALID_REQUEST if status == 429 else types.INTERNAL_ERROR
+    """A JSON-RPC error without a request id (the body is not read), with the HTTP status of the refusal."""
+    code = types.INTERNAL_ERROR if status == 503 else types.INVALID_REQUEST
     body = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
     return Response(body.model_dump_json(by_alias=True, exclude_unset=True), status, media_type="application/json")

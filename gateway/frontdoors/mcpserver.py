@@ -7,8 +7,9 @@ finds the client's session context, and turns gateway errors into protocol error
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from uuid import uuid4
 
@@ -27,6 +28,7 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.types import Scope
 
 from gateway import requestid
 from gateway.auth.identity import Identity, caller_key, handle_key
@@ -51,7 +53,23 @@ APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
     "properties": {"approve": {"type": "boolean", "title": "Run this call?"}},
     "required": ["approve"],
 }
+GROUP_STATE = "group"
 Context = ServerRequestContext[Any, Any]
+
+# For the SDK's check of 2026-era `Mcp-Param-*` headers, which runs in the request's task with the
+# tool name alone; handlers read the group from the request's state instead.
+_GROUP: ContextVar[str | None] = ContextVar("gateway.group", default=None)
+
+
+@contextmanager
+def group_endpoint(scope: Scope, group: str) -> Iterator[None]:
+    """Serve the HTTP request `scope` as one to the endpoint of tool group `group` (`/mcp/g/<group>`)."""
+    scope.setdefault("state", {})[GROUP_STATE] = group
+    token = _GROUP.set(group)
+    try:
+        yield
+    finally:
+        _GROUP.reset(token)
 
 
 class GatewayServer(Server[Any]):
@@ -84,19 +102,31 @@ def identity_of(gateway: Gateway, ctx: Context) -> Identity:
     return identity if isinstance(identity, Identity) else gateway.local_identity
 
 
+def group_of(gateway: Gateway, ctx: Context) -> str | None:
+    """The tool group whose endpoint this request reached: the URL's on HTTP, else the local (stdio) one."""
+    state = getattr(ctx.request, "state", None)
+    if state is None:
+        return gateway.local_group
+    group = getattr(state, GROUP_STATE, None)
+    return group if isinstance(group, str) else None
+
+
 def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> SessionContext:
     """The session context of the client that sent this request.
 
     In the stateless era there is no session: state keys on the caller and a handle the caller
     passes back (so one caller can keep several conversations apart), except for an anonymous
     caller, who cannot be told from another and so keeps nothing beyond its request. A session
-    belongs to the caller who opened it; anyone else is told it does not exist.
+    belongs to the caller who opened it; anyone else is told it does not exist. The group is the
+    one of the endpoint the session was opened on (the HTTP edge keeps a session to its endpoint),
+    and part of a stateless-era caller's key.
     """
     identity = identity_of(gateway, ctx)
+    group = group_of(gateway, ctx)
     modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
     if modern and identity.method != "anonymous":
         handle = handle or DEFAULT_HANDLE
-        return gateway.open_session(handle_key(identity, handle), identity, "stateless", handle)
+        return gateway.open_session(handle_key(identity, handle, group), identity, "stateless", handle, group)
     connection = _connection(ctx)
     context: SessionContext | None = connection.state.get(SESSION_KEY)
     if context is None:
@@ -104,7 +134,7 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
         # random one: a reused id would hand a later anonymous request an earlier one's workspace.
         session_id = connection.session_id or uuid4().hex
         transport: Transport = "stateless" if modern else "http" if connection.session_id else "stdio"
-        context = gateway.open_session(session_id, identity, transport)
+        context = gateway.open_session(session_id, identity, transport, group=group)
         context.state[CONNECTION_KEY] = connection
         connection.state[SESSION_KEY] = context
         connection.exit_stack.push_async_callback(gateway.close_session, session_id)
@@ -159,12 +189,15 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     return notes
 
 
-async def notify_tools_changed(gateway: Gateway, bus: InMemorySubscriptionBus) -> None:
-    """Tell every connected client that the lists changed: handshake-era sessions through their
-    back channel, 2026-era clients through their `subscriptions/listen` streams."""
+async def notify_tools_changed(
+    gateway: Gateway, bus: InMemorySubscriptionBus, sessions: Iterable[SessionContext] | None = None
+) -> None:
+    """Tell connected clients that the lists changed: handshake-era sessions (`sessions`, default
+    all) through their back channel, 2026-era clients through their `subscriptions/listen` streams,
+    which are not told apart by endpoint."""
     for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
         await bus.publish(event)
-    for context in gateway.sessions.live():
+    for context in gateway.sessions.live() if sessions is None else sessions:
         connection = context.state.get(CONNECTION_KEY)
         if isinstance(connection, Connection) and connection.has_standalone_channel:
             await connection.send_tool_list_changed()
@@ -264,8 +297,10 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
-        identity = current_identity() or gateway.local_identity
-        return gateway.input_schema(name, identity.role)
+        identity = current_identity()
+        if identity is None:
+            return gateway.input_schema(name, gateway.local_identity.role, gateway.local_group)
+        return gateway.input_schema(name, identity.role, _GROUP.get())
 
     bus = InMemorySubscriptionBus()
     server = GatewayServer(
@@ -296,7 +331,12 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         if isinstance(connection, Connection) and connection.has_standalone_channel:
             await connection.send_tool_list_changed()
 
+    async def group_changed(name: str) -> None:
+        members = [context for context in gateway.sessions.live() if context.group == name]
+        await notify_tools_changed(gateway, bus, members)
+
     gateway.on_change(changed)
+    gateway.on_group_change(group_changed)
     gateway.on_session_change(session_changed)
     return server
 

@@ -14,24 +14,25 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 
 
-async def serve_stdio(config: GatewayConfig, identity: Identity) -> None:
-    """Serve MCP over stdin/stdout as `identity` until the client closes them, from the start
-    (upstreams join as they connect); exit 1 with the reason when a required server does not connect."""
-    gateway = Gateway(config, local_identity=identity)
+async def serve_stdio(config: GatewayConfig, identity: Identity, group: str | None = None) -> None:
+    """Serve MCP over stdin/stdout as `identity` (on the endpoint of tool group `group`, if given)
+    until the client closes them, from the start (upstreams join as they connect); exit 1 with the
+    reason when a required server does not connect."""
+    gateway = Gateway(config, local_identity=identity, local_group=group)
     server = build_server(gateway)
     failure: str | None = None
     async with stdio_server() as (read, write):
-        async with gateway.running(), anyio.create_task_group() as group:
+        async with gateway.running(), anyio.create_task_group() as tasks:
 
             async def hold_required() -> None:
                 nonlocal failure
                 failure = await gateway.required_failure()
                 if failure is not None:
-                    group.cancel_scope.cancel()
+                    tasks.cancel_scope.cancel()
 
-            group.start_soon(hold_required)
+            tasks.start_soon(hold_required)
             await server.run(read, write, server.create_initialization_options())
-            group.cancel_scope.cancel()
+            tasks.cancel_scope.cancel()
         if failure is not None:
             print(f"error: {failure}", file=sys.stderr, flush=True)
             # The gateway is closed. The SDK reads stdin in a thread that only the client's next

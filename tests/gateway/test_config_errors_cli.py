@@ -14,19 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.cli import main
 from gateway.config.loading import load_config
 from gateway.errors import ConfigError
-from tests.support.harness import REPO, toy_stdio
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the command line in this process; its exit code, stdout and stderr."""
-    with pytest.raises(SystemExit) as exited:
-        main(["--log-level", "WARNING", *args])
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 1), out, err
+from tests.support.harness import REPO, run_cli, toy_stdio
 
 
 def write_config(tmp_path: Path, servers: dict[str, Any], name: str = "gateway.yaml") -> Path:

@@ -93,9 +93,10 @@ def access_config(
     roles: Mapping[str, Any] | None = ROLES,
     auth: Mapping[str, Any] | None = None,
     confirmation: Mapping[str, Any] | None = None,
+    groups: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> GatewayConfig:
-    """A validated config with roles, authentication (default: `auth_section()`) and confirmation settings."""
+    """A validated config with roles, authentication (default: `auth_section()`), confirmation settings and groups."""
     data: dict[str, Any] = {
         "gateway": {"data_dir": str(tmp_path / "data"), "restart_backoff_initial": 0.05, **settings},
         "servers": dict(servers),
@@ -105,6 +106,8 @@ def access_config(
         data["roles"] = dict(roles)
     if confirmation is not None:
         data["confirmation"] = dict(confirmation)
+    if groups is not None:
+        data["groups"] = dict(groups)
     return parse_config(data, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
 
 
@@ -115,12 +118,13 @@ def toy_entry(**options: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def http_client(
-    url: str, token: str | None = None, *, mode: str = "legacy", **options: Any
+    url: str, token: str | None = None, *, mode: str = "legacy", path: str = "/mcp", **options: Any
 ) -> AsyncIterator[Client]:
-    """An SDK client of the gateway at `url` presenting `Authorization: Bearer <token>` (none when None)."""
+    """An SDK client of the gateway at `url` (its endpoint `path`: `/mcp`, or a group's `/mcp/g/<name>`)
+    presenting `Authorization: Bearer <token>` (none when None)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        transport = streamable_http_client(f"{url}{path}", http_client=http)
         # No response cache: every listing must reach the gateway and show what this caller sees now.
         async with Client(transport, mode=mode, cache=None, **options) as client:
             yield client

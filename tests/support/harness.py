@@ -13,12 +13,14 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+import pytest
 import uvicorn
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.client.context import ClientRequestContext
 from mcp.server.mcpserver import MCPServer
 
+from gateway.cli import main
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.httpapp import create_app
@@ -149,3 +151,12 @@ async def gateway_process(config: Path, output: Path, *cli_options: str) -> Asyn
                 process.terminate()
                 with anyio.fail_after(20):
                     await process.wait()
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the command line in this process; its exit code, stdout and stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--log-level", "WARNING", *args])
+    out, err = capsys.readouterr()
+    code = exited.value.code
+    return (code if isinstance(code, int) else 1), out, err
