@@ -116,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     gateway = Gateway(config)
+    # The gateway's redactor also learns the secrets of servers registered while it runs.
+    configure_logging(gateway.redact, logging.getLogger().level)
     app = create_app(config, host=args.host, gateway=gateway)
     # log_config=None: uvicorn's loggers (the access log too) go through the root handlers and their redaction.
     server = uvicorn.Server(

@@ -230,3 +230,11 @@ async def test_the_config_file_wins_a_name_it_shares_with_a_registration(
             rows = [(s.name, s.source, s.transport) for s in gateway.statuses()]
     assert rows == [("alpha", "file", "stdio"), ("extra", "api", "stdio")]
     assert "registered server 'alpha' skipped" in caplog.text
+
+
+async def test_the_secrets_of_a_registered_server_are_redacted_from_then_on(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {})
+    transports = in_memory({"keyed": toy("keyed")})
+    async with gateway_client(config, transports=transports) as (gateway, _):
+        await gateway.add_server({"name": "keyed", "command": "unused", "env": {"API_TOKEN": "tok-4f9a2c71e8"}})
+        assert gateway.redact("failed with tok-4f9a2c71e8") == "failed with [redacted]"
