@@ -38,6 +38,7 @@ from gateway.pipeline.approvals import (
 from gateway.pipeline.audit import AuditStore
 from gateway.redaction import Redactor, configure_logging
 from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.reload import reload_on_hangup
 from gateway.sandbox import image as sandbox_image
 from gateway.service import START_GRACE, Gateway
 from gateway.upstreams.connection import State
@@ -131,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     gateway = Gateway(config)
+    # The gateway's redactor also learns the secrets of servers registered while it runs.
+    configure_logging(gateway.redact, logging.getLogger().level)
     app = create_app(config, host=args.host, gateway=gateway)
     # log_config=None: uvicorn's loggers (the access log too) go through the root handlers and their redaction.
     server = uvicorn.Server(
@@ -149,6 +152,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
                 server.should_exit = failure is not None
 
             group.start_soon(hold_required)
+            group.start_soon(reload_on_hangup, gateway.reload_from_file)
             await server.serve()
             group.cancel_scope.cancel()
         return failure

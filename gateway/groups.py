@@ -119,6 +119,16 @@ class GroupSet:
             raise ConflictError(f"A group named {group.name!r} exists already")
         self._groups[group.name] = group
 
+    def follow_file(self, groups: Mapping[str, Group]) -> list[str]:
+        """Take the groups of an edited configuration file in place of the file's old ones, keeping
+        those added through the API (a name the file now uses is the file's); the names that changed."""
+        before = dict(self._groups)
+        kept = {name: group for name, group in before.items() if group.source != "file" and name not in groups}
+        self._groups = {**groups, **kept}
+        return sorted(
+            name for name in before.keys() | self._groups.keys() if before.get(name) != self._groups.get(name)
+        )
+
     def remove(self, name: str) -> Group:
         """Remove an API group; `NotFoundError`, or `ConflictError` for a group of the config file."""
         group = self.require(name)

@@ -18,7 +18,8 @@ class Visibility:
     """The role rules of `policy` and the live `groups` applied to one session and the live `catalog`."""
 
     def __init__(self, policy: Policy, catalog: Catalog, groups: GroupSet) -> None:
-        self._policy = policy
+        self.policy = policy
+        """The role rules in force; a reloaded configuration replaces them."""
         self._catalog = catalog
         self._groups = groups
 
@@ -27,7 +28,7 @@ class Visibility:
         that `tool` exists (meta-tools: always)."""
         if tool.source == GATEWAY_SOURCE:
             return True
-        if not self._policy.may_see(role, tool):
+        if not self.policy.may_see(role, tool):
             return False
         if group is None:
             return True
@@ -40,7 +41,7 @@ class Visibility:
 
     def may_see_skill(self, session: SessionContext, name: str, roles: tuple[str, ...]) -> bool:
         """Whether the session's caller may see the skill `name`, whose folder names `roles`."""
-        return self._policy.may_see_skill(session.role, name, roles)
+        return self.policy.may_see_skill(session.role, name, roles)
 
     def tools(self, session: SessionContext) -> list[ToolRecord]:
         """Every tool this session may see, listed or not, in catalog order."""
@@ -49,7 +50,7 @@ class Visibility:
     def sources(self, session: SessionContext) -> set[str]:
         """Sources whose resources and prompts the session may see: with roles or a group, those of
         which it may see at least one tool; with neither, every source."""
-        if self._policy.roles is None and session.group is None:
+        if self.policy.roles is None and session.group is None:
             return set(self._catalog.sources())
         return {tool.source for tool in self.tools(session)}
 

@@ -132,7 +132,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     async def readyz(request: Request) -> Response:
         statuses = service.statuses()
-        ready = all(status.state == State.READY for status in statuses if status.required)
+        ready = all(status.state == State.READY for status in statuses if status.required and status.enabled)
         body: dict[str, object] = {"ready": ready}
         if sees_detail(request):
             body["servers"] = {status.name: status.as_dict() for status in statuses}

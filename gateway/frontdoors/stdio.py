@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -11,6 +12,8 @@ from mcp.server.stdio import stdio_server
 from gateway.auth.identity import Identity
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
+from gateway.redaction import configure_logging
+from gateway.reload import reload_on_hangup
 from gateway.service import Gateway
 
 
@@ -19,6 +22,8 @@ async def serve_stdio(config: GatewayConfig, identity: Identity, group: str | No
     until the client closes them, from the start (upstreams join as they connect); exit 1 with the
     reason when a required server does not connect."""
     gateway = Gateway(config, local_identity=identity, local_group=group)
+    # The gateway's redactor also learns the secrets of servers added while it runs.
+    configure_logging(gateway.redact, logging.getLogger().level)
     server = build_server(gateway)
     failure: str | None = None
     async with stdio_server() as (read, write):
@@ -31,6 +36,7 @@ async def serve_stdio(config: GatewayConfig, identity: Identity, group: str | No
                     tasks.cancel_scope.cancel()
 
             tasks.start_soon(hold_required)
+            tasks.start_soon(reload_on_hangup, gateway.reload_from_file)
             await server.run(read, write, server.create_initialization_options())
             tasks.cancel_scope.cancel()
         if failure is not None:
