@@ -109,6 +109,10 @@ class Gateway:
         self._stack = AsyncExitStack()
         self._started = anyio.Event()
 
+    def wall_time(self, instant: float) -> float:
+        """An instant of the monotonic clock (when a session started or was last seen) as epoch seconds."""
+        return self._wall_clock() - (self._clock() - instant)
+
     def sandbox_availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not."""
         return self.sandboxes.availability()

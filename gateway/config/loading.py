@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from gateway.api.registration import RegistrationPolicy
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
@@ -85,7 +86,9 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += schema_problems(data, kind)
     access_problems: list[tuple[str, str]] = []
-    policy, confirmation, auth = _access_sections(data if kind == "gateway" else {}, source, base_dir, access_problems)
+    policy, confirmation, auth, registration = _access_sections(
+        data if kind == "gateway" else {}, source, base_dir, access_problems
+    )
     if problems:
         _raise_all(source, problems, access_problems)
     renames: dict[str, str] = {}
@@ -97,7 +100,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         "letters, digits, '_' and '-'"
         for name, original in renames.items()
     )
-    return replace(config, notes=notes, policy=policy, confirmation=confirmation, auth=auth)
+    return replace(config, notes=notes, policy=policy, confirmation=confirmation, auth=auth, registration=registration)
 
 
 def parse_server(
@@ -134,8 +137,8 @@ def _variables(env: Mapping[str, str], base_dir: Path) -> dict[str, str]:
 
 def _access_sections(
     document: Mapping[str, Any], source: str, base_dir: Path, problems: list[tuple[str, str]]
-) -> tuple[Policy, ConfirmationSettings, AuthSettings]:
-    """The `roles`, `confirmation` and `auth` sections, each problem recorded with its path written out."""
+) -> tuple[Policy, ConfirmationSettings, AuthSettings, RegistrationPolicy]:
+    """The `roles`, `confirmation`, `auth` and `registration` sections, each problem with its path written out."""
     roles = document.get("roles")
 
     def parse(build: Callable[[], _T], default: _T) -> _T:
@@ -162,7 +165,10 @@ def _access_sections(
         ),
         AuthSettings(),
     )
-    return policy or Policy(), confirmation, auth
+    registration = parse(
+        lambda: RegistrationPolicy.from_config(document.get("registration"), source_file=source), RegistrationPolicy()
+    )
+    return policy or Policy(), confirmation, auth, registration
 
 
 def _raise_all(source: str, problems: list[Problem], written: list[tuple[str, str]]) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from gateway.api.registration import RegistrationPolicy
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.pipeline.confirmation import ConfirmationSettings
@@ -128,6 +129,7 @@ class GatewaySettings:
     http_json_responses: bool = False
     workspace_size: int = DEFAULT_WORKSPACE_SIZE
     workspace_retention: float = 86400
+    admin_without_auth: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,5 +144,7 @@ class GatewayConfig:
     """The `roles` section; without one every tool is visible."""
     auth: AuthSettings = field(default_factory=AuthSettings)
     confirmation: ConfirmationSettings = field(default_factory=ConfirmationSettings)
+    registration: RegistrationPolicy = field(default_factory=RegistrationPolicy)
+    """What the admin API may register; by default nothing."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

@@ -1,4 +1,5 @@
-"""The HTTP edge: streamable HTTP MCP at `/mcp`, `/healthz`, `/readyz`, and Host and Origin checks."""
+"""The HTTP edge: streamable HTTP MCP at `/mcp`, the admin API under `/api/v1`, `/healthz`, `/readyz`,
+and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.api.common import API_PREFIX
+from gateway.api.routes import api_routes
 from gateway.auth.identity import AuthenticationError
 from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
-from gateway.frontdoors.approvalsapi import approval_routes
 from gateway.frontdoors.envelope import EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager, SessionLimits
 from gateway.frontdoors.mcpserver import build_server
-from gateway.pipeline.approvals import API_PATH
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 
@@ -123,12 +124,12 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             yield
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), metadata_route(authenticator.settings)]
-    routes += approval_routes(service, security)
+    routes += api_routes(service, security, sessions.end)
     routes.append(Route("/mcp", StreamableHTTPASGIApp(sessions)))
     app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)
-    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PATH))
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=("/mcp", API_PREFIX))
     # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
     app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))
     return app
