@@ -5,14 +5,14 @@ Building opens nothing; the SQLite stores open in `open_stores`, which the gatew
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.auth.policy import derive_risk
 from gateway.catalog import SourceListing
-from gateway.config.model import GatewayConfig
+from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.pipeline.approvals import APPROVALS_FILE, ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditStore
 from gateway.pipeline.budgets import Budgets
@@ -35,25 +35,29 @@ from gateway.upstreams.workspaces import Workspaces
 Clock = Callable[[], float]
 
 
+ListingHandler = Callable[[SourceListing], Awaitable[None]]
+UpstreamFactory = Callable[[ServerConfig, ListingHandler], Upstream]
+
+
 @dataclass(frozen=True)
 class Sources:
-    """Where tools come from, and the router that picks one for each call."""
+    """Where tools come from, the router that picks one for each call, and how a server's
+    long-lived connection is made (`upstream`), for the servers of the live set."""
 
     sandboxes: Sandboxes
     workspaces: Workspaces
-    upstreams: dict[str, Upstream]
     local: dict[str, LocalToolSource]
     router: Router
+    upstream: UpstreamFactory
 
 
 def sources(
     config: GatewayConfig,
     transports: Mapping[str, TransportFactory],
-    on_listing: Callable[[SourceListing], Awaitable[None]],
     clock: Clock,
     wall_clock: Clock,
 ) -> Sources:
-    """The sandbox, the workspaces, one long-lived connection per enabled server, the local tools.
+    """The sandbox, the workspaces, the local tools, and the factory of one server's connection.
 
     A sandboxed server lists its tools in a container. The sandbox keeps the system clocks: its
     containers' deadlines are read by sweepers in other processes.
@@ -64,27 +68,26 @@ def sources(
     workspaces = Workspaces(
         data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers
     )
-    transports = dict(transports)
-    for server in config.servers:
+    given = dict(transports)
+
+    def upstream(server: ServerConfig, on_listing: ListingHandler) -> Upstream:
+        transport = given.get(server.name)
         # A server sandboxed as a whole never runs on the host, not even to list its tools; a
         # session-scoped one lists them in an empty workspace of its own.
-        if server.sandbox is not None and server.name not in transports:
+        if server.sandbox is not None and transport is None:
             workspace = workspaces.discovery_dir(server) if server.scope == "session" else None
-            transports[server.name] = sandboxes.transport("discovery", server, workspace)
-    upstreams = {
-        server.name: Upstream(
+            transport = sandboxes.transport("discovery", server, workspace)
+        return Upstream(
             workspaces.discovery(server) if server.scope == "session" else server,
             settings,
             on_listing,
             log_dir=data_dir / "logs",
-            transport=transports.get(server.name),
+            transport=transport,
             clock=clock,
         )
-        for server in config.servers
-        if server.enabled
-    }
+
     local = local_sources(config.local_tools)
-    return Sources(sandboxes, workspaces, upstreams, local, Router(config, upstreams, local, sandboxes, workspaces))
+    return Sources(sandboxes, workspaces, local, Router(local, sandboxes, workspaces), upstream)
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,9 @@ def meta_pipeline(stores: Stores, wall_clock: Clock, terminal: CallNext) -> Pipe
     return Pipeline([AuditCalls(stores.audit, wall_clock), ValidateArguments()], terminal)
 
 
-def has_extended(config: GatewayConfig) -> bool:
-    """Whether any tool is extended, so that Find_Tools has something to find."""
+def has_extended(config: GatewayConfig, servers: Iterable[ServerConfig]) -> bool:
+    """Whether any tool of `servers` or the local tools is extended, so that Find_Tools has something to find."""
     return any(
         server.layer == "extended" or any(tool.layer == "extended" for tool in server.tools.values())
-        for server in config.servers
+        for server in servers
     ) or any(entry.layer == "extended" for entry in config.local_tools)

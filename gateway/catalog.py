@@ -65,6 +65,13 @@ class Catalog:
         """Names of the sources that currently contribute, in catalog order."""
         return [listing.source for listing in self._ordered()]
 
+    def reorder(self, order: Sequence[str]) -> None:
+        """Rank sources as `order` says (the live server set changed); unnamed ones come last."""
+        ranks = {name: index for index, name in enumerate(order)}
+        if ranks != self._order:
+            self._order = ranks
+            self._rebuild()
+
     def update(self, listing: SourceListing) -> None:
         """Replace one source's part of the catalog."""
         self._listings[listing.source] = listing

@@ -34,6 +34,7 @@ from gateway.pipeline.approvals import (
 )
 from gateway.pipeline.audit import AuditStore
 from gateway.redaction import Redactor, configure_logging
+from gateway.reload import reload_on_hangup
 from gateway.sandbox import image as sandbox_image
 from gateway.service import START_GRACE, Gateway
 from gateway.upstreams.connection import State
@@ -133,6 +134,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
                 server.should_exit = failure is not None
 
             group.start_soon(hold_required)
+            group.start_soon(reload_on_hangup, gateway.reload_from_file)
             await server.serve()
             group.cancel_scope.cancel()
         return failure

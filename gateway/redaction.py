@@ -27,8 +27,15 @@ class Redactor:
     """Replaces every configured secret value in a text with `[redacted]`."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.learn(secrets)
+
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Redact `secrets` too from now on (those of a server added while the gateway runs)."""
+        self._secrets |= {value for value in secrets if len(value) >= MIN_SECRET_LENGTH}
         # Longest first, so that a secret containing another is replaced whole.
-        values = sorted({value for value in secrets if len(value) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+        values = sorted(self._secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
 
     def __call__(self, text: str) -> str:

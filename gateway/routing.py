@@ -3,14 +3,16 @@ instance, a local function, or a fresh sandbox container."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway.catalog import Route
-from gateway.config.model import GatewayConfig, ServerConfig
+from gateway.config.model import ServerConfig
 from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes
@@ -20,43 +22,78 @@ from gateway.upstreams.workspaces import Workspaces
 
 
 class Router:
-    """Finds the source behind a route; session-scoped servers start per session in `group`."""
+    """Finds the source behind a route; session-scoped servers start per session in `group`.
 
-    def __init__(
-        self,
-        config: GatewayConfig,
-        upstreams: Mapping[str, Upstream],
-        local_sources: Mapping[str, ToolSource],
-        sandboxes: Sandboxes,
-        workspaces: Workspaces,
-    ) -> None:
-        self._servers = {server.name: server for server in config.servers}
-        self._session_scoped = {
-            server.name: server
-            for server in config.servers
-            if server.scope == "session" or (server.sandbox is not None and server.sandbox.mode == "per-session")
-        }
-        self._upstreams = upstreams
-        self._sources: dict[str, ToolSource] = {**upstreams, **local_sources}
+    The servers it routes to follow the live server set (`serve`, `withdraw`), and it counts the
+    calls running on each, so that a server being removed can let them finish (`idle`).
+    """
+
+    def __init__(self, local_sources: Mapping[str, ToolSource], sandboxes: Sandboxes, workspaces: Workspaces) -> None:
+        self._servers: dict[str, ServerConfig] = {}
+        self._upstreams: dict[str, Upstream] = {}
+        self._local = dict(local_sources)
         self._sandboxes = sandboxes
         self._workspaces = workspaces
+        self._running: dict[str, int] = {}
+        self._idle: dict[str, anyio.Event] = {}
         self.group: TaskGroup | None = None
+
+    def serve(self, server: ServerConfig, upstream: Upstream | None) -> None:
+        """Route `server`'s tools from now on (to `upstream`, its shared connection, when it has one)."""
+        self._servers[server.name] = server
+        if upstream is None:
+            self._upstreams.pop(server.name, None)
+        else:
+            self._upstreams[server.name] = upstream
+
+    def withdraw(self, name: str) -> None:
+        """Route nothing more to the server `name`; calls already running go on."""
+        self._servers.pop(name, None)
+        self._upstreams.pop(name, None)
+
+    async def idle(self, name: str) -> None:
+        """Return once no call routed to the source `name` is running."""
+        if self._running.get(name):
+            await self._idle.setdefault(name, anyio.Event()).wait()
+
+    @contextmanager
+    def _counted(self, name: str) -> Iterator[None]:
+        self._running[name] = self._running.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            self._running[name] -= 1
+            if not self._running[name]:
+                del self._running[name]
+                event = self._idle.pop(name, None)
+                if event is not None:
+                    event.set()
+
+    def _session_scoped(self, name: str) -> ServerConfig | None:
+        server = self._servers.get(name)
+        if server is not None and (
+            server.scope == "session" or (server.sandbox is not None and server.sandbox.mode == "per-session")
+        ):
+            return server
+        return None
 
     async def execute(self, call: ToolCall) -> types.CallToolResult:
         """The pipeline's terminal: send the call to its source under its original name."""
-        server = self._servers.get(call.tool.source)
-        if server is not None and call.tool.sandbox == "per-call":
-            return await self._sandboxes.call(call, server, await self._workspaces.open(call.session))
-        source: ToolSource | None = self._sources.get(call.tool.source)
-        if call.tool.source in self._session_scoped:
-            source = await self.upstream(call.session, Route(call.tool.source, call.tool.original_name))
-        if source is None:
-            raise UpstreamUnavailableError(f"No source '{call.tool.source}' serves {call.tool.name}")
-        return await source.call_tool(call.tool, call.arguments, call.progress)
+        name = call.tool.source
+        with self._counted(name):
+            server = self._servers.get(name)
+            if server is not None and call.tool.sandbox == "per-call":
+                return await self._sandboxes.call(call, server, await self._workspaces.open(call.session))
+            source: ToolSource | None = self._upstreams.get(name) or self._local.get(name)
+            if self._session_scoped(name) is not None:
+                source = await self.upstream(call.session, Route(name, call.tool.original_name))
+            if source is None:
+                raise UpstreamUnavailableError(f"No source '{name}' serves {call.tool.name}")
+            return await source.call_tool(call.tool, call.arguments, call.progress)
 
     async def upstream(self, session: SessionContext, route: Route) -> Upstream:
         """The upstream serving `route` for `session`: its own instance of a session-scoped server."""
-        scoped = self._session_scoped.get(route.source)
+        scoped = self._session_scoped(route.source)
         if scoped is not None:
             assert self.group is not None
             transport = None

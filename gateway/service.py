@@ -25,9 +25,11 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import Identity, caller_key
 from gateway.auth.visibility import Visibility
 from gateway.catalog import Catalog, SourceListing
+from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
-from gateway.config.secrets import secrets_of
-from gateway.errors import ServerNotConnectedError, UnknownToolError, clip
+from gateway.config.secrets import secrets_of, server_secrets
+from gateway.errors import ConfigError, ServerNotConnectedError, UnknownToolError, clip
+from gateway.liveservers import LiveServers, Member
 from gateway.naming import SEPARATOR, near_misses
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
@@ -36,6 +38,7 @@ from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
 from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
 from gateway.redaction import Redactor
 from gateway.registrations import RegistrationStore
+from gateway.reload import needs_restart, watch
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SKILL_SCHEME, SkillHost
@@ -81,28 +84,43 @@ class Gateway:
         self.redact = Redactor(secrets_of(config))
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        sources = builder.sources(config, transports or {}, self._on_listing, clock, wall_clock)
-        self.sandboxes, self.workspaces, self.upstreams = sources.sandboxes, sources.workspaces, sources.upstreams
+        sources = builder.sources(config, transports or {}, clock, wall_clock)
+        self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
+        self.servers = LiveServers(
+            sources.upstream,
+            self.router,
+            self.sandboxes,
+            self._on_listing,
+            self._source_removed,
+            file=str(config.path or "the config file"),
+            base_dir=config.path.parent if config.path else Path.cwd(),
+            data_dir=self.data_dir,
+            drain_timeout=settings.call_timeout,
+            reserved_namespaces=[entry.namespace for entry in config.local_tools],
+        )
+        for server in config.servers:
+            self.servers.enlist(Member(server, "file"))
+        self.upstreams = self.servers.upstreams
+        self.reload_errors: tuple[str, ...] = ()
+        """Why the last edit of the config file was rejected; empty once one applies."""
         self.policy = config.policy
         self.authenticator = Authenticator(config.auth)
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
-        skills = load_skills(settings.skill_dirs)
-        self._meta_kinds = {"with_skills": bool(skills.skills), "with_search": builder.has_extended(config)}
-        self._meta = {tool.name: tool for tool in meta_records(None, **self._meta_kinds)}
-        order = [server.name for server in config.servers] + list(self.local_sources)
-        self.catalog = Catalog(order, reserved=list(self._meta))
+        self.catalog = Catalog(reserved=[tool.name for tool in meta_records(None, True, True)])
         self.visibility = Visibility(self.policy, self.catalog)
         self.skills = SkillHost(
-            skills,
+            load_skills(settings.skill_dirs),
             self.catalog,
             settings,
             self.visibility.may_see,
             self.visibility.may_see_skill,
             self._session_changed,
         )
+        self._members_changed()
         self.sessions = SessionRegistry(settings.session_idle_timeout)
-        self.budgets = Budgets(self.policy.budget, clock)
+        # Through the facade, so that a reloaded `roles` section applies to budgets at once.
+        self.budgets = Budgets(lambda role: self.policy.budget(role), clock)
         self._listeners: list[ChangeListener] = []
         self._session_listeners: list[SessionListener] = []
         self._group: TaskGroup | None = None
@@ -127,6 +145,12 @@ class Gateway:
         """The gateway started without waiting for its upstreams, for the front doors: they serve
         at once, and each upstream joins the catalog (and clients are told) when it is ready."""
         await self._start()
+        if self._serving and self.config.path is not None and self._group is not None:
+            stop = anyio.Event()
+            # Closed before the task group is cancelled: a watch ends at once when told, not at its next timeout.
+            self._stack.callback(stop.set)
+            skill_dirs = self.config.settings.skill_dirs
+            self._group.start_soon(watch, self.config.path, skill_dirs, self.reload_from_file, stop)
         try:
             yield self
         finally:
@@ -151,8 +175,8 @@ class Gateway:
         await self.workspaces.start(self._group, owner=self._serving)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
-        for upstream in self.upstreams.values():
-            self._group.start_soon(upstream.run)
+        self.servers.start(self._group, self.registrations)
+        self._members_changed()
         self._group.start_soon(self._expire_idle_sessions)
         self._group.start_soon(self.audit.maintain)
         self._started.set()
@@ -175,14 +199,15 @@ class Gateway:
         await self.wait_for_upstreams(required)
         timeout = self.config.settings.upstream_connect_timeout
         for status in self.statuses():
-            if status.required and status.state != State.READY:
+            if status.required and status.enabled and status.state != State.READY:
                 reason = status.error or f"not connected after {timeout + START_GRACE:g} s"
                 return f"required server '{status.name}' did not connect: {reason}"
         return None
 
     def statuses(self) -> list[Status]:
-        """Where each upstream stands; a last error (often a server's stderr) comes without secrets."""
-        statuses = [upstream.status() for upstream in self.upstreams.values()]
+        """Where each configured server stands (file and API, enabled or not); a last error (often
+        a server's stderr) comes without secrets."""
+        statuses = self.servers.statuses()
         return [replace(status, error=self.redact(status.error)) if status.error else status for status in statuses]
 
     def on_change(self, listener: ChangeListener) -> None:
@@ -204,6 +229,25 @@ class Gateway:
 
     async def _on_listing(self, listing: SourceListing) -> None:
         self.catalog.update(listing)
+        await self._catalog_changed()
+
+    async def _source_removed(self, name: str) -> None:
+        self.catalog.remove(name)
+        await self._catalog_changed()
+
+    def _members_changed(self) -> None:
+        """Follow a change of the server set: catalog order, the meta-tools offered, secrets to redact."""
+        servers = [member.config for member in self.servers.members.values()]
+        self.catalog.reorder(self.servers.order() + list(self.local_sources))
+        self._meta_kinds = {
+            "with_skills": bool(self.skills.skills.skills),
+            "with_search": builder.has_extended(self.config, servers),
+        }
+        self._meta = {tool.name: tool for tool in meta_records(None, **self._meta_kinds)}
+        for server in servers:
+            self.redact.learn(server_secrets(server))
+
+    async def _catalog_changed(self) -> None:
         self.skills.refresh()
         for clash in self.catalog.clashes:
             log.warning(clash.describe())
@@ -212,6 +256,67 @@ class Gateway:
                 await listener()
             except Exception:  # a client that went away must not stop the others being told
                 log.debug("change listener failed", exc_info=True)
+
+    # The live server set (the admin API's operations; see `liveservers`)
+
+    async def add_server(self, entry: Mapping[str, Any]) -> Status:
+        """Register a server given in the config file's form plus "name": validated like a file
+        entry, persisted, connected in the background; its tools join when ready, clients are told."""
+        async with self.servers.lock:
+            status = await self.servers.register(entry)
+            self._members_changed()
+            return status
+
+    async def change_server(self, name: str, changes: Mapping[str, Any]) -> Status:
+        """Replace keys of a registered server's entry (`{"enabled": false}` disables it) and reconnect it."""
+        async with self.servers.lock:
+            status = await self.servers.change(name, changes)
+            self._members_changed()
+            return status
+
+    async def remove_server(self, name: str) -> None:
+        """Remove a registered server once its running calls finished (or ran out of `call_timeout`)."""
+        async with self.servers.lock:
+            await self.servers.unregister(name)
+            self._members_changed()
+
+    async def restart_server(self, name: str) -> Status:
+        """Reconnect an enabled server, from the config file or the API."""
+        async with self.servers.lock:
+            return await self.servers.restart(name)
+
+    async def reload_from_file(self) -> bool:
+        """Read `config.path` again and apply it; an invalid file is logged and kept in
+        `reload_errors`, and the running configuration stays. True when it applied."""
+        if self.config.path is None:
+            return False
+        try:
+            config = await anyio.to_thread.run_sync(load_config, self.config.path)
+        except ConfigError as error:
+            self.reload_errors = tuple(error.message.splitlines())
+            for line in self.reload_errors:
+                log.error("configuration not reloaded: %s", line)
+            return False
+        self.reload_errors = ()
+        await self.reload(config)
+        return True
+
+    async def reload(self, config: GatewayConfig) -> None:
+        """Apply an edited configuration live: servers, roles and skills; settings that only a
+        restart applies are named in a warning and keep their running values."""
+        await self._started.wait()
+        for name in needs_restart(self.config, config):
+            log.warning("configuration: %s changed; it applies only after a restart", name)
+        async with self.servers.lock:
+            await self.servers.follow_file(config.servers)
+            self.policy = self.visibility.policy = config.policy
+            # Read again whether or not the list changed: the watcher also reloads when a folder's files change.
+            self.skills.replace(await anyio.to_thread.run_sync(load_skills, config.settings.skill_dirs))
+            settings = replace(self.config.settings, skill_dirs=config.settings.skill_dirs)
+            self.config = replace(self.config, servers=config.servers, policy=config.policy, settings=settings)
+            self._members_changed()
+        await self._catalog_changed()
+        log.info("configuration reloaded from %s", config.path)
 
     # Sessions
 

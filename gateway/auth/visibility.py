@@ -13,16 +13,17 @@ class Visibility:
     """The role rules of `policy` applied to one session and the live `catalog`."""
 
     def __init__(self, policy: Policy, catalog: Catalog) -> None:
-        self._policy = policy
+        self.policy = policy
+        """The role rules in force; a reloaded configuration replaces them."""
         self._catalog = catalog
 
     def may_see(self, session: SessionContext, tool: ToolRecord) -> bool:
         """Whether the session's caller may know that `tool` exists (meta-tools: always)."""
-        return tool.source == GATEWAY_SOURCE or self._policy.may_see(session.role, tool)
+        return tool.source == GATEWAY_SOURCE or self.policy.may_see(session.role, tool)
 
     def may_see_skill(self, session: SessionContext, name: str, roles: tuple[str, ...]) -> bool:
         """Whether the session's caller may see the skill `name`, whose folder names `roles`."""
-        return self._policy.may_see_skill(session.role, name, roles)
+        return self.policy.may_see_skill(session.role, name, roles)
 
     def tools(self, session: SessionContext) -> list[ToolRecord]:
         """Every tool this session may see, listed or not, in catalog order."""
@@ -31,7 +32,7 @@ class Visibility:
     def sources(self, session: SessionContext) -> set[str]:
         """Sources whose resources and prompts the session may see: with roles, those of which
         it may see at least one tool; without roles, every source."""
-        if self._policy.roles is None:
+        if self.policy.roles is None:
             return set(self._catalog.sources())
         return {tool.source for tool in self.tools(session)}
 

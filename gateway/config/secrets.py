@@ -5,23 +5,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
-from gateway.config.model import GatewayConfig
+from gateway.config.model import GatewayConfig, ServerConfig
 
 
 def secrets_of(config: GatewayConfig) -> Iterator[str]:
     """Every secret value in `config`: servers' `env` and `headers` values, the query values and
     password of their URLs, plain API keys and the JWT secret."""
     for server in config.servers:
-        yield from server.env.values()
-        for value in server.headers.values():
-            # `Authorization: Bearer <token>`: the token may show up without its scheme.
-            yield value
-            yield from value.split()
-        if server.url is not None:
-            parts = urlsplit(server.url)
-            yield from (value for _, value in parse_qsl(parts.query))
-            if parts.password:
-                yield parts.password
+        yield from server_secrets(server)
     yield from config.auth.plain_keys
     if config.auth.jwt is not None and config.auth.jwt.hs256_secret is not None:
         yield config.auth.jwt.hs256_secret
+
+
+def server_secrets(server: ServerConfig) -> Iterator[str]:
+    """The secret values of one server: its `env` and `headers` values, its URL's query values and password."""
+    yield from server.env.values()
+    for value in server.headers.values():
+        # `Authorization: Bearer <token>`: the token may show up without its scheme.
+        yield value
+        yield from value.split()
+    if server.url is not None:
+        parts = urlsplit(server.url)
+        yield from (value for _, value in parse_qsl(parts.query))
+        if parts.password:
+            yield parts.password

@@ -11,6 +11,7 @@ from mcp.server.stdio import stdio_server
 from gateway.auth.identity import Identity
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
+from gateway.reload import reload_on_hangup
 from gateway.service import Gateway
 
 
@@ -30,6 +31,7 @@ async def serve_stdio(config: GatewayConfig, identity: Identity) -> None:
                     group.cancel_scope.cancel()
 
             group.start_soon(hold_required)
+            group.start_soon(reload_on_hangup, gateway.reload_from_file)
             await server.run(read, write, server.create_initialization_options())
             group.cancel_scope.cancel()
         if failure is not None:

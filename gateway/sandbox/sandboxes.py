@@ -75,6 +75,11 @@ def limits_of(settings: SandboxSettings, user: tuple[int, int]) -> SandboxLimits
     )
 
 
+def needs_sandbox(server: ServerConfig) -> bool:
+    """Whether `server` or one of its tools runs in the sandbox."""
+    return server.sandbox is not None or any(tool.sandbox is not None for tool in server.tools.values())
+
+
 def sandbox_scope(settings: GatewaySettings) -> str:
     """The scope label of this gateway's containers: stable across restarts on the same data
     directory, so that a restarted gateway sweeps what its predecessor left."""
@@ -85,22 +90,34 @@ class Sandboxes:
     """The gateway's Docker sandbox, created only when some tool needs one."""
 
     def __init__(self, config: GatewayConfig) -> None:
-        settings = config.settings
-        needed = any(
-            server.sandbox is not None or any(tool.sandbox is not None for tool in server.tools.values())
-            for server in config.servers
-        )
-        scope = sandbox_scope(settings)
-        # Session containers end with their client sessions (the gateway's own idle expiry), not
-        # on a timer of the sandbox's: a quiet session would otherwise lose its server's state.
-        self.docker = (
-            DockerSandbox(settings.sandbox_image, warm_size=settings.sandbox_warm, scope=scope, session_idle=math.inf)
-            if needed
-            else None
-        )
+        self._settings = config.settings
+        self.docker: DockerSandbox | None = None
+        if any(needs_sandbox(server) for server in config.servers):
+            self.docker = self._docker()
         self._state = (False, "the Docker sandbox has not been checked yet")
         # The workspace's owner, so the container reaches it through ownership, not a world-writable mode.
         self._user = workspace_owner()
+        self._started: tuple[TaskGroup, bool] | None = None
+
+    def _docker(self) -> DockerSandbox:
+        settings = self._settings
+        # Session containers end with their client sessions (the gateway's own idle expiry), not
+        # on a timer of the sandbox's: a quiet session would otherwise lose its server's state.
+        return DockerSandbox(
+            settings.sandbox_image,
+            warm_size=settings.sandbox_warm,
+            scope=sandbox_scope(settings),
+            session_idle=math.inf,
+        )
+
+    async def require(self, server: ServerConfig) -> None:
+        """Turn the sandbox on for `server`, added while the gateway runs, when nothing needed it before."""
+        if self.docker is not None or not needs_sandbox(server):
+            return
+        self.docker = self._docker()
+        if self._started is not None:
+            group, owner = self._started
+            await self.start(group, owner=owner)
 
     def availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not (as of the last check)."""
@@ -111,6 +128,7 @@ class Sandboxes:
     async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
         """Check Docker; as the owner of the data directory's containers also remove leftovers of
         earlier runs and keep both up to date in the background."""
+        self._started = (group, owner)
         if self.docker is None:
             return
         await self._check()

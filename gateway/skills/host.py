@@ -65,6 +65,11 @@ class SkillHost:
         self._carriers: dict[str, list[str]] = {}
         self._members: dict[str, list[str]] = {}
         self._index = ToolIndex(())
+        self.replace(skills)
+
+    def replace(self, skills: SkillSet) -> None:
+        """Serve `skills` (the skill folders read again) from now on; broken ones are logged."""
+        self.skills = skills
         for problem in skills.problems:
             log.warning("skill not loaded: %s", problem)
         self.refresh()

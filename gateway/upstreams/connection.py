@@ -51,6 +51,7 @@ class State(StrEnum):
     RECONNECTING = "reconnecting"
     FAILED = "failed"
     STOPPED = "stopped"
+    DISABLED = "disabled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +65,22 @@ class Status:
     tools: int
     restarts: int
     required: bool
+    source: str = "file"
+    """Where the server is defined: "file" (the config file) or "api" (registered through the API)."""
+    enabled: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
+            "name": self.name,
             "state": self.state.value,
             "transport": self.transport,
             "tools": self.tools,
             "restarts": self.restarts,
             "required": self.required,
             "error": self.error,
+            "source": self.source,
+            "enabled": self.enabled,
         }
 
 

@@ -16,17 +16,16 @@ import pytest
 import yaml
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
-from mcp.server.connection import Connection
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.auth.identity import Identity
 from gateway.config.loading import parse_config
-from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import TransportFactory
-from tests.support.harness import REPO, free_port, http_gateway, make_config
+from tests.support.harness import REPO, free_port, http_gateway, listening, make_config
 from tests.support.probe import silent_transport, wait_until
 from tests.support.toy import build_server as toy
 
@@ -55,12 +54,6 @@ def servers_joining_late(tmp_path: Path) -> tuple[Any, dict[str, TransportFactor
     config = make_config(tmp_path, servers, upstream_connect_timeout=CONNECT_TIMEOUT)
     gate = anyio.Event()
     return config, {"toy": gated(toy(), gate), "stuck": silent_transport}, gate
-
-
-def listening(gateway: Gateway) -> bool:
-    """Whether a handshake-era client of `gateway` has its stream for notifications open."""
-    connections = [context.state.get(CONNECTION_KEY) for context in gateway.sessions.live()]
-    return any(isinstance(connection, Connection) and connection.has_standalone_channel for connection in connections)
 
 
 def tool_names(result: types.ListToolsResult) -> set[str]:

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
-from tests.support.harness import gateway_client, http_gateway, in_memory, make_config, placeholder, toy_stdio
+from tests.support.harness import (
+    collector,
+    gateway_client,
+    http_gateway,
+    in_memory,
+    make_config,
+    placeholder,
+    told_tools_changed,
+    toy_stdio,
+)
 from tests.support.probe import silent_transport, wait_until
 from tests.support.toy import build_server as toy
 
@@ -104,21 +111,6 @@ async def test_a_crashed_stdio_server_is_restarted_and_serves_again(tmp_path: Pa
         await wait_until(lambda: restarted(gateway), limit=20)
         again = await client.call_tool("toy__increment", {})
         assert not again.is_error and again.content[0].text == "1"  # type: ignore[union-attr]
-
-
-def collector() -> tuple[list[Any], Any]:
-    """A message handler for a client that keeps every notification it receives."""
-    received: list[Any] = []
-
-    async def handle(message: Any) -> None:
-        received.append(message)
-
-    return received, handle
-
-
-def told_tools_changed(received: list[Any]) -> bool:
-    """Whether a tools/list_changed notification arrived."""
-    return any(isinstance(message, types.ToolListChangedNotification) for message in received)
 
 
 async def test_a_new_upstream_tool_appears_and_connected_clients_are_told(tmp_path: Path) -> None:

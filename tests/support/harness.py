@@ -15,12 +15,13 @@ import uvicorn
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.client.context import ClientRequestContext
+from mcp.server.connection import Connection
 from mcp.server.mcpserver import MCPServer
 
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.httpapp import create_app
-from gateway.frontdoors.mcpserver import build_server
+from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import TransportFactory
 
@@ -114,6 +115,27 @@ async def until_listed(client: Client, name: str) -> None:
         # A gateway over stdio answers before its upstreams have connected; their tools follow.
         while name not in {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}:
             await anyio.sleep(0.05)
+
+
+def listening(gateway: Gateway) -> bool:
+    """Whether a handshake-era client of `gateway` has its stream for notifications open."""
+    connections = [context.state.get(CONNECTION_KEY) for context in gateway.sessions.live()]
+    return any(isinstance(connection, Connection) and connection.has_standalone_channel for connection in connections)
+
+
+def collector() -> tuple[list[Any], Any]:
+    """A message handler for a client that keeps every notification it receives."""
+    received: list[Any] = []
+
+    async def handle(message: Any) -> None:
+        received.append(message)
+
+    return received, handle
+
+
+def told_tools_changed(received: list[Any]) -> bool:
+    """Whether a tools/list_changed notification arrived."""
+    return any(isinstance(message, types.ToolListChangedNotification) for message in received)
 
 
 async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:

@@ -1,0 +1,302 @@
+"""The live set of upstream servers: those of the config file and those registered through the API.
+
+Each enabled server's connection (`Upstream`) runs in a cancel scope of its own inside the
+gateway's task group, so one server can be added, replaced, restarted or removed while the others
+serve. Removing a server first takes its tools out of the catalog and the router (no new call
+reaches it), then lets the calls already running finish, at most `drain_timeout` seconds, then
+disconnects. API registrations are validated by the config file's own parser and kept in the
+`RegistrationStore`; the config file wins a name both define.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from gateway.builder import ListingHandler, UpstreamFactory
+from gateway.catalog import SourceListing
+from gateway.config.loading import parse_server
+from gateway.config.model import ServerConfig
+from gateway.errors import ConfigError, ConflictError, NotFoundError
+from gateway.registrations import RegistrationStore
+from gateway.routing import Router
+from gateway.sandbox.sandboxes import Sandboxes
+from gateway.upstreams.connection import State, Status, Upstream
+
+log = logging.getLogger(__name__)
+
+Source = Literal["file", "api"]
+REGISTRATION = "registration"
+"""How a `ConfigError` about an API registration names where the entry came from."""
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One server of the live set: its configuration, where it is defined, and (API) its entry as registered."""
+
+    config: ServerConfig
+    source: Source
+    entry: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        return self.config.name
+
+
+@dataclass(slots=True)
+class _Running:
+    upstream: Upstream
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class LiveServers:
+    """Every configured server, enabled or not, and the running connection of each enabled one."""
+
+    def __init__(
+        self,
+        make: UpstreamFactory,
+        router: Router,
+        sandboxes: Sandboxes,
+        on_listing: ListingHandler,
+        on_removed: Callable[[str], Awaitable[None]],
+        *,
+        file: str,
+        base_dir: Path,
+        data_dir: Path,
+        drain_timeout: float,
+        reserved_namespaces: Iterable[str] = (),
+    ) -> None:
+        self._make = make
+        self._router = router
+        self._sandboxes = sandboxes
+        self._on_listing = on_listing
+        self._on_removed = on_removed
+        self._file = file
+        self._base_dir = base_dir
+        self._data_dir = data_dir
+        self._drain_timeout = drain_timeout
+        self._reserved = frozenset(reserved_namespaces)
+        self.members: dict[str, Member] = {}
+        self.upstreams: dict[str, Upstream] = {}
+        """The connection of each enabled server, by name."""
+        self._running: dict[str, _Running] = {}
+        self._group: TaskGroup | None = None
+        self._store: RegistrationStore | None = None
+        self.lock = anyio.Lock()
+        """Held by every change of the set, so that two changes never interleave."""
+
+    # Building the set
+
+    def enlist(self, member: Member) -> None:
+        """Add a server that is not in the set; its connection starts now if the set has started."""
+        self.members[member.name] = member
+        if not member.config.enabled:
+            self._router.serve(member.config, None)
+            return
+        upstream: Upstream | None = None
+
+        async def listing(update: SourceListing) -> None:
+            # A connection being replaced or stopped may still list; only the live one speaks for the server.
+            if upstream is not None and self.upstreams.get(member.name) is upstream:
+                await self._on_listing(update)
+
+        upstream = self._make(member.config, listing)
+        self.upstreams[member.name] = upstream
+        self._router.serve(member.config, upstream)
+        if self._group is not None:
+            self._launch(upstream)
+
+    def start(self, group: TaskGroup, store: RegistrationStore) -> None:
+        """Start every enabled server's connection in `group`, after adding the API registrations of `store`."""
+        self._group, self._store = group, store
+        self.load_registered()
+        for upstream in self.upstreams.values():
+            if upstream.name not in self._running:
+                self._launch(upstream)
+
+    def load_registered(self) -> None:
+        """Enlist each stored registration not in the set yet; one whose name or namespace the file
+        takes, or that no longer validates, is skipped with a warning (the file wins)."""
+        assert self._store is not None
+        for name, entry in self._store.entries("server").items():
+            current = self.members.get(name)
+            if current is not None:
+                if current.source == "file":
+                    log.warning("registered server %r skipped: the config file defines a server of that name", name)
+                continue
+            try:
+                member = self._parse({**entry, "name": name})
+                self._check_namespace(member.config)
+            except ConfigError as error:
+                log.warning("registered server %r skipped: %s", name, error.message)
+                continue
+            self.enlist(member)
+
+    def _launch(self, upstream: Upstream) -> None:
+        assert self._group is not None
+        running = _Running(upstream)
+        self._running[upstream.name] = running
+
+        async def run() -> None:
+            try:
+                with running.scope:
+                    await upstream.run()
+            finally:
+                running.done.set()
+
+        self._group.start_soon(run)
+
+    # Changing the set
+
+    async def put(self, member: Member) -> None:
+        """Add `member`, or replace the server of its name (whose calls finish first)."""
+        await self._sandboxes.require(member.config)
+        if member.name in self.members:
+            await self._stop(member.name, drain=True)
+        self.enlist(member)
+
+    async def drop(self, name: str) -> None:
+        """Take the server `name` out of the set: its running calls finish first."""
+        await self._stop(name, drain=True)
+        self.members.pop(name, None)
+
+    async def _stop(self, name: str, *, drain: bool) -> None:
+        running = self._running.pop(name, None)
+        self.upstreams.pop(name, None)
+        self._router.withdraw(name)
+        await self._on_removed(name)
+        if drain:
+            with anyio.move_on_after(self._drain_timeout):
+                await self._router.idle(name)
+        if running is not None:
+            running.scope.cancel()
+            await running.done.wait()
+
+    async def restart(self, name: str) -> Status:
+        """Stop the server's connection and open a new one; its tools stay listed meanwhile."""
+        member = self._member(name)
+        if not member.config.enabled:
+            raise ConflictError(f"Server '{name}' is disabled; enable it before restarting it")
+        running = self._running.pop(name, None)
+        self.upstreams.pop(name, None)
+        if running is not None:
+            running.scope.cancel()
+            await running.done.wait()
+        self.enlist(member)
+        return self.status(name)
+
+    async def follow_file(self, servers: Iterable[ServerConfig]) -> None:
+        """Make the config file's servers those of `servers` (an edited file): removed, added,
+        changed ones replaced; a registered server whose name or namespace the file now takes gives way."""
+        wanted = {server.name: server for server in servers}
+        for name, member in list(self.members.items()):
+            if member.source == "file" and name not in wanted:
+                log.info("server %r left the config file: removing it", name)
+                await self.drop(name)
+        for server in wanted.values():
+            current = self.members.get(server.name)
+            if current is not None and current.source == "file" and current.config == server:
+                continue
+            for member in list(self.members.values()):
+                taken = member.name == server.name or member.config.namespace == server.namespace
+                if member.source == "api" and taken:
+                    log.warning("registered server %r gives way to the file's server %r", member.name, server.name)
+                    await self.drop(member.name)
+            changed = current is not None and current.source == "file"
+            log.info("server %r %s the config file", server.name, "changed in" if changed else "added to")
+            await self.put(Member(server, "file"))
+        if self._store is not None:
+            self.load_registered()
+
+    # The operations of the API
+
+    async def register(self, entry: Mapping[str, Any]) -> Status:
+        """Validate, persist and start a server given in the config file's form plus its "name"."""
+        member = self._parse(entry)
+        if member.name in self.members:
+            raise ConflictError(f"A server named '{member.name}' already exists")
+        self._check_namespace(member.config)
+        assert self._store is not None
+        self._store.save("server", member.name, member.entry)
+        await self.put(member)
+        return self.status(member.name)
+
+    async def change(self, name: str, changes: Mapping[str, Any]) -> Status:
+        """Replace keys of a registered server's entry (`enabled` too), validated again, its connection replaced."""
+        current = self._editable(name)
+        member = self._parse({**current.entry, **changes, "name": name})
+        self._check_namespace(member.config)
+        assert self._store is not None
+        self._store.save("server", name, member.entry)
+        await self.put(member)
+        return self.status(name)
+
+    async def unregister(self, name: str) -> None:
+        """Remove a registered server: its calls finish or time out, then it is disconnected and forgotten."""
+        self._editable(name)
+        await self.drop(name)
+        assert self._store is not None
+        self._store.remove("server", name)
+
+    def _member(self, name: str) -> Member:
+        member = self.members.get(name)
+        if member is None:
+            raise NotFoundError(f"No server named '{name}'")
+        return member
+
+    def _editable(self, name: str) -> Member:
+        member = self._member(name)
+        if member.source == "file":
+            raise ConflictError(f"Server '{name}' is defined in {self._file}; edit it there, it is reloaded live")
+        return member
+
+    def _parse(self, entry: Mapping[str, Any]) -> Member:
+        if not isinstance(entry, Mapping):
+            raise ConfigError(REGISTRATION, "servers", f"expected a map, got {type(entry).__name__}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(REGISTRATION, "servers", 'a server entry needs a "name", a non-empty string')
+        body = {key: value for key, value in entry.items() if key != "name"}
+        config = parse_server(name, body, source=REGISTRATION, base_dir=self._base_dir, data_dir=self._data_dir)
+        return Member(config, "api", body)
+
+    def _check_namespace(self, config: ServerConfig) -> None:
+        owners = {member.config.namespace: member.name for member in self.members.values()}
+        owner = owners.get(config.namespace)
+        taken = "the local tools" if config.namespace in self._reserved else None
+        if owner is not None and owner != config.name:
+            taken = f"server '{owner}'"
+        if taken is not None:
+            raise ConfigError(
+                REGISTRATION,
+                f"servers.{config.name}.namespace",
+                f"namespace '{config.namespace}' is already used by {taken}; give this server another `namespace`",
+            )
+
+    # Reading the set
+
+    def status(self, name: str) -> Status:
+        """Where the server `name` stands (NotFoundError when there is none)."""
+        member = self._member(name)
+        upstream = self.upstreams.get(name)
+        if upstream is None:
+            config = member.config
+            return Status(name, config.transport, State.DISABLED, None, 0, 0, config.required, member.source, False)
+        return replace(upstream.status(), source=member.source)
+
+    def statuses(self) -> list[Status]:
+        """Every server, enabled or not: the config file's first, then the API's."""
+        ordered = sorted(self.members.values(), key=lambda member: member.source != "file")
+        return [self.status(member.name) for member in ordered]
+
+    def order(self) -> list[str]:
+        """Server names in catalog order: the config file's first, then the API's."""
+        return [status.name for status in self.statuses()]

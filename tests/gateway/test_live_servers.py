@@ -1,0 +1,232 @@
+"""The live server set: servers registered, changed, restarted and removed while clients stay connected."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.subscriptions import ToolsListChanged
+
+from gateway.errors import ConfigError, ConflictError, NotFoundError
+from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.upstreams.connection import State, TransportFactory
+from tests.support.harness import (
+    collector,
+    gateway_client,
+    http_gateway,
+    in_memory,
+    listening,
+    make_config,
+    placeholder,
+    told_tools_changed,
+    toy_stdio,
+)
+from tests.support.probe import wait_until
+from tests.support.toy import build_server as toy
+
+pytestmark = pytest.mark.anyio
+
+# A real stdio server starts in a second or two; a loaded machine may take much longer.
+JOIN_LIMIT = 30.0
+
+
+def names_of(result: types.ListToolsResult) -> set[str]:
+    """The names of the listed tools."""
+    return {tool.name for tool in result.tools}
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a result's first block."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_a_server_registered_while_a_handshake_era_client_is_connected_reaches_it_live(tmp_path: Path) -> None:
+    received, handle = collector()
+    config = make_config(tmp_path, {})
+    async with (
+        http_gateway(config) as (gateway, url),
+        Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
+    ):
+        assert names_of(await client.list_tools()) == set()
+        # The client opens its notification stream on its own time; the change must come after.
+        await wait_until(lambda: listening(gateway))
+        status = await gateway.add_server({"name": "late", **toy_stdio("late")})
+        assert (status.name, status.source, status.enabled) == ("late", "api", True)
+        await wait_until(lambda: told_tools_changed(received), limit=JOIN_LIMIT)
+        assert "late__echo" in names_of(await client.list_tools(cache_mode="refresh"))
+        assert text_of(await client.call_tool("late__echo", {"text": "live"})) == "live"
+
+        received.clear()
+        await gateway.remove_server("late")
+        await wait_until(lambda: told_tools_changed(received))
+        assert not any(name.startswith("late__") for name in names_of(await client.list_tools(cache_mode="refresh")))
+        assert [status.name for status in gateway.statuses()] == []
+
+
+async def test_a_server_registered_while_a_stateless_era_client_listens_reaches_it_live(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {})
+    async with (
+        http_gateway(config) as (gateway, url),
+        Client(f"{url}/mcp", mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True) as subscription,
+    ):
+        await gateway.add_server({"name": "late", **toy_stdio("late")})
+        with anyio.fail_after(JOIN_LIMIT):
+            assert isinstance(await subscription.__anext__(), ToolsListChanged)
+        assert "late__echo" in names_of(await client.list_tools(cache_mode="refresh"))
+        assert text_of(await client.call_tool("late__echo", {"text": "modern"})) == "modern"
+
+        await gateway.remove_server("late")
+        with anyio.fail_after(JOIN_LIMIT):
+            assert isinstance(await subscription.__anext__(), ToolsListChanged)
+        assert "late__echo" not in names_of(await client.list_tools(cache_mode="refresh"))
+
+
+async def test_a_registration_survives_a_restart_of_the_gateway(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {})
+    transports = in_memory({"kept": toy("kept")})
+    async with gateway_client(config, transports=transports) as (gateway, _):
+        await gateway.add_server({"name": "kept", "command": "unused", "tags": ["saved"]})
+    async with gateway_client(config, transports=transports) as (gateway, client):
+        assert [(s.name, s.source, s.state) for s in gateway.statuses()] == [("kept", "api", State.READY)]
+        assert text_of(await client.call_tool("kept__echo", {"text": "again"})) == "again"
+        record = gateway.catalog.tool("kept__echo")
+        assert record is not None and record.tags == frozenset({"saved"})
+
+
+async def test_an_invalid_registration_is_refused_with_the_path_of_the_problem(tmp_path: Path) -> None:
+    config = make_config(tmp_path, placeholder(["alpha"]))
+    async with gateway_client(config, transports=in_memory({"alpha": toy("alpha")})) as (gateway, _):
+        with pytest.raises(ConfigError) as wrong_url:
+            await gateway.add_server({"name": "web", "url": "ftp://example.org/mcp"})
+        assert wrong_url.value.path == "servers.web.url"
+        with pytest.raises(ConfigError) as neither:
+            await gateway.add_server({"name": "empty"})
+        assert neither.value.path == "servers.empty"
+        with pytest.raises(ConfigError) as unnamed:
+            await gateway.add_server({"command": "x"})
+        assert unnamed.value.path == "servers"
+        with pytest.raises(ConfigError) as clash:
+            await gateway.add_server({"name": "other", "command": "x", "namespace": "alpha"})
+        assert clash.value.path == "servers.other.namespace"
+        with pytest.raises(ConflictError):
+            await gateway.add_server({"name": "alpha", "command": "x"})
+        assert [status.name for status in gateway.statuses()] == ["alpha"]
+        assert gateway.registrations.entries("server") == {}
+
+
+async def test_servers_of_the_config_file_are_read_only_but_may_be_restarted(tmp_path: Path) -> None:
+    config = make_config(tmp_path, placeholder(["alpha"]))
+    async with gateway_client(config, transports=in_memory({"alpha": toy("alpha")})) as (gateway, client):
+        with pytest.raises(ConflictError, match="edit it there"):
+            await gateway.change_server("alpha", {"enabled": False})
+        with pytest.raises(ConflictError):
+            await gateway.remove_server("alpha")
+        with pytest.raises(NotFoundError):
+            await gateway.remove_server("nobody")
+        await gateway.restart_server("alpha")
+        await wait_until(lambda: gateway.statuses()[0].state == State.READY)
+        assert text_of(await client.call_tool("alpha__echo", {"text": "after"})) == "after"
+
+
+async def test_a_restart_starts_a_fresh_process(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"counter": toy_stdio("counter")})
+    async with gateway_client(config) as (gateway, client):
+        assert text_of(await client.call_tool("counter__increment", {})) == "1"
+        assert text_of(await client.call_tool("counter__increment", {})) == "2"
+        status = await gateway.restart_server("counter")
+        assert status.state == State.CONNECTING
+        await wait_until(lambda: gateway.statuses()[0].state == State.READY, limit=JOIN_LIMIT)
+        assert text_of(await client.call_tool("counter__increment", {})) == "1"
+
+
+async def test_a_disabled_server_is_listed_without_tools_and_comes_back_when_enabled(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {})
+    async with gateway_client(config, transports=in_memory({"side": toy("side")})) as (gateway, client):
+        await gateway.add_server({"name": "side", "command": "unused"})
+        await wait_until(lambda: gateway.catalog.tool("side__echo") is not None)
+        status = await gateway.change_server("side", {"enabled": False})
+        assert (status.state, status.enabled) == (State.DISABLED, False)
+        assert [(s.name, s.state) for s in gateway.statuses()] == [("side", State.DISABLED)]
+        assert "side__echo" not in names_of(await client.list_tools(cache_mode="refresh"))
+        with pytest.raises(ConflictError):
+            await gateway.restart_server("side")
+        assert gateway.registrations.entries("server")["side"]["enabled"] is False
+        await gateway.change_server("side", {"enabled": True})
+        await wait_until(lambda: gateway.catalog.tool("side__echo") is not None)
+        assert text_of(await client.call_tool("side__echo", {"text": "back"})) == "back"
+
+
+def gated_server(started: anyio.Event, release: anyio.Event) -> MCPServer:
+    """A server whose one tool says when it started and answers only once `release` is set."""
+    server = MCPServer("slow")
+
+    @server.tool(structured_output=False)
+    async def wait() -> str:
+        """Wait for the test."""
+        started.set()
+        await release.wait()
+        return "finished"
+
+    return server
+
+
+async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path) -> None:
+    started, release = anyio.Event(), anyio.Event()
+    server = gated_server(started, release)
+    transports: dict[str, TransportFactory] = {"slow": lambda: InMemoryTransport(server)}
+    config = make_config(tmp_path, {})
+    results: list[types.CallToolResult] = []
+    removed = anyio.Event()
+    async with gateway_client(config, transports=transports) as (gateway, client):
+        await gateway.add_server({"name": "slow", "command": "unused"})
+        await wait_until(lambda: gateway.catalog.tool("slow__wait") is not None)
+
+        async def call() -> None:
+            results.append(await client.call_tool("slow__wait", {}))
+
+        async def remove() -> None:
+            await gateway.remove_server("slow")
+            removed.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await started.wait()
+            group.start_soon(remove)
+            # Removal starts by withdrawing the tools; it disconnects only after the running call.
+            await wait_until(lambda: gateway.catalog.tool("slow__wait") is None)
+            assert not removed.is_set()
+            release.set()
+        assert removed.is_set()
+        assert text_of(results[0]) == "finished" and not results[0].is_error
+        assert gateway.statuses() == []
+
+
+def seed(data_dir: Path, entries: dict[str, dict[str, str]]) -> None:
+    """Registrations as an earlier run of the gateway left them."""
+    data_dir.mkdir(parents=True)
+    store = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    for name, entry in entries.items():
+        store.save("server", name, entry)
+    store.close()
+
+
+async def test_the_config_file_wins_a_name_it_shares_with_a_registration(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, placeholder(["alpha"]))
+    seed(config.settings.data_dir, {"alpha": {"url": "http://127.0.0.1:9/mcp"}, "extra": {"command": "unused"}})
+    transports = in_memory({"alpha": toy("alpha"), "extra": toy("extra")})
+    with caplog.at_level(logging.WARNING):
+        async with gateway_client(config, transports=transports) as (gateway, _):
+            rows = [(s.name, s.source, s.transport) for s in gateway.statuses()]
+    assert rows == [("alpha", "file", "stdio"), ("extra", "api", "stdio")]
+    assert "registered server 'alpha' skipped" in caplog.text
