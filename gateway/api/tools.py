@@ -15,15 +15,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.api.common import API_PREFIX, Api, BadRequestError, query_int
+from gateway.api.common import API_PREFIX, Api, BadRequestError, Caller, query_int
 from gateway.auth.policy import derive_risk
 from gateway.catalog import page
 from gateway.errors import NotFoundError, ProtocolError
-from gateway.tools import ToolRecord
+from gateway.service import Gateway
+from gateway.tools import Risk, ToolRecord
 
 PATH = f"{API_PREFIX}/tools"
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+RISKS = tuple(risk.value for risk in Risk)
+LAYERS = ("core", "extended")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +42,26 @@ class ToolQuery:
     """The names the `group` filter admits."""
 
 
-def search(tools: Iterable[ToolRecord], query: ToolQuery) -> list[ToolRecord]:
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A tool with what the search compares, worked out once: its risk and its folded text."""
+
+    tool: ToolRecord
+    risk: str
+    text: str
+
+    @classmethod
+    def of(cls, tool: ToolRecord) -> Entry:
+        """The entry of `tool`."""
+        return cls(tool, derive_risk(tool).value, f"{tool.name}\n{tool.title or ''}\n{tool.description}".casefold())
+
+
+def search(entries: Iterable[Entry], query: ToolQuery) -> list[ToolRecord]:
     """The tools meeting every condition of `query`, in catalog order."""
     needle = query.q.casefold() if query.q else None
     found = []
-    for tool in tools:
+    for entry in entries:
+        tool = entry.tool
         if query.server is not None and tool.source != query.server:
             continue
         if query.layer is not None and tool.layer != query.layer:
@@ -52,12 +70,34 @@ def search(tools: Iterable[ToolRecord], query: ToolQuery) -> list[ToolRecord]:
             continue
         if query.members is not None and tool.name not in query.members:
             continue
-        if query.risk is not None and derive_risk(tool).value != query.risk:
+        if query.risk is not None and entry.risk != query.risk:
             continue
-        if needle is not None and needle not in f"{tool.name}\n{tool.title or ''}\n{tool.description}".casefold():
+        if needle is not None and needle not in entry.text:
             continue
         found.append(tool)
     return found
+
+
+class VisibleTools:
+    """The entries each role may see, worked out again only when the catalog or the policy changed:
+    a search then costs one pass of plain comparisons, whatever the role's rules."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._cached: dict[str | None, tuple[object, object, list[Entry]]] = {}
+
+    def entries(self, caller: Caller) -> list[Entry]:
+        """What `caller`'s role may see of the catalog, in catalog order."""
+        gateway = self._gateway
+        # The catalog replaces its list on every change, and a reload replaces the policy.
+        tools, policy = gateway.catalog.tools, gateway.policy
+        role = caller.identity.role
+        cached = self._cached.get(role)
+        if cached is not None and cached[0] is tools and cached[1] is policy:
+            return cached[2]
+        entries = [Entry.of(tool) for tool in gateway.visibility.tools(caller.session())]
+        self._cached[role] = (tools, policy, entries)
+        return entries
 
 
 def summary(tool: ToolRecord) -> dict[str, Any]:
@@ -78,11 +118,15 @@ def summary(tool: ToolRecord) -> dict[str, Any]:
 def tool_routes(api: Api) -> list[Route]:
     """The routes of `/api/v1/tools`."""
     gateway = api.gateway
+    visible = VisibleTools(gateway)
 
     async def listing(request: Request) -> Response:
         caller = api.caller(request)
         params = request.query_params
         limit = query_int(request, "limit", DEFAULT_LIMIT, MAX_LIMIT)
+        for key, allowed in (("risk", RISKS), ("layer", LAYERS)):
+            if params.get(key, allowed[0]) not in allowed:
+                raise BadRequestError(f"{key} must be one of {', '.join(allowed)}")
         group = params.get("group")
         members = None
         if group is not None:
@@ -95,7 +139,7 @@ def tool_routes(api: Api) -> list[Route]:
             layer=params.get("layer"),
             members=members,
         )
-        found = search(gateway.visibility.tools(caller.session()), query)
+        found = search(visible.entries(caller), query)
         try:
             chunk, next_cursor = page(found, params.get("cursor"), limit, lambda tool: tool.name)
         except ProtocolError as error:

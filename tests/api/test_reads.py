@@ -50,7 +50,7 @@ async def test_the_tool_search_filters_by_text_server_tag_risk_and_layer(served:
         assert await names(ADMIN, "q=UNCHANGED") == ["toy__echo", "other__echo"]
         assert await names(ADMIN, "q=two%20integers&server=other") == ["other__add"]
         assert await names(ADMIN, "tag=weather&q=integers") == ["other__add"]
-        assert await names(ADMIN, "layer=core&q=echo") == ["toy__echo"]
+        assert await names(ADMIN, "layer=core&q=unchanged") == ["toy__echo"]
         assert set(await names(ADMIN, "risk=high")) == {
             "toy__increment",
             "toy__fail",
@@ -58,7 +58,7 @@ async def test_the_tool_search_filters_by_text_server_tag_risk_and_layer(served:
             "other__fail",
         }
         assert await names(ANALYST, "risk=high") == []
-        _, body = await get(url, ADMIN, "/api/v1/tools?q=echo&limit=1")
+        _, body = await get(url, ADMIN, "/api/v1/tools?q=unchanged&limit=1")
     assert body["total"] == 2 and body["next_cursor"]
     assert body["tools"][0] == {
         "name": "toy__echo",
