@@ -46,7 +46,7 @@ def from_client_file(
     for original, entry in data[key].items():
         name = original
         if original not in taken:
-            name = _fitting_name(original, taken)
+            name = fitting_name(original, taken)
             taken.add(name)
             renames[name] = original
         server = {k: entry[k] for k in ("command", "args", "env", "cwd", "headers", "timeout") if k in entry}
@@ -70,7 +70,7 @@ def from_client_file(
     return {"servers": servers}
 
 
-def _fitting_name(original: str, taken: set[str]) -> str:
+def fitting_name(original: str, taken: set[str]) -> str:
     """`original` reduced to a valid server name; a hash of it is added if that name is taken."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", original).strip("_")[:32] or "server"
     if name in taken:

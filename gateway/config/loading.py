@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from gateway.api.registration import RegistrationPolicy
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
@@ -86,7 +87,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += schema_problems(data, kind)
     access_problems: list[tuple[str, str]] = []
-    policy, confirmation, auth, groups = _access_sections(
+    policy, confirmation, auth, groups, registration = _access_sections(
         data if kind == "gateway" else {}, source, base_dir, access_problems
     )
     if problems:
@@ -100,7 +101,15 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         "letters, digits, '_' and '-'"
         for name, original in renames.items()
     )
-    return replace(config, notes=notes, policy=policy, confirmation=confirmation, auth=auth, groups=groups)
+    return replace(
+        config,
+        notes=notes,
+        policy=policy,
+        confirmation=confirmation,
+        auth=auth,
+        groups=groups,
+        registration=registration,
+    )
 
 
 def parse_server(
@@ -137,8 +146,8 @@ def _variables(env: Mapping[str, str], base_dir: Path) -> dict[str, str]:
 
 def _access_sections(
     document: Mapping[str, Any], source: str, base_dir: Path, problems: list[tuple[str, str]]
-) -> tuple[Policy, ConfirmationSettings, AuthSettings, dict[str, Group]]:
-    """The `roles`, `confirmation`, `auth` and `groups` sections, each problem recorded with its path written out."""
+) -> tuple[Policy, ConfirmationSettings, AuthSettings, dict[str, Group], RegistrationPolicy]:
+    """The `roles`, `confirmation`, `auth`, `groups` and `registration` sections, each problem with its path."""
     roles = document.get("roles")
 
     def parse(build: Callable[[], _T], default: _T) -> _T:
@@ -167,7 +176,10 @@ def _access_sections(
     )
     no_groups: dict[str, Group] = {}
     groups = parse(lambda: parse_groups(document.get("groups"), source_file=source), no_groups)
-    return policy or Policy(), confirmation, auth, groups
+    registration = parse(
+        lambda: RegistrationPolicy.from_config(document.get("registration"), source_file=source), RegistrationPolicy()
+    )
+    return policy or Policy(), confirmation, auth, groups, registration
 
 
 def _raise_all(source: str, problems: list[Problem], written: list[tuple[str, str]]) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from gateway.api.registration import RegistrationPolicy
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.groups import Group
@@ -130,6 +131,7 @@ class GatewaySettings:
     workspace_size: int = DEFAULT_WORKSPACE_SIZE
     workspace_retention: float = 86400
     registry_namespace: str = "io.github.mcp-gateway"
+    admin_without_auth: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,5 +148,7 @@ class GatewayConfig:
     groups: Mapping[str, Group] = field(default_factory=dict)
     """The `groups` section: named subsets of the catalog, each served at `/mcp/g/<name>`."""
     confirmation: ConfirmationSettings = field(default_factory=ConfirmationSettings)
+    registration: RegistrationPolicy = field(default_factory=RegistrationPolicy)
+    """What the admin API may register; by default nothing."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

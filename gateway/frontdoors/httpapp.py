@@ -1,5 +1,5 @@
-"""The HTTP edge: streamable HTTP MCP at `/mcp` and each tool group's `/mcp/g/<group>`, the registry
-read API at `/v0.1`, `/healthz`, `/readyz`, `/metrics`, and Host and Origin checks."""
+"""The HTTP edge: streamable HTTP MCP at `/mcp` and each tool group's `/mcp/g/<group>`, the admin API
+under `/api/v1`, the registry read API at `/v0.1`, `/healthz`, `/readyz`, `/metrics`, and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.api.common import API_PREFIX
+from gateway.api.routes import api_routes
 from gateway.auth.identity import AuthenticationError
 from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
 from gateway.errors import NotFoundError
-from gateway.frontdoors.approvalsapi import approval_routes
 from gateway.frontdoors.envelope import GROUP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager, SessionLimits
 from gateway.frontdoors.mcpserver import build_server, group_endpoint
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
 from gateway.metrics import CONTENT_TYPE
-from gateway.pipeline.approvals import API_PATH
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 
@@ -154,14 +154,14 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator.settings))
-    routes += approval_routes(service, security)
+    routes += api_routes(service, security, sessions.end)
     routes += registry_routes(service)
     mcp = StreamableHTTPASGIApp(sessions)
     routes += [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
     app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)
-    protected = ("/mcp", API_PATH, REGISTRY_PATH, METRICS_PATH)
+    protected = ("/mcp", API_PREFIX, REGISTRY_PATH, METRICS_PATH)
     app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=protected)
     # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
     app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))

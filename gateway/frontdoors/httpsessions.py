@@ -143,6 +143,12 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         with self._in_flight(transport.mcp_session_id):
             await self._serve_opening_request(transport, scope, receive, send)
 
+    async def end(self, session_id: str) -> None:
+        """End a session as its client's DELETE would (an operator's choice); nothing when it is not open."""
+        transport = self._server_instances.get(session_id)
+        if transport is not None:
+            await self._discard_session(session_id, transport)
+
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._owners.pop(session_id, None)
         self._endpoints.pop(session_id, None)

@@ -170,7 +170,7 @@ async def test_a_declined_call_is_told_so_and_never_runs(setup: Setup) -> None:
     assert declined.status_code == 200 and declined.json()["approval"]["status"] == "declined"
     for retry in retries:
         assert retry.is_error and "declined" in text(retry) and approval in text(retry)
-    assert late.status_code == 409 and "already declined" in late.json()["error_description"]
+    assert late.status_code == 409 and "already declined" in late.json()["error"]
     assert setup.runs() == []
     assert "declined" in outcomes and "refused:declined" in outcomes
 
@@ -188,7 +188,7 @@ async def test_an_expired_approval_cannot_be_approved_and_the_retry_waits_for_a_
         new = approval_of(retry)
         clock.now += TTL - 1
         still = await client.call_tool(TOOL, setup.arguments())
-    assert late.status_code == 409 and "expired" in late.json()["error_description"]
+    assert late.status_code == 409 and "expired" in late.json()["error"]
     assert new != old and "Still waiting" not in text(retry)
     assert approval_of(still) == new
     assert setup.runs() == []

@@ -186,7 +186,7 @@ async def test_an_expired_approval_is_refused_and_replaced(tmp_path: Path) -> No
         clock.now += 60
         late = await _decide(url, approval)
         retry = await client.call_tool("toy__increment", {})
-    assert late.status_code == 409 and "expired" in late.json()["error_description"]
+    assert late.status_code == 409 and "expired" in late.json()["error"]
     assert _approval(retry) != approval
 
 

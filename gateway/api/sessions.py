@@ -1,0 +1,56 @@
+"""`/api/v1/sessions`: the live client sessions, for admins; ending one.
+
+Ending a session releases its state (active skills, workspace instances, per-session servers)
+and, for an HTTP session, its transport: the client's next request with that id is answered 404,
+as after its own DELETE, and it starts a new session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.api.common import API_PREFIX, Api
+from gateway.errors import NotFoundError
+from gateway.session import SessionContext
+
+PATH = f"{API_PREFIX}/sessions"
+EndTransport = Callable[[str], Awaitable[None]]
+
+
+def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
+    """The routes of `/api/v1/sessions`; `end_transport` ends an HTTP session's transport by id."""
+    gateway = api.gateway
+
+    def shown(context: SessionContext) -> dict[str, object]:
+        return {
+            "id": context.id,
+            "caller": context.caller,
+            "role": context.role,
+            "transport": context.transport,
+            "group": context.group,
+            "created_at": gateway.wall_time(context.created_at),
+            "last_seen": gateway.wall_time(context.last_seen),
+        }
+
+    async def listing(request: Request) -> Response:
+        api.caller(request).require_admin()
+        live = sorted(gateway.sessions.live(), key=lambda context: context.created_at)
+        return JSONResponse({"sessions": [shown(context) for context in live]})
+
+    async def end(request: Request) -> Response:
+        api.caller(request).require_admin()
+        session_id: str = request.path_params["session_id"]
+        if gateway.sessions.get(session_id) is None:
+            raise NotFoundError(f"No such session: {session_id!r}")
+        await end_transport(session_id)
+        await gateway.close_session(session_id)
+        return Response(status_code=204)
+
+    return [
+        Route(PATH, api.route(listing), methods=["GET"]),
+        Route(PATH + "/{session_id}", api.route(end), methods=["DELETE"]),
+    ]

@@ -1,0 +1,213 @@
+"""Changing the gateway through the admin API over real HTTP: who may, what bodies are refused and
+how, and servers registered, changed, restarted and removed while the gateway serves."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from gateway.api.registration import RegistrationPolicy
+from tests.api.conftest import ADMIN, ANALYST, INTERN, Served, api, api_config
+from tests.support.harness import http_gateway, make_config, toy_stdio
+
+pytestmark = pytest.mark.anyio
+
+CHANGES = [
+    ("POST", "/api/v1/servers"),
+    ("PATCH", "/api/v1/servers/toy"),
+    ("POST", "/api/v1/servers/toy/restart"),
+    ("DELETE", "/api/v1/servers/toy"),
+    ("POST", "/api/v1/groups"),
+    ("DELETE", "/api/v1/groups/coding"),
+    ("GET", "/api/v1/sessions"),
+    ("DELETE", "/api/v1/sessions/abc"),
+]
+ALLOW_PYTHON = {"allow_commands": [sys.executable], "sandbox_stdio": False}
+
+
+async def send(url: str, key: str | None, method: str, path: str, body: Any = None, **options: Any) -> httpx2.Response:
+    """One request as `key`; a body is sent as JSON unless `content` is given."""
+    async with api(url, key) as http:
+        if body is not None:
+            options["json"] = body
+        return await http.request(method, path, **options)
+
+
+@pytest.mark.parametrize(("method", "path"), CHANGES)
+async def test_a_caller_without_an_admin_role_is_refused_every_change(served: Served, method: str, path: str) -> None:
+    async with served() as (gateway, url):
+        refused = [await send(url, key, method, path, {} if method != "GET" else None) for key in (INTERN, ANALYST)]
+        statuses = [status.name for status in gateway.statuses()]
+    for response in refused:
+        assert response.status_code == 403, response.text
+        assert "admin" in response.json()["error"]
+    assert statuses == ["toy", "other"]
+
+
+async def test_with_authentication_off_changes_are_refused_unless_the_operator_opts_in(tmp_path: Path) -> None:
+    body = {"name": "fresh", **toy_stdio("fresh")}
+    async with http_gateway(make_config(tmp_path / "a", {})) as (_, url):
+        refused = await send(url, None, "POST", "/api/v1/servers", body)
+    opted = make_config(tmp_path / "b", {}, admin_without_auth=True)
+    opted = replace(opted, registration=RegistrationPolicy(allow_commands=(sys.executable,), sandbox_stdio=False))
+    async with http_gateway(opted) as (_, url):
+        allowed = await send(url, None, "POST", "/api/v1/servers", body)
+    assert refused.status_code == 403 and "admin_without_auth" in refused.json()["error"]
+    assert allowed.status_code == 201, allowed.text
+
+
+MALFORMED: list[tuple[str, dict[str, Any]]] = [
+    ("not json", {"content": b"{not json", "headers": {"Content-Type": "application/json"}}),
+    ("empty", {"content": b"", "headers": {"Content-Type": "application/json"}}),
+    ("array", {"json": [1, 2]}),
+    ("null", {"json": None}),
+    ("string", {"json": "server"}),
+    ("number", {"json": 5}),
+    ("huge", {"json": {"name": "x", "command": "x" * (2 << 20)}}),
+    ("deep", {"content": b"[" * 100_000 + b"]" * 100_000, "headers": {"Content-Type": "application/json"}}),
+    (
+        "nested",
+        {
+            "content": json.dumps(json.loads("[" * 80 + "]" * 80)).encode(),
+            "headers": {"Content-Type": "application/json"},
+        },
+    ),
+    ("wrong types", {"json": {"name": 5, "command": ["x"]}}),
+    ("wrong field types", {"json": {"name": "x", "args": "a b", "env": [], "enabled": "yes"}}),
+    ("mcpServers wrong", {"json": {"mcpServers": []}}),
+    ("server.json wrong", {"json": {"name": "io.x/y", "packages": [{"registryType": 1}], "remotes": {}}}),
+    ("not json content type", {"content": b"{}", "headers": {"Content-Type": "text/plain"}}),
+    ("no content type", {"content": b"{}"}),
+    ("unicode", {"content": b"\xff\xfe{", "headers": {"Content-Type": "application/json"}}),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/api/v1/servers"), ("PATCH", "/api/v1/servers/toy")])
+@pytest.mark.parametrize(("label", "request_options"), MALFORMED, ids=[label for label, _ in MALFORMED])
+async def test_a_malformed_body_gets_a_4xx_with_a_json_error_never_a_500(
+    served: Served, tmp_path: Path, method: str, path: str, label: str, request_options: dict[str, Any]
+) -> None:
+    config = api_config(tmp_path, registration=ALLOW_PYTHON)
+    async with served(config) as (_, url), api(url, ADMIN) as http:
+        response = await http.request(method, path, **request_options)
+    assert 400 <= response.status_code < 500, response.text
+    assert set(response.json()) == {"error", "problems"}
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"name": "x", "url": 5}, "servers.x.url"),
+        ({"name": "x", "command": "python", "url": "https://a.example.com"}, "servers.x"),
+        ({"name": "x", "url": "ftp://a.example.com"}, "servers.x.url"),
+        ({"name": "io.x/y", "packages": [{"registryType": 3, "identifier": "y"}]}, "packages[0].registryType"),
+        ({"name": "io.x/y", "packages": [{"registryType": "nuget", "identifier": "y"}]}, "packages[0].registryType"),
+        ({"mcpServers": {"x": {"command": 1}}}, "mcpServers.x.command"),
+    ],
+)
+async def test_an_invalid_entry_is_a_422_naming_the_path_of_the_problem(
+    served: Served, tmp_path: Path, body: dict[str, Any], path: str
+) -> None:
+    config = api_config(tmp_path, registration={"allow_commands": ["**"], "allow_urls": ["**"]})
+    async with served(config) as (_, url):
+        response = await send(url, ADMIN, "POST", "/api/v1/servers", body)
+    assert response.status_code == 422, response.text
+    assert path in [problem["path"] for problem in response.json()["problems"]]
+
+
+async def test_a_registration_the_policy_does_not_allow_is_refused_naming_what(served: Served, tmp_path: Path) -> None:
+    async with served(api_config(tmp_path, registration={"allow_urls": ["https://*.example.com/**"]})) as (
+        gateway,
+        url,
+    ):
+        command = await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "x", "command": "/bin/sh"})
+        remote = await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "y", "url": "https://evil.test/mcp"})
+        stored = gateway.registrations.entries("server")
+    assert command.status_code == remote.status_code == 403
+    assert "/bin/sh" in command.json()["error"] and "https://evil.test/mcp" in remote.json()["error"]
+    assert stored == {}
+
+
+async def tool_names(url: str, query: str = "") -> list[str]:
+    """The tools an admin finds."""
+    response = await send(url, ADMIN, "GET", f"/api/v1/tools?limit=500&{query}")
+    return [tool["name"] for tool in response.json()["tools"]]
+
+
+async def until(condition: Any) -> None:
+    """Wait until the async `condition()` holds (a hang guard, not a timing bound)."""
+    with anyio.fail_after(30):
+        while not await condition():
+            await anyio.sleep(0.05)
+
+
+async def test_a_registered_server_is_changed_restarted_and_removed_live(served: Served, tmp_path: Path) -> None:
+    async with served(api_config(tmp_path, registration=ALLOW_PYTHON)) as (gateway, url):
+        added = await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "fresh", **toy_stdio("fresh")})
+        await until(lambda: _has(url, "fresh__echo"))
+        intern_sees = await send(url, INTERN, "GET", "/api/v1/servers/fresh")
+        disabled = await send(url, ADMIN, "PATCH", "/api/v1/servers/fresh", {"enabled": False})
+        await until(lambda: _lacks(url, "fresh__echo"))
+        enabled = await send(url, ADMIN, "PATCH", "/api/v1/servers/fresh", {"enabled": True})
+        await until(lambda: _has(url, "fresh__echo"))
+        restarted = await send(
+            url,
+            ADMIN,
+            "POST",
+            "/api/v1/servers/fresh/restart",
+            content=b"{}",
+            headers={"Content-Type": "application/json"},
+        )
+        file_server = await send(url, ADMIN, "DELETE", "/api/v1/servers/toy")
+        removed = await send(url, ADMIN, "DELETE", "/api/v1/servers/fresh")
+        await until(lambda: _lacks(url, "fresh__echo"))
+        gone = await send(url, ADMIN, "GET", "/api/v1/servers/fresh")
+        stored = gateway.registrations.entries("server")
+    assert added.status_code == 201 and added.json()["servers"][0]["name"] == "fresh"
+    assert added.json()["servers"][0]["source"] == "api"
+    assert intern_sees.status_code == 404
+    assert disabled.status_code == 200 and disabled.json()["server"]["state"] == "disabled"
+    assert enabled.status_code == 200 and enabled.json()["server"]["enabled"] is True
+    assert restarted.status_code == 202
+    assert file_server.status_code == 409 and "edit it there" in file_server.json()["error"]
+    assert removed.status_code == 204 and gone.status_code == 404 and stored == {}
+
+
+async def _has(url: str, name: str) -> bool:
+    return name in await tool_names(url, "q=echo")
+
+
+async def _lacks(url: str, name: str) -> bool:
+    return not await _has(url, name)
+
+
+async def test_an_mcp_servers_fragment_registers_every_server_and_a_taken_name_none(
+    served: Served, tmp_path: Path
+) -> None:
+    fragment = {"mcpServers": {"one": toy_stdio("one"), "two": toy_stdio("two")}}
+    async with served(api_config(tmp_path, registration=ALLOW_PYTHON)) as (gateway, url):
+        added = await send(url, ADMIN, "POST", "/api/v1/servers", fragment)
+        taken = await send(
+            url, ADMIN, "POST", "/api/v1/servers", {"mcpServers": {"three": toy_stdio(), "toy": toy_stdio()}}
+        )
+        stored = set(gateway.registrations.entries("server"))
+    assert added.status_code == 201 and [row["name"] for row in added.json()["servers"]] == ["one", "two"]
+    assert taken.status_code == 409 and stored == {"one", "two"}
+
+
+async def test_a_patch_is_judged_by_the_registration_policy_like_a_new_registration(
+    served: Served, tmp_path: Path
+) -> None:
+    async with served(api_config(tmp_path, registration=ALLOW_PYTHON)) as (_, url):
+        await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "fresh", **toy_stdio("fresh")})
+        refused = await send(url, ADMIN, "PATCH", "/api/v1/servers/fresh", {"command": "/bin/sh"})
+        missing = await send(url, ADMIN, "PATCH", "/api/v1/servers/nothing", {"enabled": False})
+    assert refused.status_code == 403 and "/bin/sh" in refused.json()["error"]
+    assert missing.status_code == 404
