@@ -79,6 +79,7 @@ def sources(
             log_dir=data_dir / "logs",
             transport=transports.get(server.name),
             clock=clock,
+            wall_clock=wall_clock,
         )
         for server in config.servers
         if server.enabled
