@@ -2,7 +2,7 @@
 
 A server that writes 6,000 garbage lines must not write 6,000 lines (or tracebacks) into the
 gateway's log. `FaultLog` logs the first fault of each kind of one server at once, counts the
-repeats, and logs one summary ("N more ... in the last M s") at most once per period and when
+repeats, and logs one summary ("<kind>, N more in the last M s") at most once per period and when
 the connection ends. The SDK logs some faults of its own (a notification that does not
 validate, with its traceback) from tasks the connection started: `SdkFaultFilter` sends those
 records through the `FaultLog` of the upstream whose connection logged them, found through a
@@ -73,10 +73,10 @@ class FaultLog:
 
     def _summarise(self, kind: str, seen: _Kind, now: float) -> None:
         log.warning(
-            "upstream %s: %d more %s in the last %.0f s; latest: %s",
+            "upstream %s: %s, %d more in the last %.0f s; latest: %s",
             self._server,
-            seen.repeats,
             kind,
+            seen.repeats,
             now - seen.since,
             seen.latest,
         )
