@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import State, Status
-from tests.support.harness import REPO, gateway_client, make_config
+from tests.support.harness import REPO, gateway_client, http_gateway, make_config
 from tests.support.probe import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -127,3 +128,21 @@ async def test_a_call_whose_deadline_passes_during_a_restart_says_when_to_retry(
         assert result.is_error
         assert re.search(r"Server 'faulty' is restarting; retry in \d+ s", text(result)), text(result)
         assert "full log" not in text(result) and str(tmp_path) not in text(result)
+
+
+async def test_readyz_shows_an_unhealthy_required_server_and_is_not_ready(tmp_path: Path) -> None:
+    down = tmp_path / "down"
+    settings = {"restart_backoff_initial": 0.05, "restart_backoff_max": 0.2, "unhealthy_after": 2}
+    config = make_config(tmp_path, {"faulty": faulty(down, required=True)}, **settings)
+    async with (
+        http_gateway(config) as (gateway, url),
+        Client(f"{url}/mcp", mode="legacy") as client,
+        httpx2.AsyncClient() as http,
+    ):
+        down.touch()
+        await kill(client)
+        await wait_until(lambda: status(gateway).state == State.UNHEALTHY, limit=LIMIT)
+        response = await http.get(f"{url}/readyz")
+    assert response.status_code == 503
+    detail = response.json()["servers"]["faulty"]
+    assert detail["state"] == "unhealthy" and detail["tools"] == 4 and "last_health_check" in detail
