@@ -86,6 +86,7 @@ def sources(
             log_dir=data_dir / "logs",
             transport=transport,
             clock=clock,
+            wall_clock=wall_clock,
         )
 
     local = local_sources(config.local_tools)

@@ -14,6 +14,7 @@
         ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
         ├── ToolTimeoutError          the call ran past its deadline
         ├── UpstreamUnavailableError  the server behind the tool is not connected
+        │   └── UpstreamRestartingError   it is restarting and was not back within the call's deadline
         └── ToolExecutionError        the tool failed while running
 
 Third-party exceptions are translated into these where they enter the gateway; `describe_error`
@@ -141,6 +142,10 @@ class UpstreamUnavailableError(ToolError):
     """The server that owns the tool is not connected right now."""
 
     hint = "The server is restarting or down; try again shortly or use another tool."
+
+
+class UpstreamRestartingError(UpstreamUnavailableError):
+    """The server is restarting; the call waited for it until its deadline (so retrying now is pointless)."""
 
 
 class ToolExecutionError(ToolError):

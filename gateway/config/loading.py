@@ -238,6 +238,8 @@ _FLOAT_SETTINGS = {
     "upstream_connect_timeout",
     "restart_backoff_initial",
     "restart_backoff_max",
+    "restart_backoff_reset",
+    "health_interval",
     "workspace_retention",
 }
 

@@ -123,6 +123,10 @@ class GatewaySettings:
     upstream_connect_timeout: float = 10
     restart_backoff_initial: float = 0.5
     restart_backoff_max: float = 30
+    restart_backoff_reset: float = 60
+    health_interval: float = 30
+    unhealthy_after: int = 3
+    notify_coalesce_ms: int = 200
     stdio_caller: str = "local"
     stdio_role: str | None = None
     sandbox_image: str = "mcp-gateway-sandbox:latest"

@@ -7,7 +7,8 @@ finds the client's session context, and turns gateway errors into protocol error
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -35,7 +36,7 @@ from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
 from gateway.catalog import page
 from gateway.errors import ProtocolError, ToolError, clip
-from gateway.pipeline.chain import ProgressFn
+from gateway.frontdoors.notifications import Coalescer, ProgressThrottle
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.redaction import Redactor
 from gateway.service import Gateway
@@ -227,8 +228,10 @@ def redacted_error(result: types.CallToolResult, redact: Redactor) -> types.Call
     return result.model_copy(update={"content": content})
 
 
-def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
-    """The MCP server that fronts `gateway`."""
+def build_server(
+    gateway: Gateway, *, page_size: int = 500, clock: Callable[[], float] = time.monotonic
+) -> GatewayServer:
+    """The MCP server that fronts `gateway`; `clock` paces the notifications it sends (`notifications`)."""
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
@@ -241,9 +244,9 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
     ) -> types.CallToolResult | types.InputRequiredResult:
         handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
         session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
-        progress: ProgressFn | None = None
+        progress: ProgressThrottle | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
-            progress = ctx.session.report_progress
+            progress = ProgressThrottle(ctx.session.report_progress, clock)
         notes = client_notes(ctx)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
@@ -255,6 +258,8 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
         with requestid.bound() as request_id, protocol_errors(gateway.redact):
             log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
             result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
+        if progress is not None:
+            await progress.flush()
         request = notes.get(INPUT_NOTE)
         if isinstance(request, InputRequest) and request.state is not None:
             return _ask_approval(params, request.state)
@@ -323,8 +328,11 @@ def build_server(gateway: Gateway, *, page_size: int = 500) -> GatewayServer:
     # that buys nothing until a tracer is installed.
     server.middleware.clear()
 
-    async def changed() -> None:
+    async def notify() -> None:
         await notify_tools_changed(gateway, bus)
+
+    # A storm of upstream list changes reaches clients as at most one notification per interval.
+    changed = Coalescer(notify, gateway.config.settings.notify_coalesce_ms / 1000, clock)
 
     async def session_changed(session: SessionContext) -> None:
         connection = session.state.get(CONNECTION_KEY)

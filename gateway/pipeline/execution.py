@@ -5,7 +5,14 @@ from __future__ import annotations
 import anyio
 import mcp_types as types
 
-from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError, UpstreamUnavailableError, describe_error
+from gateway.errors import (
+    ToolError,
+    ToolExecutionError,
+    ToolTimeoutError,
+    UpstreamRestartingError,
+    UpstreamUnavailableError,
+    describe_error,
+)
 from gateway.pipeline.chain import CallNext, ToolCall
 
 # What a lost connection looks like from below: our own error, anyio's stream errors, socket errors.
@@ -18,7 +25,9 @@ class ExecuteWithDeadline:
     The deadline (`tool.timeout`, else `default_timeout`) covers every attempt, because the
     client waits for one answer. Transport failures are retried up to `retries` times, with
     a doubling `backoff`, only for tools that declare themselves read-only or idempotent: a
-    write may have taken effect before the connection broke. Any other exception becomes a
+    write may have taken effect before the connection broke. A call to a restarting server
+    waits for it in its source (`Upstream`), within this deadline; when that gives up, the
+    answer says when to retry, and no retry follows. Any other exception becomes a
     `ToolExecutionError` carrying its type and text, never a traceback. Cancellation from
     outside is not an exception to translate and propagates untouched.
     """
@@ -45,6 +54,8 @@ class ExecuteWithDeadline:
         while True:
             try:
                 return await call_next(call)
+            except UpstreamRestartingError:
+                raise  # the source already waited for the restart until the deadline
             except _TRANSPORT_ERRORS as error:
                 if attempt >= retries:
                     raise _unavailable(call, error) from None

@@ -1,13 +1,16 @@
 """Connections to upstream MCP servers: stdio processes, streamable HTTP and legacy SSE.
 
 Each `Upstream` keeps one long-lived client session, lists what the server offers, follows
-its list_changed notifications, and reconnects with exponential backoff when the
-connection drops. It is also the `ToolSource` for that server's tools.
+its list_changed notifications (a burst of them becomes one re-list), pings the server every
+`health_interval` seconds, and reconnects with backoff when the connection drops or the server
+fails `unhealthy_after` pings in a row. It is also the `ToolSource` for that server's tools: a
+call that arrives while the server restarts waits for it, within the call's deadline.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -28,10 +31,20 @@ from mcp.shared.exceptions import MCPError
 from gateway import requestid
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewaySettings, ServerConfig
-from gateway.errors import GatewayError, ProtocolError, ToolExecutionError, UpstreamUnavailableError, describe_error
+from gateway.errors import (
+    GatewayError,
+    ProtocolError,
+    ToolExecutionError,
+    UpstreamRestartingError,
+    UpstreamUnavailableError,
+    describe_error,
+)
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
+from gateway.upstreams import faults
 from gateway.upstreams.children import server_parameters
+from gateway.upstreams.faults import FaultLog
+from gateway.upstreams.health import Backoff
 from gateway.upstreams.stdio import RESULT_TOO_LARGE, stdio_transport
 
 log = logging.getLogger(__name__)
@@ -39,6 +52,8 @@ log = logging.getLogger(__name__)
 MAX_DESCRIPTION_CHARS = 8000
 
 _TAIL_BYTES = 4096
+# Time kept back from a call's deadline while it waits for a restart, to answer why it gave up.
+_ANSWER_RESERVE = 0.25
 Streams = tuple[Any, Any]
 TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
 ListingHandler = Callable[[SourceListing], Awaitable[None]]
@@ -51,6 +66,7 @@ class State(StrEnum):
     READY = "ready"
     RECONNECTING = "reconnecting"
     FAILED = "failed"
+    UNHEALTHY = "unhealthy"
     STOPPED = "stopped"
     DISABLED = "disabled"
 
@@ -69,6 +85,11 @@ class Status:
     source: str = "file"
     """Where the server is defined: "file" (the config file) or "api" (registered through the API)."""
     enabled: bool = True
+    resources: int = 0
+    """Resources and resource templates listed."""
+    prompts: int = 0
+    last_health_check: float | None = None
+    """When the server was last pinged (epoch seconds); None before the first ping."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -82,6 +103,9 @@ class Status:
             "error": self.error,
             "source": self.source,
             "enabled": self.enabled,
+            "resources": self.resources,
+            "prompts": self.prompts,
+            "last_health_check": self.last_health_check,
         }
 
 
@@ -119,17 +143,19 @@ class _WatchedStream:
         await self.aclose()
 
 
-def transport_for(config: ServerConfig, data_dir: Path, errlog: TextIO, max_message_bytes: int) -> TransportFactory:
+def transport_for(
+    config: ServerConfig, data_dir: Path, errlog: TextIO, max_message_bytes: int, fault_log: FaultLog
+) -> TransportFactory:
     """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
 
     A stdio server is a child of `data_dir`'s gateway (it dies with it), and the gateway frames its
     messages itself, refusing an oversized result by name; over streamable HTTP the SDK's limit on
     one event of a response stream applies, and a call whose event is too large fails as a broken
-    stream. Legacy SSE and JSON bodies are read whole.
+    stream. Legacy SSE and JSON bodies are read whole. A stdio server's unreadable lines go to `fault_log`.
     """
     if config.transport == "stdio":
         params = server_parameters(config, data_dir)
-        return lambda: stdio_transport(params, errlog, max_message_bytes)
+        return lambda: stdio_transport(params, errlog, max_message_bytes, fault_log)
     assert config.url is not None
     url, headers = config.url, dict(config.headers)
     if config.transport == "sse":
@@ -187,7 +213,7 @@ def _sandbox_kind(sandbox: Any) -> str | None:
 
 
 class Upstream:
-    """One upstream server: a long-lived session, reconnected with backoff."""
+    """One upstream server: a long-lived session, health-checked, reconnected with backoff."""
 
     def __init__(
         self,
@@ -198,10 +224,12 @@ class Upstream:
         log_dir: Path | None = None,
         transport: TransportFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self._settings = settings
         self._clock = clock
+        self._wall_clock = wall_clock
         self._on_listing = on_listing
         self._log_dir = log_dir
         self._log_start: int | None = None
@@ -210,8 +238,19 @@ class Upstream:
         self._state = State.CONNECTING
         self._error: str | None = None
         self._tools = 0
+        self._resources = 0
+        self._prompts = 0
         self._restarts = 0
+        self._failures = 0
+        self._was_ready = False
+        self._last_health_check: float | None = None
+        self._resume_at: float | None = None
+        self.backoff = Backoff(
+            settings.restart_backoff_initial, settings.restart_backoff_max, settings.restart_backoff_reset, clock
+        )
+        self.faults = FaultLog(config.name, clock)
         self.first_attempt = anyio.Event()
+        self._ready = anyio.Event()
         self._refresh = anyio.Event()
 
     @property
@@ -222,27 +261,32 @@ class Upstream:
     def status(self) -> Status:
         """Where this upstream stands now."""
         return Status(
-            self.name,
-            self.config.transport,
-            self._state,
-            self._error,
-            self._tools,
-            self._restarts,
-            self.config.required,
+            name=self.name,
+            transport=self.config.transport,
+            state=self._state,
+            error=self._error,
+            tools=self._tools,
+            restarts=self._restarts,
+            required=self.config.required,
+            resources=self._resources,
+            prompts=self._prompts,
+            last_health_check=self._last_health_check,
         )
 
     async def run(self) -> None:
         """Connect, serve until the connection drops, and reconnect with backoff; until cancelled."""
+        faults.contain_sdk_faults()
+        # Every task of the connection inherits this: the SDK's records of this server's faults find its log.
+        faults.current.set(self.faults)
         try:
             await self._serve_forever()
         finally:
             self._state = State.STOPPED
-            self._session = None
+            self._not_ready()
+            self.faults.flush()
 
     async def _serve_forever(self) -> None:
-        backoff = self._settings.restart_backoff_initial
         while True:
-            started = self._clock()
             try:
                 await self._connect_and_serve()
                 self._error = "connection closed by the server" + self._stderr_tail()
@@ -250,21 +294,35 @@ class Upstream:
                 self._error = _failure(error) + self._stderr_tail()
                 log.warning("upstream %s: %s", self.name, self._error)
             finally:
-                self._session = None
+                self._not_ready()
                 self.first_attempt.set()
-            if self._clock() - started > 10 * backoff:
-                backoff = self._settings.restart_backoff_initial
-            self._state = State.RECONNECTING if self._tools else State.FAILED
+            self.faults.flush()
+            self._failures += 1
+            self._state = self._down_state()
             self._restarts += 1
-            await anyio.sleep(backoff)
-            backoff = min(backoff * 2, self._settings.restart_backoff_max)
+            delay = self.backoff.failed()
+            self._resume_at = self._clock() + delay
+            await anyio.sleep(delay)
+            self._resume_at = None
+
+    def _down_state(self) -> State:
+        """The state of a server that is not connected: unhealthy after too many failures in a row."""
+        if not self._was_ready:
+            return State.FAILED
+        return State.UNHEALTHY if self._failures >= self._settings.unhealthy_after else State.RECONNECTING
+
+    def _not_ready(self) -> None:
+        """Calls from now on wait for the next connection instead of using this one."""
+        self._session = None
+        if self._ready.is_set():
+            self._ready = anyio.Event()
 
     async def _connect_and_serve(self) -> None:
         self._state = State.CONNECTING if not self._restarts else self._state
         async with AsyncExitStack() as stack:
             limit = self._settings.max_result_bytes
             data_dir = self._settings.data_dir
-            factory = self._transport or transport_for(self.config, data_dir, self._errlog(stack), limit)
+            factory = self._transport or transport_for(self.config, data_dir, self._errlog(stack), limit, self.faults)
             read, write = await stack.enter_async_context(factory())
             watched = _WatchedStream(read)
             session = ClientSession(watched, write, message_handler=self._on_message)
@@ -278,18 +336,55 @@ class Upstream:
             except TimeoutError:
                 # Told at once: closing a server that hangs takes a few seconds more.
                 self._error = f"timed out after {timeout:g} s during {step}"
-                self._state = State.RECONNECTING if self._tools else State.FAILED
+                self._state = self._down_state()
                 self.first_attempt.set()
                 raise UpstreamUnavailableError(self._error) from None
             self._session = session
             self._state = State.READY
             self._error = None
+            self._failures = 0
+            self._was_ready = True
+            self.backoff.ready()
+            self._ready.set()
             self.first_attempt.set()
             log.info("upstream %s ready with %d tools", self.name, self._tools)
-            async with anyio.create_task_group() as group:
-                group.start_soon(self._follow_changes, session)
-                await watched.closed.wait()
-                group.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._follow_changes, session)
+                    group.start_soon(self._check_health, session)
+                    await watched.closed.wait()
+                    group.cancel_scope.cancel()
+            finally:
+                # Before the process is stopped (seconds, for one that hangs): new calls wait for the restart.
+                self._not_ready()
+                if self._state == State.READY:
+                    self._state = State.RECONNECTING
+
+    async def _check_health(self, session: ClientSession) -> None:
+        """Ping every `health_interval` s; after `unhealthy_after` failures in a row, end the connection."""
+        interval = self._settings.health_interval
+        timeout = min(interval, self._settings.upstream_connect_timeout)
+        while True:
+            await anyio.sleep(interval)
+            try:
+                with anyio.fail_after(timeout):
+                    await session.send_ping()
+                self._failures = 0
+            except MCPError as error:
+                if error.error.code == types.CONNECTION_CLOSED:
+                    return  # the connection is ending anyway
+                self._failures = 0  # an error answer is still an answer
+            except TimeoutError:
+                self._failures += 1
+                self.faults.report("unanswered health check", f"no answer to a ping within {timeout:g} s")
+                if self._failures >= self._settings.unhealthy_after:
+                    self._state = State.UNHEALTHY
+                    self._not_ready()
+                    raise UpstreamUnavailableError(
+                        f"did not answer {self._failures} health checks in a row; restarting it"
+                    ) from None
+            finally:
+                self._last_health_check = self._wall_clock()
 
     def _errlog(self, stack: AsyncExitStack) -> TextIO:
         if self._log_dir is None:
@@ -335,6 +430,8 @@ class Upstream:
             prompts = await _all_pages(_paged(session.list_prompts), "prompts")
         records = records_for(self.config, tools)
         self._tools = len(records)
+        self._resources = len(resources) + len(templates)
+        self._prompts = len(prompts)
         await self._on_listing(
             SourceListing(
                 source=self.name,
@@ -359,25 +456,58 @@ class Upstream:
             self._refresh.set()
 
     async def _follow_changes(self, session: ClientSession) -> None:
+        pause = self._settings.notify_coalesce_ms / 1000
         while True:
             await self._refresh.wait()
             self._refresh = anyio.Event()
             try:
                 await self._publish(session)
             except Exception as error:  # a failed refresh keeps the last listing
-                log.warning("upstream %s: refresh failed: %s", self.name, _failure(error))
+                self.faults.report("failed refresh", _failure(error))
+            # A burst of list_changed (a storm: thousands) arriving meanwhile becomes one more re-list.
+            await anyio.sleep(pause)
 
-    def _live_session(self) -> ClientSession:
-        if self._session is None:
-            # The last error (often the server's stderr) is for operators: `/readyz`, `check` and the log.
-            raise UpstreamUnavailableError(f"Server '{self.name}' is unavailable")
-        return self._session
+    def retry_after(self) -> int:
+        """Whole seconds until the server may be back: what is left of the backoff, and one to connect."""
+        waiting = 0.0 if self._resume_at is None else max(0.0, self._resume_at - self._clock())
+        return math.ceil(waiting) + 1
+
+    def _unavailable(self) -> UpstreamUnavailableError:
+        # The last error (often the server's stderr, and its log's path) is for operators: `/readyz`, `check`, the log.
+        return UpstreamUnavailableError(
+            f"Server '{self.name}' is unavailable",
+            hint=f"It is not answering and the gateway is restarting it; try again in about {self.retry_after()} s "
+            "or use another tool.",
+        )
+
+    async def _live_session(self) -> ClientSession:
+        """The connected session; while the server restarts, wait for it within the caller's deadline."""
+        if self._session is not None:
+            return self._session
+        if self._state not in (State.CONNECTING, State.RECONNECTING):
+            raise self._unavailable()
+        ready = self._ready
+        # A call has its deadline from the pipeline; a request without one waits at most a call's timeout.
+        remaining = anyio.current_effective_deadline() - anyio.current_time()
+        budget = min(remaining - _ANSWER_RESERVE, self._settings.call_timeout)
+        if budget > 0:
+            with anyio.move_on_after(budget):
+                await ready.wait()
+        if self._session is not None:
+            return self._session
+        if self._state not in (State.CONNECTING, State.RECONNECTING):
+            raise self._unavailable()
+        retry = self.retry_after()
+        raise UpstreamRestartingError(
+            f"Server '{self.name}' is restarting; retry in {retry} s",
+            hint=f"Call the tool again in {retry} s.",
+        )
 
     async def call_tool(
         self, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
     ) -> types.CallToolResult:
         """Run `tool` on this server under its original name."""
-        session = self._live_session()
+        session = await self._live_session()
         log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
         try:
             return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
@@ -386,21 +516,23 @@ class Upstream:
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read a resource by its original URI."""
+        session = await self._live_session()
         try:
-            return await self._live_session().read_resource(uri)
+            return await session.read_resource(uri)
         except MCPError as error:
             raise _translate(self.name, error) from None
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         """Get a prompt by its original name."""
+        session = await self._live_session()
         try:
-            return await self._live_session().get_prompt(name, arguments)
+            return await session.get_prompt(name, arguments)
         except MCPError as error:
             raise _translate(self.name, error) from None
 
     async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
         """Forward a completion request whose reference already carries original names."""
-        session = self._live_session()
+        session = await self._live_session()
         try:
             argument = {"name": params.argument.name, "value": params.argument.value}
             return await session.complete(params.ref, argument, context_arguments=_context(params))

@@ -7,13 +7,13 @@ stops the server exactly as the SDK does, with the SDK's own helpers, but keeps 
 of chunks, looks for the end of a line only in the new chunk, and stops keeping a line once it
 is longer than `max_message_bytes`: an oversized response is answered with a JSON-RPC error for
 its request, so its call fails at once with a clear message instead of waiting for its deadline.
-Other oversized messages are dropped with a warning. The spawn and stop helpers are private to
+Other oversized messages, and lines that are not JSON-RPC messages, are dropped and counted in
+the server's `FaultLog` (one warning per kind, then summaries). The spawn and stop helpers are private to
 the SDK: every stdio test goes through them, so an SDK release that moves them fails loudly.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,7 +35,8 @@ from mcp.client.stdio import (
 )
 from mcp.shared.message import SessionMessage
 
-log = logging.getLogger(__name__)
+from gateway.errors import clip
+from gateway.upstreams.faults import FaultLog
 
 # JSON-RPC's range for implementation-defined server errors; the gateway's own code for the cap.
 RESULT_TOO_LARGE = -32001
@@ -120,19 +121,27 @@ def refusal(line: Oversized, limit: int) -> SessionMessage | None:
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request, error=error))
 
 
-def _parse(line: bytes) -> SessionMessage | Exception:
+def _parse(line: bytes, faults: FaultLog) -> SessionMessage | None:
+    """The message on `line`, or None (noted in `faults`) for a line that is not one."""
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as error:
-        log.warning("unparsable message from an upstream server: %s", error)
-        return error
+        # The session would only drop it; a server writing garbage must not fill our log line by line.
+        text = clip(line.decode("utf-8", "replace"))
+        faults.report("line that is not a JSON-RPC message", f"{text!r} ({_first_line(error)})")
+        return None
+
+
+def _first_line(error: ValueError) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 @asynccontextmanager
 async def stdio_transport(
-    server: StdioServerParameters, errlog: TextIO, max_message_bytes: int
+    server: StdioServerParameters, errlog: TextIO, max_message_bytes: int, faults: FaultLog
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Spawn `server` and exchange newline-delimited JSON-RPC with it, no message over `max_message_bytes`."""
+    """Spawn `server` and exchange newline-delimited JSON-RPC with it, no message over `max_message_bytes`;
+    lines that are not messages are dropped and counted in `faults`."""
     command = await _get_executable_command(server.command)
     process = await _create_platform_compatible_process(
         command=command,
@@ -142,7 +151,7 @@ async def stdio_transport(
         cwd=server.cwd,
     )
     # No awaits from the spawn to the task group: a cancellation in the gap would leak the process.
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
     stdout = process.stdout
@@ -156,11 +165,11 @@ async def stdio_transport(
                 if isinstance(line, Oversized):
                     message = refusal(line, max_message_bytes)
                     if message is None:
-                        log.warning("dropped a message of %d bytes from %s: over the limit", line.size, command)
+                        faults.report("message over the size limit", f"dropped a message of {line.size:,} bytes")
                         continue
                     await read_writer.send(message)
-                elif line.strip():
-                    await read_writer.send(_parse(line))
+                elif line.strip() and (parsed := _parse(line, faults)) is not None:
+                    await read_writer.send(parsed)
 
     async def reader() -> None:
         try:

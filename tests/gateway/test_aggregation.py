@@ -154,8 +154,9 @@ async def test_progress_of_an_upstream_call_reaches_the_client(tmp_path: Path) -
     async with gateway_client(config, transports=transports) as (_, client):
         result = await client.call_tool("alpha__sleep", {"seconds": 0.05}, progress_callback=on_progress)
         assert result.content[0].text == "slept 0.05"  # type: ignore[union-attr]
-        await wait_until(lambda: len(seen) == 10)
-        assert seen[0] == (0, 10, "step 0") and seen[-1] == (9, 10, "step 9")
+        # Progress is throttled per call: the first and the last report always arrive.
+        await wait_until(lambda: seen[-1:] == [(9, 10, "step 9")])
+        assert seen[0] == (0, 10, "step 0")
 
 
 async def test_a_cancelled_call_stops_on_the_upstream_which_stays_usable(tmp_path: Path) -> None:

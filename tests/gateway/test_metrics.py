@@ -92,7 +92,8 @@ async def test_the_state_gauge_follows_an_upstream_that_was_killed(tmp_path: Pat
         _, before = await scrape(url)
         assert (await client.call_tool("toy__crash", {})).is_error
         with anyio.fail_after(30):
-            while gateway.statuses()[0].state != State.RECONNECTING:
+            # Reconnecting comes first (calls then wait); the restart is counted once the old process is gone.
+            while (gateway.statuses()[0].state, gateway.statuses()[0].restarts) != (State.RECONNECTING, 1):
                 await anyio.sleep(0.02)
         _, after = await scrape(url)
 

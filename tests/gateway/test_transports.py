@@ -193,4 +193,6 @@ async def test_progress_reaches_a_client_over_http(tmp_path: Path, mode: str) ->
     ):
         result = await client.call_tool("toy__sleep", {"seconds": 0.1}, progress_callback=on_progress)
         assert not result.is_error
-        await wait_until(lambda: len(seen) == 10)
+        # Progress is throttled per call: the first and the last report always arrive.
+        await wait_until(lambda: seen[-1:] == [9])
+        assert seen[0] == 0
