@@ -1,4 +1,8 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog`, `audit`, `approvals`, `workspaces` and `client-config`."""
+"""The command line: `serve`, `stdio`, `check`, `catalog`, `servers`, `audit`, `approvals`, `workspaces` and
+`client-config`.
+
+`servers`, and `catalog` and `approvals` without `--config`, talk to a running gateway (`gateway.admincli`);
+the others work on a configuration file and the data directory it names."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from urllib.parse import quote
 import anyio
 import uvicorn
 
+from gateway import admincli
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
 from gateway.config.clientfiles import CLIENTS, client_snippet
@@ -69,8 +74,21 @@ def _parser() -> argparse.ArgumentParser:
     stdio.add_argument("--role", help="the stdio client's role (default: gateway.stdio_role)")
     stdio.add_argument("--group", help="serve only this tool group's tools (a group of the config or the API)")
     with_config("check", "validate the configuration, connect to each server and report")
-    catalog = with_config("catalog", "print the merged catalog")
+    catalog = with_config("catalog", "the running gateway's catalog (with --config: offline, from the file's servers)")
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _remote(catalog)
+    for name, help_text in _CATALOG_FILTERS.items():
+        catalog.add_argument(f"--{name}", help=help_text)
+    servers = commands.add_parser(
+        "servers", help="list, add, remove, enable, disable or restart the running gateway's servers"
+    )
+    servers.add_argument("action", choices=["list", "add", "remove", "enable", "disable", "restart"])
+    servers.add_argument("target", nargs="?", help="add: a JSON or YAML file (- for stdin); others: the server's name")
+    servers.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    servers.add_argument(
+        "--wait", type=float, default=30.0, help="seconds to wait for a changed server to connect (0: do not wait)"
+    )
+    _remote(servers)
     sandbox = commands.add_parser("sandbox", help="manage the sandbox image: `sandbox build [--force] [--method M]`")
     sandbox.add_argument("action", choices=["build"])
     hash_key = commands.add_parser("hash-key", help="print the sha256 of an API key, for auth.api_keys[].key_sha256")
@@ -79,9 +97,13 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--limit", type=int, default=20, help="how many entries (default 20)")
     audit.add_argument("--session", help="only this session's entries")
     audit.add_argument("--tool", help="only this tool's entries")
-    approvals = with_config("approvals", "list, approve or decline parked high-risk calls")
+    approvals = with_config(
+        "approvals", "list, approve or decline parked high-risk calls (with --config: offline, on its data_dir)"
+    )
     approvals.add_argument("action", choices=["list", "approve", "decline"])
     approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
+    approvals.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _remote(approvals)
     workspaces = with_config("workspaces", "list session workspaces, or purge those kept past their time")
     workspaces.add_argument("action", choices=["list", "purge"])
     client = with_config("client-config", "print a client configuration snippet for the gateway or one tool group")
@@ -91,6 +113,39 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--url", help=f"the gateway's base URL (default {DEFAULT_URL}; claude-desktop: stdio only)")
     how.add_argument("--stdio", action="store_true", help="launch the gateway as a command (claude-desktop's default)")
     return parser
+
+
+_CATALOG_FILTERS = {
+    "q": "only tools whose name, title or description holds this text",
+    "server": "only this server's tools",
+    "tag": "only tools with this tag",
+    "risk": "only tools of this risk (low, medium, high)",
+    "layer": "only tools of this layer (core, extended)",
+    "group": "only this tool group's tools",
+}
+_REMOTE = {"servers", "catalog", "approvals"}
+
+
+def _remote(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--url", help=f"the running gateway (default {admincli.DEFAULT_URL}; key in {admincli.KEY_VARIABLE})"
+    )
+
+
+def _run_remote(args: argparse.Namespace) -> int:
+    """A command against the running gateway at `--url`."""
+    client = admincli.client_from(args.url)
+    try:
+        if args.command == "servers":
+            return admincli.servers_command(client, args, sys.stdout, sys.stderr, sys.stdin)
+        if args.command == "catalog":
+            return admincli.catalog_command(client, args, sys.stdout)
+        return admincli.approvals_command(client, args, sys.stdout)
+    except admincli.RemoteError as error:
+        print(f"error: {error.client_text()}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
 
 
 def _config(path: Path | None) -> GatewayConfig:
@@ -109,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(args.log_format))
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
+    if args.command in _REMOTE and getattr(args, "config", None) is None:
+        raise SystemExit(_run_remote(args))
     try:
         config = _config(args.config)
     except ConfigError as error:
@@ -275,6 +332,11 @@ def _skill_rows(gateway: Gateway) -> list[dict[str, Any]]:
 
 
 def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
+    filters = [f"--{name}" for name in _CATALOG_FILTERS if getattr(args, name)]
+    if filters:
+        print(f"error: {', '.join(filters)} filter the running gateway's catalog: drop --config", file=sys.stderr)
+        return 2
+
     async def run() -> dict[str, Any]:
         async with Gateway(config, serving=False) as gateway:
             tools = [
