@@ -12,6 +12,7 @@ answers, errors by kind, p50/p99 latency of all calls, and the gateway's RSS bef
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import secrets
@@ -32,6 +33,7 @@ from benchmarks.gateway_latency import (
     REPO,
     _interrupt,
     children_of,
+    cpu_seconds,
     free_port,
     percentile,
     started,
@@ -58,6 +60,19 @@ class Tally:
     open_failures: Counter[str] = field(default_factory=Counter)
     kills: int = 0
     missed_kills: int = 0
+    sdk_client_errors: int = 0
+
+
+class _Count(logging.Filter):
+    """Counts a logger's records and drops them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.count += 1
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +81,8 @@ class Run:
 
     tally: Tally
     seconds: float
+    gateway_cpu: float
+    client_cpu: float
     rss_before_kb: int
     rss_peak_kb: int
     rss_after_kb: int
@@ -162,16 +179,24 @@ async def load(url: str, tool: str, sessions: int, duration: float, gateway: int
             await go.wait()
             await call_until(client, tool, index, finish[0], tally)
 
-    async with anyio.create_task_group() as group:
-        for index in range(sessions):
-            group.start_soon(session, index)
-        with anyio.fail_after(OPEN_TIMEOUT):
-            await all_settled.wait()
-        finish[0] = time.perf_counter() + duration
-        go.set()
-        if kill_every is not None:
-            with anyio.move_on_after(duration):
-                await kill_on_schedule(gateway, kill_every, tally)
+    # The SDK client logs a traceback for each message that reaches a session it is closing; count them instead.
+    counter = _Count()
+    sdk_log = logging.getLogger("mcp.client.streamable_http")
+    sdk_log.addFilter(counter)
+    try:
+        async with anyio.create_task_group() as group:
+            for index in range(sessions):
+                group.start_soon(session, index)
+            with anyio.fail_after(OPEN_TIMEOUT):
+                await all_settled.wait()
+            finish[0] = time.perf_counter() + duration
+            go.set()
+            if kill_every is not None:
+                with anyio.move_on_after(duration):
+                    await kill_on_schedule(gateway, kill_every, tally)
+    finally:
+        sdk_log.removeFilter(counter)
+    tally.sdk_client_errors = counter.count
     return tally
 
 
@@ -207,12 +232,14 @@ def run_once(sessions: int, duration: float, kill_every: float | None) -> Run:
         tool = anyio.run(tool_name, url)
         rss_before, _ = memory_kb(gateway.pid)
         started_at = time.perf_counter()
+        gateway_cpu, client_cpu = cpu_seconds(gateway.pid), time.process_time()
         tally = anyio.run(load, url, tool, sessions, duration, gateway.pid, kill_every)
+        gateway_cpu, client_cpu = cpu_seconds(gateway.pid) - gateway_cpu, time.process_time() - client_cpu
         seconds = time.perf_counter() - started_at
         rss_after, rss_peak = memory_kb(gateway.pid)
         if gateway.poll() is not None:
             raise SystemExit(f"the gateway exited during the run; see {log}")
-    return Run(tally, seconds, rss_before, rss_peak, rss_after)
+    return Run(tally, seconds, gateway_cpu / seconds, client_cpu / seconds, rss_before, rss_peak, rss_after)
 
 
 async def tool_name(url: str) -> str:
@@ -231,7 +258,8 @@ def report(runs: Sequence[tuple[str, Run]], sessions: int, duration: float, kill
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load average {load:.2f} before the run",
         "",
         f"{'run':<10} {'calls':>7} {'calls/s':>8} {'wrong':>6} {'errors':>7} {'error %':>8} {'p50 ms':>8} "
-        f"{'p99 ms':>9} {'kills':>6} {'RSS before':>11} {'RSS peak':>9} {'RSS after':>10}",
+        f"{'p99 ms':>9} {'kills':>6} {'gw CPU':>7} {'client CPU':>10} "
+        f"{'RSS before':>11} {'RSS peak':>9} {'RSS after':>10}",
     ]
     for name, run in runs:
         tally = run.tally
@@ -242,16 +270,21 @@ def report(runs: Sequence[tuple[str, Run]], sessions: int, duration: float, kill
         rows.append(
             f"{name:<10} {calls:>7} {calls / duration:>8.0f} {tally.wrong:>6} {failed:>7} "
             f"{failed / max(calls, 1):>8.2%} {p50:>8.1f} {p99:>9.1f} {tally.kills:>6} "
+            f"{run.gateway_cpu:>7.0%} {run.client_cpu:>10.0%} "
             f"{megabytes(run.rss_before_kb):>11} {megabytes(run.rss_peak_kb):>9} {megabytes(run.rss_after_kb):>10}"
         )
     rows.append(
         "(latency of every call, answered or failed; RSS of the gateway process, ready and idle / highest / "
-        "after the sessions closed)"
+        "after the sessions closed; CPU: share of one CPU from the sessions opening to their closing)"
     )
     for name, run in runs:
         tally = run.tally
         if tally.missed_kills:
             rows.append(f"{name}: {tally.missed_kills} kill ticks found no upstream running (it was restarting)")
+        if tally.sdk_client_errors:
+            rows.append(
+                f"{name}: the SDK client logged {tally.sdk_client_errors} messages that reached a closing session"
+            )
         if tally.open_failures:
             rows.append(f"{name}: sessions that could not open:")
             rows += [f"  {count:>6}  {kind}" for kind, count in tally.open_failures.most_common()]
