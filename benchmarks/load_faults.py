@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -55,6 +56,9 @@ class Tally:
     """What one run's calls came to."""
 
     latencies: list[float] = field(default_factory=list)
+    # (start, end) of every answered call, and when each kill was sent: how long each outage lasted.
+    answered: list[tuple[float, float]] = field(default_factory=list)
+    kill_times: list[float] = field(default_factory=list)
     wrong: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     open_failures: Counter[str] = field(default_factory=Counter)
@@ -127,6 +131,7 @@ async def kill_on_schedule(gateway: int, every: float, tally: Tally) -> None:
             try:
                 os.kill(pid, signal.SIGKILL)
                 tally.kills += 1
+                tally.kill_times.append(time.perf_counter())
             except ProcessLookupError:
                 tally.missed_kills += 1
 
@@ -152,6 +157,8 @@ async def call_until(client: Client, tool: str, index: int, deadline: float, tal
                 tally.errors[f"tool error: {error_kind(answer.replace(text, '<text>'))}"] += 1
             elif answer != text:
                 tally.wrong += 1
+            else:
+                tally.answered.append((started_at, time.perf_counter()))
         tally.latencies.append(time.perf_counter() - started_at)
 
 
@@ -279,6 +286,12 @@ def report(runs: Sequence[tuple[str, Run]], sessions: int, duration: float, kill
     )
     for name, run in runs:
         tally = run.tally
+        back = recoveries(tally)
+        if back:
+            rows.append(
+                f"{name}: a call made after a kill was first answered {statistics.mean(back):.2f} s after it "
+                f"on average, {max(back):.2f} s at most ({len(back)} of {tally.kills} kills)"
+            )
         if tally.missed_kills:
             rows.append(f"{name}: {tally.missed_kills} kill ticks found no upstream running (it was restarting)")
         if tally.sdk_client_errors:
@@ -294,6 +307,16 @@ def report(runs: Sequence[tuple[str, Run]], sessions: int, duration: float, kill
     wrong = sum(run.tally.wrong for _, run in runs)
     rows += ["", f"wrong answers: {wrong} (must be 0): {'met' if wrong == 0 else 'MISSED'}"]
     return "\n".join(rows)
+
+
+def recoveries(tally: Tally) -> list[float]:
+    """Seconds from each kill to the first right answer to a call made after it: how long the outage lasted."""
+    found: list[float] = []
+    for kill in tally.kill_times:
+        ends = [end for start, end in tally.answered if start >= kill]
+        if ends:
+            found.append(min(ends) - kill)
+    return found
 
 
 def megabytes(kb: int) -> str:
