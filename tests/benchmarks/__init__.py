@@ -1,0 +1,1 @@
+"""Smoke tests of the benchmark scripts: they run, and what they check holds at a tiny scale."""
