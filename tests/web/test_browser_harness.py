@@ -44,15 +44,20 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_the_browser_shows_a_served_gateway_s_health_and_readiness(tmp_path: Path, browser: webdriver.Chrome) -> None:
+def test_the_browser_shows_a_served_gateway_s_health_and_a_server_added_through_its_portal(
+    tmp_path: Path, browser: webdriver.Chrome
+) -> None:
     config = make_config(tmp_path, placeholder(["toy"]))
-    with served_gateway(config, transports=in_memory({"toy": build_server("toy")})) as served:
+    transports = in_memory({"toy": build_server("toy"), "added": build_server("added")})
+    with served_gateway(config, transports=transports) as served:
         browser.get(f"{served.url}/healthz")
         wait_for_text(browser, "body", "ok")
+        served.portal.call(served.gateway.add_server, {"name": "added", **placeholder(["added"])["added"]})
         browser.get(f"{served.url}/readyz")
         wait_for_text(browser, "body", "ready")
         readiness = json.loads(browser.find_element(By.TAG_NAME, "body").text)
         assert readiness["ready"] is True
+        assert set(readiness["servers"]) == {"toy", "added"}
         assert readiness["servers"]["toy"]["state"] == "ready"
 
 
