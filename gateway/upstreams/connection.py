@@ -203,6 +203,7 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
                 tags=frozenset(config.tags) | frozenset(settings.tags),
                 sandbox=_sandbox_kind(settings.sandbox or config.sandbox),
                 timeout=settings.timeout or config.timeout,
+                execution=record.execution,
             )
         )
     return tuple(records)

@@ -3,6 +3,7 @@ call caused it: sampling, elicitation, roots, log messages, resource updates; bu
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,23 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
+from mcp.server import Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gateway.passthrough import LogThrottle
-from tests.support.access import ROLES, access_config
+from tests.support.access import ROLES, access_config, http_client
 from tests.support.asking import NOTE_URI
 from tests.support.asking import build_server as asking
-from tests.support.harness import collector, gateway_client, in_memory, make_config, placeholder
+from tests.support.harness import (
+    REPO,
+    collector,
+    gateway_client,
+    http_gateway,
+    in_memory,
+    make_config,
+    placeholder,
+    until_listed,
+)
 from tests.support.probe import wait_until
 from tests.support.skills import text
 
@@ -142,3 +153,40 @@ async def test_the_gateway_advertises_resource_subscriptions(tmp_path: Path) -> 
     async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()})) as (_, client):
         resources = client.server_capabilities.resources if client.server_capabilities else None
     assert resources is not None and resources.subscribe
+
+
+async def test_sampling_passes_through_a_gateway_served_over_http(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    async with (
+        http_gateway(cfg, transports=in_memory({"asking": asking()})) as (_, url),
+        http_client(url, sampling_callback=sample) as client,
+    ):
+        assert await call(client, "ask_model", {"prompt": "over http"}) == "model said: OVER HTTP"
+
+
+async def test_an_upstream_over_stdio_reaches_the_only_session_calling_it(tmp_path: Path) -> None:
+    entry = {"command": sys.executable, "args": ["-m", "tests.support.asking"], "cwd": str(REPO)}
+    async with gateway_client(make_config(tmp_path, {"asking": entry}), sampling_callback=sample) as (_, client):
+        await until_listed(client, "asking__ask_model")
+        assert await call(client, "ask_model", {"prompt": "over stdio"}) == "model said: OVER STDIO"
+
+
+async def test_a_2026_era_client_gets_an_error_for_sampling_not_a_hang(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, mode="2026-07-28") as (_, client):
+        assert (await call(client, "ask_model", {"prompt": "hi"})).startswith("refused:")
+
+
+async def test_a_tool_s_task_support_is_listed_as_the_server_gives_it(tmp_path: Path) -> None:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        execution = types.ToolExecution(task_support="optional")
+        return types.ListToolsResult(
+            tools=[types.Tool(name="long", input_schema={"type": "object"}, execution=execution)]
+        )
+
+    server = Server("tasks", on_list_tools=list_tools)
+    cfg = make_config(tmp_path, placeholder(["tasks"]))
+    async with gateway_client(cfg, transports=in_memory({"tasks": server})) as (_, client):
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    execution = tools["tasks__long"].execution
+    assert execution is not None and execution.task_support == "optional"
