@@ -40,6 +40,7 @@ from gateway.downstream import bound
 from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.frontdoors.notifications import Coalescer, ProgressThrottle
+from gateway.frontdoors.parked import ParkedCall
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.redaction import Redactor
 from gateway.service import Gateway
@@ -235,6 +236,8 @@ def build_server(
     gateway: Gateway, *, page_size: int = 500, clock: Callable[[], float] = time.monotonic
 ) -> GatewayServer:
     """The MCP server that fronts `gateway`; `clock` paces the notifications it sends (`notifications`)."""
+    # 2026-era calls waiting for the client's answer to their upstream's request, by request state.
+    parked: dict[str, ParkedCall] = {}
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
@@ -247,27 +250,56 @@ def build_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
         session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and params.request_state is not None and params.request_state in parked:
+            # The retry that answers what the call's upstream asked (see `parked.py`).
+            call = parked.pop(params.request_state)
+            if (call.session.principal or call.session.caller) != (session.principal or session.caller):
+                raise MCPError(code=types.INVALID_PARAMS, message="Unknown request state")
+            call.answer(params.input_responses)
+            return await _resume(call, params)
         progress: ProgressThrottle | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ProgressThrottle(ctx.session.report_progress, clock)
         notes = client_notes(ctx)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
+        if modern and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
             if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined
-        # One id links this call's log lines, its upstream call and its audit row.
-        downstream = ClientOfRequest(ctx, session, params.name, gateway.passthrough)
-        with requestid.bound() as request_id, protocol_errors(gateway.redact), bound(downstream):
-            log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
-            result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
-        if progress is not None:
-            await progress.flush()
-        request = notes.get(INPUT_NOTE)
-        if isinstance(request, InputRequest) and request.state is not None:
-            return _ask_approval(params, request.state)
-        return redacted_error(result, gateway.redact)
+
+        async def run() -> types.CallToolResult | types.InputRequiredResult:
+            # One id links this call's log lines, its upstream call and its audit row.
+            with requestid.bound() as request_id, protocol_errors(gateway.redact):
+                log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
+                result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
+            if progress is not None:
+                await progress.flush()
+            request = notes.get(INPUT_NOTE)
+            if isinstance(request, InputRequest) and request.state is not None:
+                return _ask_approval(params, request.state)
+            return redacted_error(result, gateway.redact)
+
+        if not modern:
+            with bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
+                return await run()
+        wait = gateway.config.settings.call_timeout
+        call = ParkedCall(session, params.name, gateway.passthrough, ctx.session.client_capabilities, wait)
+        assert gateway.router.group is not None
+        call.start(gateway.router.group, run, lambda: parked.pop(call.token or "", None))
+        return await _resume(call, params)
+
+    async def _resume(
+        call: ParkedCall, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        result, asked = await call.next()
+        if asked is None:
+            answer: types.CallToolResult | types.InputRequiredResult = result
+            return answer
+        assert call.token is not None
+        parked[call.token] = call
+        return asked
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         session = session_of(gateway, ctx)

@@ -171,10 +171,20 @@ async def test_an_upstream_over_stdio_reaches_the_only_session_calling_it(tmp_pa
         assert await call(client, "ask_model", {"prompt": "over stdio"}) == "model said: OVER STDIO"
 
 
-async def test_a_2026_era_client_gets_an_error_for_sampling_not_a_hang(tmp_path: Path) -> None:
+async def test_a_2026_era_client_answers_sampling_and_elicitation_through_input_required(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    options: dict[str, Any] = {"sampling_callback": sample, "elicitation_callback": elicit, "mode": "2026-07-28"}
+    async with gateway_client(config(tmp_path), transports=transports, **options) as (gateway, client):
+        assert await call(client, "ask_model", {"prompt": "modern"}) == "model said: MODERN"
+        assert await call(client, "ask_user") == "accept: Ada"
+        outcomes = [row.outcome for row in await gateway.audit.recent()]
+    assert "sampling" in outcomes and "elicitation" in outcomes
+
+
+async def test_a_2026_era_client_without_sampling_gets_an_error_not_a_hang(tmp_path: Path) -> None:
     transports = in_memory({"asking": asking()})
     async with gateway_client(config(tmp_path), transports=transports, mode="2026-07-28") as (_, client):
-        assert (await call(client, "ask_model", {"prompt": "hi"})).startswith("refused:")
+        assert await call(client, "ask_model", {"prompt": "hi"}) == "refused: Sampling not supported"
 
 
 async def test_a_tool_s_task_support_is_listed_as_the_server_gives_it(tmp_path: Path) -> None:
