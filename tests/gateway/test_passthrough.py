@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+import yaml
+from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.server import Server
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -169,6 +170,23 @@ async def test_an_upstream_over_stdio_reaches_the_only_session_calling_it(tmp_pa
     async with gateway_client(make_config(tmp_path, {"asking": entry}), sampling_callback=sample) as (_, client):
         await until_listed(client, "asking__ask_model")
         assert await call(client, "ask_model", {"prompt": "over stdio"}) == "model said: OVER STDIO"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_sampling_passes_through_stdio_on_both_sides(tmp_path: Path, mode: str) -> None:
+    config_file = tmp_path / "gateway.yaml"
+    upstream = {"command": sys.executable, "args": ["-m", "tests.support.asking"], "cwd": str(REPO)}
+    gateway_section = {"data_dir": str(tmp_path / "data")}
+    config_file.write_text(yaml.safe_dump({"gateway": gateway_section, "servers": {"asking": upstream}}))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gateway", "--log-level", "WARNING", "stdio", "--config", str(config_file)],
+        cwd=str(REPO),
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode, sampling_callback=sample) as client:
+            await until_listed(client, "asking__ask_model")
+            assert await call(client, "ask_model", {"prompt": "both ways"}) == "model said: BOTH WAYS"
 
 
 async def test_a_2026_era_client_answers_sampling_and_elicitation_through_input_required(tmp_path: Path) -> None:
