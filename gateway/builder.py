@@ -29,6 +29,7 @@ from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
 from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
+from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import TransportFactory, Upstream
 from gateway.upstreams.localtools import LocalToolSource, local_sources
 from gateway.upstreams.workspaces import Workspaces
@@ -87,7 +88,12 @@ def sources(
             transport=transport,
             clock=clock,
             wall_clock=wall_clock,
+            notices=shared_notices,
         )
+
+    async def shared_notices(server: str, notice: Notice) -> None:
+        if workspaces.notices is not None:
+            await workspaces.notices(server, notice, None)
 
     local = local_sources(config.local_tools)
     return Sources(sandboxes, workspaces, local, Router(local, sandboxes, workspaces), upstream)

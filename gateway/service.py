@@ -28,11 +28,12 @@ from gateway.catalog import Catalog, SourceListing
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of, server_secrets
-from gateway.errors import ConfigError, ServerNotConnectedError, UnknownToolError, clip
+from gateway.errors import ConfigError, ProtocolError, ServerNotConnectedError, UnknownToolError, clip
 from gateway.groups import Group, GroupSet, parse_group
 from gateway.liveservers import LiveServers, Member
 from gateway.metrics import REFUSED, Metrics, Readings
 from gateway.naming import SEPARATOR, near_misses
+from gateway.passthrough import PassThrough, Subscription
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
@@ -132,6 +133,10 @@ class Gateway:
         self.sessions = SessionRegistry(settings.session_idle_timeout)
         # Through the facade, so that a reloaded `roles` section applies to budgets at once.
         self.budgets = Budgets(lambda role: self.policy.budget(role), clock)
+        self.passthrough = PassThrough(
+            self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
+        )
+        self.workspaces.notices = self.passthrough.notice
         self._listeners: list[ChangeListener] = []
         self._session_listeners: list[SessionListener] = []
         self._group_listeners: list[GroupListener] = []
@@ -589,6 +594,28 @@ class Gateway:
         result = await (await self.router.upstream(session, route)).read_resource(route.original)
         contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
         return result.model_copy(update={"contents": contents})
+
+    async def subscribe_resource(self, session: SessionContext, uri: str, subscribed: bool) -> None:
+        """Subscribe the session to updates of an exposed resource (or end that), telling the server
+        behind it on the first subscription and the last unsubscription."""
+        route = self.visibility.route(session, self.catalog.resource_route(uri), f"resource: {clip(uri)}")
+        upstream = await self.router.upstream(session, route)
+        if not subscribed:
+            if self.passthrough.unsubscribe(session, route.source, route.original):
+                await upstream.subscribe(route.original, False)
+            return
+        if not upstream.supports_subscriptions():
+            raise ProtocolError(f"Server '{route.source}' does not offer subscriptions to resource: {clip(uri)}")
+        if self.passthrough.subscribe(Subscription(session, uri, route.source, route.original)):
+            await upstream.subscribe(route.original, True)
+
+    async def set_logging_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
+        """Send the session log messages of `level` and above; ask each server it can see for them."""
+        self.passthrough.set_level(session, level)
+        for name in sorted(self.visibility.sources(session)):
+            upstream = self.upstreams.get(name)
+            if upstream is not None:
+                await upstream.set_logging_level(level)
 
     async def get_prompt(
         self, session: SessionContext, name: str, arguments: dict[str, str] | None

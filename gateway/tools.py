@@ -45,6 +45,8 @@ class ToolRecord:
     skills: tuple[str, ...] = ()
     sandbox: str | None = None
     timeout: float | None = None
+    execution: types.ToolExecution | None = None
+    """How the server runs the tool (`taskSupport`: whether calls may be task-augmented), passed on as listed."""
 
     @property
     def read_only(self) -> bool:
@@ -69,6 +71,7 @@ class ToolRecord:
             input_schema=dict(self.input_schema),
             output_schema=dict(self.output_schema) if self.output_schema is not None else None,
             annotations=self.annotations,
+            execution=self.execution,
         )
 
     @classmethod
@@ -83,4 +86,5 @@ class ToolRecord:
             output_schema=tool.output_schema,
             title=tool.title,
             annotations=tool.annotations,
+            execution=tool.execution,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,7 +28,7 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ToolsListChanged,
 )
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Scope
 
@@ -35,8 +36,11 @@ from gateway import requestid
 from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
 from gateway.catalog import page
+from gateway.downstream import bound
 from gateway.errors import ProtocolError, ToolError, clip
+from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.frontdoors.notifications import Coalescer, ProgressThrottle
+from gateway.frontdoors.parked import ParkedCall
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.redaction import Redactor
 from gateway.service import Gateway
@@ -232,6 +236,8 @@ def build_server(
     gateway: Gateway, *, page_size: int = 500, clock: Callable[[], float] = time.monotonic
 ) -> GatewayServer:
     """The MCP server that fronts `gateway`; `clock` paces the notifications it sends (`notifications`)."""
+    # 2026-era calls waiting for the client's answer to their upstream's request, by request state.
+    parked: dict[str, ParkedCall] = {}
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
@@ -244,26 +250,56 @@ def build_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
         session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and params.request_state is not None and params.request_state in parked:
+            # The retry that answers what the call's upstream asked (see `parked.py`).
+            call = parked.pop(params.request_state)
+            if (call.session.principal or call.session.caller) != (session.principal or session.caller):
+                raise MCPError(code=types.INVALID_PARAMS, message="Unknown request state")
+            call.answer(params.input_responses)
+            return await _resume(call, params)
         progress: ProgressThrottle | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ProgressThrottle(ctx.session.report_progress, clock)
         notes = client_notes(ctx)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and params.request_state is not None:
+        if modern and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
             if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
                 notes[TOKEN_NOTE] = params.request_state
             else:
                 notes[ELICIT_NOTE] = _declined
-        # One id links this call's log lines, its upstream call and its audit row.
-        with requestid.bound() as request_id, protocol_errors(gateway.redact):
-            log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
-            result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
-        if progress is not None:
-            await progress.flush()
-        request = notes.get(INPUT_NOTE)
-        if isinstance(request, InputRequest) and request.state is not None:
-            return _ask_approval(params, request.state)
-        return redacted_error(result, gateway.redact)
+
+        async def run() -> types.CallToolResult | types.InputRequiredResult:
+            # One id links this call's log lines, its upstream call and its audit row.
+            with requestid.bound() as request_id, protocol_errors(gateway.redact):
+                log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
+                result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
+            if progress is not None:
+                await progress.flush()
+            request = notes.get(INPUT_NOTE)
+            if isinstance(request, InputRequest) and request.state is not None:
+                return _ask_approval(params, request.state)
+            return redacted_error(result, gateway.redact)
+
+        if not modern:
+            with bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
+                return await run()
+        wait = gateway.config.settings.call_timeout
+        call = ParkedCall(session, params.name, gateway.passthrough, ctx.session.client_capabilities, wait)
+        assert gateway.router.group is not None
+        call.start(gateway.router.group, run, lambda: parked.pop(call.token or "", None))
+        return await _resume(call, params)
+
+    async def _resume(
+        call: ParkedCall, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        result, asked = await call.next()
+        if asked is None:
+            answer: types.CallToolResult | types.InputRequiredResult = result
+            return answer
+        assert call.token is not None
+        parked[call.token] = call
+        return asked
 
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         session = session_of(gateway, ctx)
@@ -281,7 +317,7 @@ def build_server(
 
     async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
+        with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.uri, gateway.passthrough)):
             return await gateway.read_resource(session, params.uri)
 
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
@@ -292,13 +328,31 @@ def build_server(
 
     async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
+        with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
             return await gateway.get_prompt(session, params.name, params.arguments)
 
     async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
             return await gateway.complete(session, params)
+
+    async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            await gateway.subscribe_resource(session, params.uri, True)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            await gateway.subscribe_resource(session, params.uri, False)
+        return types.EmptyResult()
+
+    async def set_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        session = session_of(gateway, ctx)
+        with protocol_errors(gateway.redact):
+            await gateway.set_logging_level(session, params.level)
+        return types.EmptyResult()
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
@@ -308,21 +362,28 @@ def build_server(
         return gateway.input_schema(name, identity.role, _GROUP.get())
 
     bus = InMemorySubscriptionBus()
-    server = GatewayServer(
-        "mcp-gateway",
-        version="0.1.0",
-        instructions="One endpoint for every tool of this organisation. Tool names are <server>__<tool>.",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_completion=complete,
-        on_subscriptions_listen=ListenHandler(bus),
-        get_tool_input_schema=input_schema,
-    )
+    # Logging, subscriptions and roots are deprecated in the 2026 era, and still what handshake-era
+    # clients use; the SDK warns once, at construction.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server = GatewayServer(
+            "mcp-gateway",
+            version="0.1.0",
+            instructions="One endpoint for every tool of this organisation. Tool names are <server>__<tool>.",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_completion=complete,
+            on_subscriptions_listen=ListenHandler(bus),
+            on_subscribe_resource=subscribe,
+            on_unsubscribe_resource=unsubscribe,
+            on_set_logging_level=set_level,
+            get_tool_input_schema=input_schema,
+        )
 
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call
     # that buys nothing until a tracer is installed.
@@ -343,6 +404,14 @@ def build_server(
         members = [context for context in gateway.sessions.live() if context.group == name]
         await notify_tools_changed(gateway, bus, members)
 
+    async def deliver(session: SessionContext, notice: Any) -> None:
+        # Outside a request a notice can only reach a handshake-era client with its stream open.
+        connection = session.state.get(CONNECTION_KEY)
+        if isinstance(connection, Connection) and connection.has_standalone_channel:
+            data = notice.model_dump(by_alias=True, mode="json", exclude_none=True)
+            await connection.notify(data["method"], data.get("params"))
+
+    gateway.passthrough.deliver = deliver
     gateway.on_change(changed)
     gateway.on_group_change(group_changed)
     gateway.on_session_change(session_changed)

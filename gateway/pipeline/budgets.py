@@ -19,14 +19,14 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mcp_types as types
 
 from gateway.auth.policy import Budget
 from gateway.errors import ToolRefusedError
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.session import Closer
+from gateway.session import Closer, SessionContext
 
 WINDOW_SECONDS = 60.0
 # Marks a session whose end the step already listens for, so it registers once.
@@ -165,6 +165,17 @@ class Budgets:
             return await call_next(call)
         finally:
             self.tracker.release(caller)
+
+    def charge(self, session: SessionContext) -> None:
+        """Count one request an upstream made of the session's client (sampling, elicitation) like a
+        call that ends at once; raise `BudgetExceededError` when the role's budget refuses it. The
+        call that caused it already holds a concurrency slot, so concurrency is not checked again."""
+        budget = self._budget_of(session.role)
+        if budget is None:
+            return
+        caller = session.principal or session.caller
+        self.tracker.acquire(session.id, caller, replace(budget, concurrent=None))
+        self.tracker.release(caller)
 
     def _forget(self, session_id: str) -> Closer:
         async def forget() -> None:

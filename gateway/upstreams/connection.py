@@ -43,6 +43,7 @@ from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
 from gateway.upstreams import faults
 from gateway.upstreams.children import server_parameters
+from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
 from gateway.upstreams.stdio import RESULT_TOO_LARGE, stdio_transport
@@ -115,6 +116,12 @@ class _WatchedStream:
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.closed = anyio.Event()
+
+    @property
+    def last_context(self) -> Any:
+        """The context of the task that sent the last message, where the transport carries it
+        (the SDK runs the handler of a server's request in it: see `gateway.downstream`)."""
+        return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
         try:
@@ -196,6 +203,7 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
                 tags=frozenset(config.tags) | frozenset(settings.tags),
                 sandbox=_sandbox_kind(settings.sandbox or config.sandbox),
                 timeout=settings.timeout or config.timeout,
+                execution=record.execution,
             )
         )
     return tuple(records)
@@ -225,8 +233,11 @@ class Upstream:
         transport: TransportFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        notices: NoticeHandler | None = None,
+        workspace: Path | None = None,
     ) -> None:
         self.config = config
+        self.client_side = ClientSide(config.name, notices=notices, workspace=workspace)
         self._settings = settings
         self._clock = clock
         self._wall_clock = wall_clock
@@ -325,7 +336,8 @@ class Upstream:
             factory = self._transport or transport_for(self.config, data_dir, self._errlog(stack), limit, self.faults)
             read, write = await stack.enter_async_context(factory())
             watched = _WatchedStream(read)
-            session = ClientSession(watched, write, message_handler=self._on_message)
+            options = self.client_side.session_options()
+            session = ClientSession(watched, write, message_handler=self._on_message, **options)
             await stack.enter_async_context(session)
             timeout, step = self._settings.upstream_connect_timeout, "initialize"
             try:
@@ -447,6 +459,7 @@ class Upstream:
         )
 
     async def _on_message(self, message: Any) -> None:
+        await self.client_side.on_message(message)
         if isinstance(
             message,
             types.ToolListChangedNotification
@@ -510,7 +523,8 @@ class Upstream:
         session = await self._live_session()
         log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
         try:
-            return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
+            with self.client_side.in_flight.request():
+                return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
         except MCPError as error:
             raise _translate(self.name, error) from None
 
@@ -518,7 +532,8 @@ class Upstream:
         """Read a resource by its original URI."""
         session = await self._live_session()
         try:
-            return await session.read_resource(uri)
+            with self.client_side.in_flight.request():
+                return await session.read_resource(uri)
         except MCPError as error:
             raise _translate(self.name, error) from None
 
@@ -526,7 +541,8 @@ class Upstream:
         """Get a prompt by its original name."""
         session = await self._live_session()
         try:
-            return await session.get_prompt(name, arguments)
+            with self.client_side.in_flight.request():
+                return await session.get_prompt(name, arguments)
         except MCPError as error:
             raise _translate(self.name, error) from None
 
@@ -536,6 +552,40 @@ class Upstream:
         try:
             argument = {"name": params.argument.name, "value": params.argument.value}
             return await session.complete(params.ref, argument, context_arguments=_context(params))
+        except MCPError as error:
+            raise _translate(self.name, error) from None
+
+    async def subscribe(self, uri: str, subscribed: bool) -> None:
+        """Subscribe to (or, with `subscribed` false, unsubscribe from) updates of a resource by its original URI."""
+        session = await self._live_session()
+        try:
+            # The typed request, not the SDK's helpers, which warn that the 2026 era drops subscriptions.
+            params = types.SubscribeRequestParams(uri=uri)
+            request: types.ClientRequest = (
+                types.SubscribeRequest(params=params)
+                if subscribed
+                else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+            )
+            await session.send_request(request, types.EmptyResult)
+        except MCPError as error:
+            raise _translate(self.name, error) from None
+
+    def supports_subscriptions(self) -> bool:
+        """Whether the connected server takes resource subscriptions."""
+        capabilities = self._session.server_capabilities if self._session is not None else None
+        resources = capabilities.resources if capabilities is not None else None
+        return bool(resources is not None and resources.subscribe)
+
+    async def set_logging_level(self, level: types.LoggingLevel) -> None:
+        """Ask the server to send log messages of `level` and above; a server without logging is left alone."""
+        session = self._session
+        capabilities = session.server_capabilities if session is not None else None
+        if session is None or capabilities is None or capabilities.logging is None:
+            return
+        try:
+            await session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level=level)), types.EmptyResult
+            )
         except MCPError as error:
             raise _translate(self.name, error) from None
 

@@ -32,6 +32,7 @@ from gateway.config.variables import WORKSPACE_REFERENCE
 from gateway.errors import UpstreamUnavailableError
 from gateway.session import SessionContext
 from gateway.upstreams import volumes
+from gateway.upstreams.clientside import Notice, NoticeHandler, SessionNotices
 from gateway.upstreams.connection import State, TransportFactory, Upstream
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,15 @@ class Workspace:
     """When its session ended (epoch seconds); None while in use or left by a gateway that died."""
     used: int
     """Bytes it takes on disk."""
+
+
+WORKSPACE_KEY = "gateway.workspace"
+
+
+def workspace_of(session: SessionContext) -> Path | None:
+    """The session's workspace directory, if it has one yet."""
+    directory = session.state.get(WORKSPACE_KEY)
+    return directory if isinstance(directory, Path) else None
 
 
 def _digest(text: str) -> str:
@@ -122,6 +132,9 @@ class Workspaces:
         self._settings = settings
         self._transports = transports
         self._clock = clock
+        self.notices: SessionNotices | None = None
+        """Where the log messages and resource updates of upstreams go outside a request; a session
+        instance's go to its session alone."""
 
     async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
         """Find out whether workspaces can be size-limited; as the owner of the data directory
@@ -140,7 +153,7 @@ class Workspaces:
 
     async def open(self, session: SessionContext) -> Path:
         """The session's workspace directory, made (and mounted) on first use, released with the session."""
-        key = "gateway.workspace"
+        key = WORKSPACE_KEY
         # Concurrent first calls of one session must mount its file system once.
         async with session.state.setdefault(f"{key}.lock", anyio.Lock()):
             directory: Path | None = session.state.get(key)
@@ -156,6 +169,13 @@ class Workspaces:
 
                 session.on_close(end)
         return directory
+
+    def _notices_of(self, session: SessionContext) -> NoticeHandler:
+        async def tell(server: str, notice: Notice) -> None:
+            if self.notices is not None:
+                await self.notices(server, notice, session)
+
+        return tell
 
     def discovery(self, server: ServerConfig) -> ServerConfig:
         """The instance that lists a session-scoped server's tools, in an empty workspace of its own."""
@@ -254,6 +274,8 @@ class Workspaces:
                 _ignore,
                 log_dir=self.root.parent / "logs",
                 transport=transport(workspace) if transport is not None else self._transports.get(server.name),
+                notices=self._notices_of(session),
+                workspace=workspace,
             )
             session.state[key] = upstream
             scope = anyio.CancelScope()

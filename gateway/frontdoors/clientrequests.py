@@ -1,0 +1,95 @@
+"""The client of one front-door request, as an upstream sees it: its requests for the user put to
+that client, its log messages sent on that request's stream.
+
+A handshake-era client is asked over the back channel of the request being served (on HTTP, the
+response stream of that POST). What the client did not declare (sampling, elicitation in the
+mode asked, roots) gets the error an SDK client without it answers, at once. Roots a client does
+not give are its session's workspace, if it has one. A 2026-era request has no back channel:
+see `gateway.frontdoors.parked` for how its input requests travel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+
+from gateway.downstream import ClientAnswer, ClientRequest
+from gateway.passthrough import PassThrough
+from gateway.session import SessionContext
+from gateway.upstreams.clientside import workspace_roots
+from gateway.upstreams.workspaces import workspace_of
+
+Context = ServerRequestContext[Any, Any]
+
+
+def unsupported(request: ClientRequest, capabilities: types.ClientCapabilities | None) -> types.ErrorData | None:
+    """The error for a request the client did not declare it supports, else None."""
+    declared = capabilities or types.ClientCapabilities()
+    if isinstance(request, types.CreateMessageRequest) and declared.sampling is None:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="Sampling not supported")
+    if isinstance(request, types.ElicitRequest):
+        elicitation = declared.elicitation
+        url = isinstance(request.params, types.ElicitRequestURLParams)
+        if elicitation is None or (url and elicitation.url is None):
+            return types.ErrorData(code=types.INVALID_REQUEST, message="Elicitation not supported")
+    return None
+
+
+def answer_type(request: ClientRequest) -> type[ClientAnswer]:
+    """What the client answers to `request`."""
+    if isinstance(request, types.CreateMessageRequest):
+        tools = request.params.tools is not None or request.params.tool_choice is not None
+        return types.CreateMessageResultWithTools if tools else types.CreateMessageResult
+    if isinstance(request, types.ElicitRequest):
+        return types.ElicitResult
+    return types.ListRootsResult
+
+
+class ClientOfRequest:
+    """The `Downstream` of a handshake-era front-door request."""
+
+    def __init__(self, ctx: Context, session: SessionContext, subject: str, passthrough: PassThrough) -> None:
+        self._ctx = ctx
+        self._session = session
+        self._subject = subject
+        self._passthrough = passthrough
+
+    @property
+    def session(self) -> SessionContext:
+        """The session the request came in on."""
+        return self._session
+
+    @property
+    def subject(self) -> str:
+        """The exposed name or URI the client asked for."""
+        return self._subject
+
+    async def ask(self, server: str, request: ClientRequest) -> ClientAnswer | types.ErrorData:
+        """Put the upstream's request to this client, within its budget; its answer or an error."""
+        capabilities = self._ctx.session.client_capabilities
+        if isinstance(request, types.ListRootsRequest) and (capabilities is None or capabilities.roots is None):
+            return workspace_roots(workspace_of(self._session))
+        refusal = unsupported(request, capabilities) or await self._passthrough.admit(self, server, request)
+        if refusal is not None:
+            return refusal
+        metadata = ServerMessageMetadata(related_request_id=self._ctx.request_id)
+        try:
+            answer: ClientAnswer = await self._ctx.session.send_request(
+                request, answer_type(request), metadata=metadata
+            )
+        except MCPError as error:
+            return error.error
+        except NoBackChannelError:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{request.method}: the client cannot be asked")
+        return answer
+
+    async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        """Send the log message on this request's stream, within the session's level and flood limit."""
+        await self._passthrough.log(self._session, server, params, self._send)
+
+    async def _send(self, session: SessionContext, notice: Any) -> None:
+        await self._ctx.session.send_notification(notice, related_request_id=self._ctx.request_id)

@@ -1,0 +1,212 @@
+"""What passes from upstreams to clients beyond answers: requests for the user, log messages,
+resource updates, each to the right client session and within its limits.
+
+The front door binds the client of each request (`gateway.downstream`); this module is the
+gateway's side of it. Sampling and elicitation count against the caller's budget like a call and
+are audited (outcome `sampling` or `elicitation`). Log messages reach the client whose request
+caused them, or, outside a request, every session that can see the server, at most `LOG_RATE` a
+second per session and server (`LogThrottle`). Resource updates reach the sessions subscribed to
+the resource, under the URI they know it by.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+import mcp_types as types
+
+from gateway import requestid
+from gateway.downstream import ClientRequest, Downstream
+from gateway.errors import GatewayError
+from gateway.pipeline.audit import AuditEntry, AuditStore
+from gateway.pipeline.budgets import Budgets
+from gateway.session import SessionContext
+from gateway.upstreams.clientside import Notice
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[SessionContext, Notice], Awaitable[None]]
+THROTTLE_KEY = "gateway.log_throttle"
+LEVEL_KEY = "gateway.log_level"
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """One session's subscription to a resource: the URI it knows, and where the resource lives."""
+
+    session: SessionContext
+    exposed: str
+    server: str
+    original: str
+
+
+class LogThrottle:
+    """At most `RATE` log messages a second pass; the rest are counted, and the count is reported
+    (once) with the next message that passes. Pure: `clock` gives seconds."""
+
+    RATE = 20
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._window = -1.0
+        self._passed = 0
+        self._dropped = 0
+
+    def admit(self) -> tuple[bool, int]:
+        """Whether this message passes, and how many dropped before it are to be reported now."""
+        now = self._clock()
+        if now - self._window >= 1.0:
+            self._window, self._passed = now, 0
+        if self._passed >= self.RATE:
+            self._dropped += 1
+            return False, 0
+        self._passed += 1
+        dropped, self._dropped = self._dropped, 0
+        return True, dropped
+
+
+def kind_of(request: ClientRequest) -> str:
+    """The audit outcome of an upstream's request to a client."""
+    if isinstance(request, types.CreateMessageRequest):
+        return "sampling"
+    if isinstance(request, types.ElicitRequest):
+        return "elicitation"
+    return "roots"
+
+
+class PassThrough:
+    """Budgets, audit, logging and subscriptions for what upstreams send clients."""
+
+    def __init__(
+        self,
+        budgets: Budgets,
+        audit: Callable[[], AuditStore],
+        sessions: Callable[[], Iterable[SessionContext]],
+        sources: Callable[[SessionContext], set[str]],
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self._budgets = budgets
+        self._audit = audit
+        self._sessions = sessions
+        self._sources = sources
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._subscriptions: dict[tuple[str, str], list[Subscription]] = {}
+        self.deliver: Deliver | None = None
+        """How a notice reaches a session's client; set by the front door."""
+
+    async def admit(self, downstream: Downstream, server: str, request: ClientRequest) -> types.ErrorData | None:
+        """Count a sampling or elicitation request against the caller's budget and audit it; the
+        error the server gets when the budget refuses it, else None. Roots are neither."""
+        kind = kind_of(request)
+        if kind == "roots":
+            return None
+        session = downstream.session
+        outcome, refusal = kind, None
+        try:
+            self._budgets.charge(session)
+        except GatewayError as error:
+            outcome, refusal = "refused:budget", error.message
+        await self._audit().record(
+            AuditEntry(
+                epoch=self._wall_clock(),
+                session=session.id,
+                caller=session.caller,
+                tool=downstream.subject,
+                args_digest="",
+                outcome=outcome,
+                duration_ms=0.0,
+                detail=f"{kind} requested by server '{server}'" + (f": {refusal}" if refusal else ""),
+                request_id=requestid.current() or "",
+            )
+        )
+        return None if refusal is None else types.ErrorData(code=types.INVALID_REQUEST, message=refusal)
+
+    async def log(
+        self,
+        session: SessionContext,
+        server: str,
+        params: types.LoggingMessageNotificationParams,
+        send: Deliver | None = None,
+    ) -> None:
+        """Pass one log message of `server` to `session` (through `send`, by default the session's
+        back channel), within the session's level and the flood limit."""
+        deliver = send or self.deliver
+        if deliver is None or not self._wanted(session, params.level):
+            return
+        throttle: LogThrottle = session.state.setdefault(f"{THROTTLE_KEY}.{server}", LogThrottle(self._clock))
+        passes, dropped = throttle.admit()
+        if dropped:
+            await deliver(session, types.LoggingMessageNotification(params=dropped_notice(server, dropped)))
+        if passes:
+            await deliver(session, types.LoggingMessageNotification(params=params))
+
+    def set_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
+        """Pass the session log messages of `level` and above from now on."""
+        session.state[LEVEL_KEY] = level
+
+    def _wanted(self, session: SessionContext, level: types.LoggingLevel) -> bool:
+        wanted = session.state.get(LEVEL_KEY)
+        return wanted is None or LEVELS.index(level) >= LEVELS.index(wanted)
+
+    async def notice(self, server: str, notice: Notice, owner: SessionContext | None) -> None:
+        """Route a notice an upstream sent outside any request: a log message to the sessions that
+        can see the server (or the one whose own instance it is), an update to the resource's subscribers."""
+        if isinstance(notice, types.LoggingMessageNotification):
+            sessions = [owner] if owner is not None else [s for s in self._sessions() if server in self._sources(s)]
+            for session in sessions:
+                await self.log(session, server, notice.params)
+            return
+        for subscription in list(self._subscriptions.get((server, notice.params.uri), ())):
+            if owner is not None and subscription.session is not owner:
+                continue
+            if self.deliver is not None:
+                params = notice.params.model_copy(update={"uri": subscription.exposed})
+                await self.deliver(subscription.session, types.ResourceUpdatedNotification(params=params))
+
+    def subscribe(self, subscription: Subscription) -> bool:
+        """Record a subscription; True when it is the first to that resource, which the server must be told of."""
+        key = (subscription.server, subscription.original)
+        subscribers = self._subscriptions.setdefault(key, [])
+        first = not subscribers
+        if not any(s.session is subscription.session for s in subscribers):
+            subscribers.append(subscription)
+            subscription.session.on_close(self._forget(subscription.session, key))
+        return first
+
+    def unsubscribe(self, session: SessionContext, server: str, original: str) -> bool:
+        """Drop a session's subscription; True when it was the last, and the server may stop sending."""
+        key = (server, original)
+        subscribers = [s for s in self._subscriptions.get(key, ()) if s.session is not session]
+        if subscribers:
+            self._subscriptions[key] = subscribers
+            return False
+        return self._subscriptions.pop(key, None) is not None
+
+    def _forget(self, session: SessionContext, key: tuple[str, str]) -> Callable[[], Awaitable[None]]:
+        async def forget() -> None:
+            self.unsubscribe(session, *key)
+
+        return forget
+
+
+def dropped_notice(server: str, dropped: int) -> types.LoggingMessageNotificationParams:
+    """The message that stands for log messages a flood limit held back."""
+    return types.LoggingMessageNotificationParams(
+        level="warning",
+        logger="gateway",
+        data=f"{dropped} messages dropped from server '{server}': more than {LogThrottle.RATE} a second",
+    )

@@ -1,0 +1,102 @@
+"""The client side of the gateway's session with one upstream: what it answers the server and passes on.
+
+The gateway declares sampling, elicitation and roots to every upstream (a server may hide tools
+from a client without them) and puts each such request to the client whose request caused it
+(`gateway.downstream`). A client that cannot be told, or does not support the request, makes
+the server get the protocol's error at once. Roots outside any request are the instance's
+workspace, if it has one. Log messages and resource updates go to the client of the request in
+flight, or, outside one, to `notices`, which knows the sessions that can see the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientRequestContext
+
+from gateway.downstream import ClientAnswer, ClientRequest, InFlight
+from gateway.session import SessionContext
+
+Notice = types.LoggingMessageNotification | types.ResourceUpdatedNotification
+NoticeHandler = Callable[[str, Notice], Awaitable[None]]
+SessionNotices = Callable[[str, Notice, SessionContext | None], Awaitable[None]]
+"""The gateway's handler of notices outside a request: the server, the notice, and the one session
+whose own instance sent it (None for a shared server)."""
+
+UNROUTABLE = (
+    "the gateway cannot tell which of its clients this request is for "
+    "(no call of a single client session is in flight on this server)"
+)
+
+
+async def _nobody(server: str, notice: Notice) -> None:
+    """Where notices of a connection nobody listens to go."""
+
+
+def workspace_roots(workspace: Path | None) -> types.ListRootsResult:
+    """The roots of a server run in `workspace`: that directory, or none."""
+    if workspace is None:
+        return types.ListRootsResult(roots=[])
+    root = types.Root.model_validate({"uri": workspace.resolve().as_uri(), "name": "workspace"})
+    return types.ListRootsResult(roots=[root])
+
+
+class ClientSide:
+    """The callbacks of one upstream's `ClientSession`, routing to the client of each request."""
+
+    def __init__(self, server: str, *, notices: NoticeHandler | None = None, workspace: Path | None = None) -> None:
+        self.server = server
+        self.in_flight = InFlight()
+        self._notices = notices or _nobody
+        self._workspace = workspace
+
+    def session_options(self) -> dict[str, Any]:
+        """The `ClientSession` keyword arguments that declare the capabilities and install the callbacks."""
+        return {
+            "sampling_callback": self._sample,
+            "elicitation_callback": self._elicit,
+            "list_roots_callback": self._roots,
+            "logging_callback": self._log,
+        }
+
+    async def on_message(self, message: Any) -> None:
+        """Route a resource update from the server to its subscribers."""
+        if isinstance(message, types.ResourceUpdatedNotification):
+            await self._notices(self.server, message)
+
+    async def _ask(self, request: ClientRequest) -> ClientAnswer | types.ErrorData:
+        downstream = self.in_flight.caller()
+        if downstream is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{request.method} refused: {UNROUTABLE}")
+        return await downstream.ask(self.server, request)
+
+    async def _sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        answer = await self._ask(types.CreateMessageRequest(params=params))
+        assert isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData)
+        return answer
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await self._ask(types.ElicitRequest(params=params))
+        assert isinstance(answer, types.ElicitResult | types.ErrorData)
+        return answer
+
+    async def _roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        if self.in_flight.caller() is None:
+            return workspace_roots(self._workspace)
+        answer = await self._ask(types.ListRootsRequest())
+        assert isinstance(answer, types.ListRootsResult | types.ErrorData)
+        return answer
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        downstream = self.in_flight.caller()
+        if downstream is not None:
+            await downstream.log(self.server, params)
+        else:
+            await self._notices(self.server, types.LoggingMessageNotification(params=params))

@@ -1,0 +1,220 @@
+"""What an upstream asks of or tells its client passes through a real gateway to the client whose
+call caused it: sampling, elicitation, roots, log messages, resource updates; budgets and audit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+from mcp.server import Server
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from gateway.passthrough import LogThrottle
+from tests.support.access import ROLES, access_config, http_client
+from tests.support.asking import NOTE_URI
+from tests.support.asking import build_server as asking
+from tests.support.harness import (
+    REPO,
+    collector,
+    gateway_client,
+    http_gateway,
+    in_memory,
+    make_config,
+    placeholder,
+    until_listed,
+)
+from tests.support.probe import wait_until
+from tests.support.skills import text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore", category=MCPDeprecationWarning)]
+
+NOTE = f"asking+{NOTE_URI}"
+
+
+async def sample(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    """The client's model, which echoes the prompt back."""
+    prompt = params.messages[0].content
+    said = prompt.text if isinstance(prompt, types.TextContent) else "?"
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(text=said.upper()), model="test")
+
+
+async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The client's user, who answers every form with the name Ada."""
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def my_roots(context: ClientRequestContext) -> types.ListRootsResult:
+    """The client's own roots."""
+    return types.ListRootsResult(roots=[types.Root.model_validate({"uri": "file:///home/ada/project"})])
+
+
+def config(tmp_path: Path, **settings: Any) -> Any:
+    return make_config(tmp_path, placeholder(["asking"]), **settings)
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> str:
+    with anyio.fail_after(30):
+        return text(await client.call_tool(f"asking__{tool}", arguments or {}))
+
+
+async def test_an_upstream_s_sampling_request_reaches_the_calling_client_and_is_audited(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, sampling_callback=sample) as (gateway, client):
+        assert await call(client, "ask_model", {"prompt": "hello"}) == "model said: HELLO"
+        rows = await gateway.audit.recent(tool="asking__ask_model")
+    assert [row.outcome for row in rows] == ["ok", "sampling"]
+    assert "server 'asking'" in rows[1].detail
+
+
+async def test_a_client_without_sampling_gets_the_protocol_s_error_not_a_hang(tmp_path: Path) -> None:
+    async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()})) as (_, client):
+        assert await call(client, "ask_model", {"prompt": "hello"}) == "refused: Sampling not supported"
+        assert await call(client, "ask_user") == "refused: Elicitation not supported"
+
+
+async def test_form_and_url_elicitation_reach_the_calling_client(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, elicitation_callback=elicit) as (gw, client):
+        assert await call(client, "ask_user") == "accept: Ada"
+        assert await call(client, "open_page") == "accept"
+        outcomes = {row.outcome for row in await gw.audit.recent()}
+    assert "elicitation" in outcomes
+
+
+async def test_sampling_counts_against_the_caller_s_budget(tmp_path: Path) -> None:
+    roles = {**ROLES, "user": {"allow": ["*"], "budget": {"max_calls_per_session": 2}}}
+    cfg = access_config(tmp_path, placeholder(["asking"]), roles=roles, auth=None, stdio_role="user")
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(cfg, transports=transports, sampling_callback=sample) as (gateway, client):
+        await call(client, "roots")
+        answer = await call(client, "ask_model", {"prompt": "hello"})
+        rows = await gateway.audit.recent(tool="asking__ask_model")
+    assert answer.startswith("refused: Refused: this session has used all 2 calls")
+    assert "refused:budget" in [row.outcome for row in rows]
+
+
+async def test_roots_are_the_client_s_own_or_else_the_session_s_workspace(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, list_roots_callback=my_roots) as (_, client):
+        assert await call(client, "roots") == "file:///home/ada/project"
+    async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()})) as (_, client):
+        assert await call(client, "roots") == "no roots"
+
+
+async def test_log_messages_reach_the_calling_client_and_a_flood_is_throttled(tmp_path: Path) -> None:
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def keep(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, logging_callback=keep) as (_, client):
+        assert await call(client, "chatty", {"count": 3}) == "done"
+        await wait_until(lambda: len(logged) >= 3)
+        assert [entry.data for entry in logged] == ["working 0", "working 1", "working 2"]
+        logged.clear()
+        await client.set_logging_level("warning")
+        assert await call(client, "chatty", {"count": 3}) == "done"
+    assert logged == []
+
+
+def test_a_log_flood_passes_at_the_documented_rate_then_says_how_many_were_dropped() -> None:
+    now = [0.0]
+    throttle = LogThrottle(lambda: now[0])
+    verdicts = [throttle.admit() for _ in range(LogThrottle.RATE + 5)]
+    assert verdicts.count((True, 0)) == LogThrottle.RATE
+    now[0] = 1.0
+    assert throttle.admit() == (True, 5)
+
+
+async def test_a_subscriber_is_told_of_updates_under_the_exposed_uri(tmp_path: Path) -> None:
+    received, handle = collector()
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, message_handler=handle) as (_, client):
+        uris = [resource.uri for resource in (await client.list_resources()).resources]
+        exposed = next(uri for uri in uris if uri.endswith("today"))
+        await client.subscribe_resource(exposed)
+        assert await call(client, "subscriptions") == NOTE_URI
+        await call(client, "touch")
+        await wait_until(lambda: any(isinstance(m, types.ResourceUpdatedNotification) for m in received))
+        updates = [m.params.uri for m in received if isinstance(m, types.ResourceUpdatedNotification)]
+        assert updates == [exposed]
+        await client.unsubscribe_resource(exposed)
+        assert await call(client, "subscriptions") == "none"
+
+
+async def test_the_gateway_advertises_resource_subscriptions(tmp_path: Path) -> None:
+    async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()})) as (_, client):
+        resources = client.server_capabilities.resources if client.server_capabilities else None
+    assert resources is not None and resources.subscribe
+
+
+async def test_sampling_passes_through_a_gateway_served_over_http(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    async with (
+        http_gateway(cfg, transports=in_memory({"asking": asking()})) as (_, url),
+        http_client(url, sampling_callback=sample) as client,
+    ):
+        assert await call(client, "ask_model", {"prompt": "over http"}) == "model said: OVER HTTP"
+
+
+async def test_an_upstream_over_stdio_reaches_the_only_session_calling_it(tmp_path: Path) -> None:
+    entry = {"command": sys.executable, "args": ["-m", "tests.support.asking"], "cwd": str(REPO)}
+    async with gateway_client(make_config(tmp_path, {"asking": entry}), sampling_callback=sample) as (_, client):
+        await until_listed(client, "asking__ask_model")
+        assert await call(client, "ask_model", {"prompt": "over stdio"}) == "model said: OVER STDIO"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_sampling_passes_through_stdio_on_both_sides(tmp_path: Path, mode: str) -> None:
+    config_file = tmp_path / "gateway.yaml"
+    upstream = {"command": sys.executable, "args": ["-m", "tests.support.asking"], "cwd": str(REPO)}
+    gateway_section = {"data_dir": str(tmp_path / "data")}
+    config_file.write_text(yaml.safe_dump({"gateway": gateway_section, "servers": {"asking": upstream}}))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gateway", "--log-level", "WARNING", "stdio", "--config", str(config_file)],
+        cwd=str(REPO),
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode, sampling_callback=sample) as client:
+            await until_listed(client, "asking__ask_model")
+            assert await call(client, "ask_model", {"prompt": "both ways"}) == "model said: BOTH WAYS"
+
+
+async def test_a_2026_era_client_answers_sampling_and_elicitation_through_input_required(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    options: dict[str, Any] = {"sampling_callback": sample, "elicitation_callback": elicit, "mode": "2026-07-28"}
+    async with gateway_client(config(tmp_path), transports=transports, **options) as (gateway, client):
+        assert await call(client, "ask_model", {"prompt": "modern"}) == "model said: MODERN"
+        assert await call(client, "ask_user") == "accept: Ada"
+        outcomes = [row.outcome for row in await gateway.audit.recent()]
+    assert "sampling" in outcomes and "elicitation" in outcomes
+
+
+async def test_a_2026_era_client_without_sampling_gets_an_error_not_a_hang(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, mode="2026-07-28") as (_, client):
+        assert await call(client, "ask_model", {"prompt": "hi"}) == "refused: Sampling not supported"
+
+
+async def test_a_tool_s_task_support_is_listed_as_the_server_gives_it(tmp_path: Path) -> None:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        execution = types.ToolExecution(task_support="optional")
+        return types.ListToolsResult(
+            tools=[types.Tool(name="long", input_schema={"type": "object"}, execution=execution)]
+        )
+
+    server = Server("tasks", on_list_tools=list_tools)
+    cfg = make_config(tmp_path, placeholder(["tasks"]))
+    async with gateway_client(cfg, transports=in_memory({"tasks": server})) as (_, client):
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    execution = tools["tasks__long"].execution
+    assert execution is not None and execution.task_support == "optional"
