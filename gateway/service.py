@@ -521,7 +521,9 @@ class Gateway:
         (its name, server, tags and configured risk). Any other name stays unknown."""
         listed = set(self.catalog.sources())
         for upstream in self.upstreams.values():
-            prefix = f"{upstream.config.namespace or upstream.name}{SEPARATOR}"
+            namespace = upstream.config.prefix
+            # A server without a prefix could own any name.
+            prefix = f"{namespace}{SEPARATOR}" if namespace else ""
             if upstream.name in listed or not name.startswith(prefix):
                 continue
             expected = records_for(upstream.config, [types.Tool(name=name[len(prefix) :], input_schema={})])
@@ -562,7 +564,9 @@ class Gateway:
         call = ToolCall(session=session, tool=tool, arguments=plain, progress=progress, notes=dict(notes or {}))
         if tool.name in self._meta:
             return await self._meta_pipeline.run(call)
-        return await self.pipeline.run(call)
+        result = await self.pipeline.run(call)
+        # Resource links name the upstream's own URIs; the client reads them back through the gateway.
+        return self.catalog.exposed_links(tool.source, result)
 
     def listed_resources(self, session: SessionContext) -> list[types.Resource]:
         """Resources this session may see: its skills' files, then the servers' resources."""
