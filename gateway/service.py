@@ -518,11 +518,11 @@ class Gateway:
     def _check_not_connected(self, session: SessionContext, name: str) -> None:
         """Raise `ServerNotConnectedError` when `name` could be a tool of a server that has listed
         nothing yet and that this session's role could see, judged by the configuration alone
-        (its name, server, tags and configured risk). Any other name stays unknown."""
+        (its name, server, tags and configured risk). A server without a prefix could own any name.
+        Any other name stays unknown."""
         listed = set(self.catalog.sources())
         for upstream in self.upstreams.values():
             namespace = upstream.config.prefix
-            # A server without a prefix could own any name.
             prefix = f"{namespace}{SEPARATOR}" if namespace else ""
             if upstream.name in listed or not name.startswith(prefix):
                 continue

@@ -11,11 +11,13 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp import Client
 
 from gateway.config.loading import load_config
 from gateway.service import Gateway
-from tests.support.harness import REPO, gateway_client, in_memory, make_config
+from tests.support.harness import REPO, gateway_client, http_gateway, in_memory, make_config
 from tests.support.linked import STATIC, linking_server, partial_server
+from tests.support.probe import wait_until
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +158,27 @@ async def test_a_server_without_resource_templates_is_served_all_the_same(
             assert text(await client.read_resource("partial+partial://notes")) == "the notes"
             assert gateway.statuses()[0].tools == 1
     assert caplog.text.count("does not implement resources/templates/list") == 1
+
+
+async def test_a_server_registered_without_a_namespace_joins_one_from_the_file(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"one": UNPREFIXED})
+    transports = in_memory({"one": linking_server("one"), "two": linking_server("two")})
+    async with gateway_client(config, transports=transports) as (gateway, client):
+        await gateway.add_server({"name": "two", **UNPREFIXED})
+        await wait_until(lambda: "two" in gateway.catalog.sources(), limit=30)
+        assert text(await client.call_tool("echo", {"text": "x"})) == "one: x"
+        assert text(await client.call_tool(exposed(gateway, "two", "echo"), {"text": "x"})) == "two: x"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_over_http_an_unprefixed_server_s_links_are_read_back_in_both_eras(tmp_path: Path, mode: str) -> None:
+    config = make_config(tmp_path, {"demo": UNPREFIXED})
+    async with (
+        http_gateway(config, transports=in_memory({"demo": linking_server()})) as (_, url),
+        Client(f"{url}/mcp", mode=mode) as client,
+    ):
+        result = await client.call_tool("link", {"resource_id": "4"})
+        link = result.content[1]
+        assert isinstance(link, types.ResourceLink) and link.uri == "demo://resource/dynamic/blob/4"
+        assert text(await client.read_resource(link.uri)) == "blob 4 of demo"
+        assert [prompt.name for prompt in (await client.list_prompts()).prompts] == ["hello"]
