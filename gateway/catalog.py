@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import mcp_types as types
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from gateway.errors import ProtocolError, clip
-from gateway.naming import Clash, assign, exposed_name, fit_name
+from gateway.naming import Clash, assign, exposed_name, fit_name, suffixed
 from gateway.tools import ToolRecord
 
 URI_JOIN = "+"
@@ -59,7 +60,13 @@ class Catalog:
         self._tools: dict[str, ToolRecord] = {}
         self._resources: dict[str, Route] = {}
         self._prompts: dict[str, Route] = {}
+        self._templates: dict[str, Route] = {}
         self._namespaces: dict[str, str] = {}
+        self._prefixes: dict[str, str] = {}
+        self._fallbacks: dict[str, str] = {}
+        self._matchers: list[tuple[str, UriTemplate]] = []
+        self._answers_unknown: str | None = None
+        self._exposed: dict[tuple[str, str], str] = {}
 
     def sources(self) -> list[str]:
         """Names of the sources that currently contribute, in catalog order."""
@@ -87,20 +94,64 @@ class Catalog:
         return self._tools.get(name)
 
     def resource_route(self, uri: str) -> Route:
-        """The source and original URI behind an exposed resource URI (templates included)."""
-        route = self._resources.get(uri)
+        """The source and original URI behind an exposed resource URI (templates included).
+
+        A listed URI or template maps back exactly; `<namespace>+<uri>` goes to that namespace's
+        source; a URI of a source without a prefix goes to the first whose templates match it, else
+        to the first such source that lists resources (it answers for URIs it does not list).
+        """
+        route = self._resources.get(uri) or self._templates.get(uri)
         if route is not None:
             return route
         namespace, sep, original = uri.partition(URI_JOIN)
-        source = self._namespaces.get(namespace)
-        if not sep or source is None:
-            raise ProtocolError(f"Unknown resource: {clip(uri)}")
-        return Route(source, original)
+        source = self._namespaces.get(namespace) if sep else None
+        if source is not None:
+            return Route(source, original)
+        for source, template in self._matchers:
+            if template.match(uri) is not None:
+                return Route(source, uri)
+        if self._answers_unknown is not None:
+            return Route(self._answers_unknown, uri)
+        raise ProtocolError(f"Unknown resource: {clip(uri)}")
 
     def source_of(self, exposed_uri: str) -> str | None:
-        """The source behind an exposed resource URI or URI template, from its namespace prefix."""
-        namespace, sep, _ = exposed_uri.partition(URI_JOIN)
-        return self._namespaces.get(namespace) if sep else None
+        """The source behind a listed (exposed) resource URI or URI template."""
+        route = self._resources.get(exposed_uri) or self._templates.get(exposed_uri)
+        return route.source if route is not None else None
+
+    def exposed_uri(self, source: str, uri: str) -> str:
+        """The URI under which a client reads `source`'s resource `uri` through the gateway."""
+        listed = self._exposed.get((source, uri))
+        if listed is not None:
+            return listed
+        prefix = self._prefixes.get(source)
+        if prefix is None:
+            return uri  # a source that offers no resources: nothing could read it back
+        if prefix:
+            return f"{prefix}{URI_JOIN}{uri}"
+        try:
+            if self.resource_route(uri).source == source:
+                return uri
+        except ProtocolError:
+            pass
+        return f"{self._fallbacks[source]}{URI_JOIN}{uri}"
+
+    def exposed_links(self, source: str, result: types.CallToolResult) -> types.CallToolResult:
+        """`result` with each resource link's and embedded resource's URI exposed, so a client can read it back."""
+        content = [self._exposed_block(source, block) for block in result.content]
+        if all(new is old for new, old in zip(content, result.content, strict=True)):
+            return result
+        return result.model_copy(update={"content": content})
+
+    def _exposed_block(self, source: str, block: types.ContentBlock) -> types.ContentBlock:
+        if isinstance(block, types.ResourceLink):
+            uri = self.exposed_uri(source, block.uri)
+            return block if uri == block.uri else block.model_copy(update={"uri": uri})
+        if isinstance(block, types.EmbeddedResource):
+            uri = self.exposed_uri(source, block.resource.uri)
+            if uri != block.resource.uri:
+                return block.model_copy(update={"resource": block.resource.model_copy(update={"uri": uri})})
+        return block
 
     def prompt_route(self, name: str) -> Route:
         """The source and original name behind an exposed prompt name."""
@@ -132,20 +183,73 @@ class Catalog:
         for (source, prompt), name in zip(prompts, prompt_names, strict=True):
             self.prompts.append(prompt.model_copy(update={"name": name}))
             self._prompts[name] = Route(source, prompt.name)
-        self.clashes = clashes + prompt_clashes
+        self.clashes = clashes + prompt_clashes + self._expose_resources(listings)
 
-        self._namespaces = {listing.namespace: listing.source for listing in listings}
-        self.resources = []
-        self._resources = {}
-        self.templates = []
+    def _expose_resources(self, listings: list[SourceListing]) -> list[Clash]:
+        """Expose every source's resources and templates: `<namespace>+<uri>`, or as the source has
+        them when its namespace is empty. Where such a URI is taken already (config order decides),
+        the later source's is exposed as `<source name>+<uri>`."""
+        # Only a source that offers resources can answer a read of a URI it names in a result.
+        self._prefixes = {
+            listing.source: listing.namespace for listing in listings if listing.resources or listing.templates
+        }
+        self._namespaces = {listing.namespace: listing.source for listing in listings if listing.namespace}
+        self._fallbacks = {}
+        for listing in listings:
+            if not listing.namespace:
+                # Its own name prefixes what clashes; a name that is another's namespace gets a hash.
+                name = listing.source if listing.source not in self._namespaces else suffixed(listing.source, "+")
+                self._fallbacks[listing.source] = name
+                self._namespaces.setdefault(name, listing.source)
+        unprefixed = [listing for listing in listings if not listing.namespace]
+        self._matchers = [
+            (listing.source, template)
+            for listing in unprefixed
+            for template in map(_parsed_template, listing.templates)
+            if template is not None
+        ]
+        self._answers_unknown = next(
+            (listing.source for listing in unprefixed if listing.resources or listing.templates), None
+        )
+        self._exposed = {}
+        self.resources, self._resources = [], {}
+        self.templates, self._templates = [], {}
+        clashes: list[Clash] = []
         for listing in listings:
             for resource in listing.resources:
-                uri = f"{listing.namespace}{URI_JOIN}{resource.uri}"
-                self.resources.append(resource.model_copy(update={"uri": uri}))
-                self._resources[uri] = Route(listing.source, resource.uri)
+                uri = self._claim(listing, resource.uri, self._resources, clashes)
+                if uri is not None:
+                    self._exposed.setdefault((listing.source, resource.uri), uri)
+                    self.resources.append(resource.model_copy(update={"uri": uri}))
             for template in listing.templates:
-                pattern = f"{listing.namespace}{URI_JOIN}{template.uri_template}"
-                self.templates.append(template.model_copy(update={"uri_template": pattern}))
+                pattern = self._claim(listing, template.uri_template, self._templates, clashes)
+                if pattern is not None:
+                    self.templates.append(template.model_copy(update={"uri_template": pattern}))
+        return clashes
+
+    def _claim(
+        self, listing: SourceListing, original: str, routes: dict[str, Route], clashes: list[Clash]
+    ) -> str | None:
+        """The exposed form of `original` for `listing`, entered in `routes`; None when it cannot be exposed."""
+        wanted = f"{listing.namespace}{URI_JOIN}{original}" if listing.namespace else original
+        exposed: str | None = wanted
+        owner = routes.get(wanted)
+        if owner is not None and owner.source != listing.source:
+            fallback = self._fallbacks.get(listing.source)
+            # A prefixed URI taken by a source without a prefix has nowhere else to go: it stays unlisted.
+            exposed = f"{fallback}{URI_JOIN}{original}" if fallback else None
+            moved = ((f"{listing.source}/{original}", exposed or "(not listed)"),)
+            clashes.append(Clash(wanted, f"{owner.source}/{owner.original}", moved))
+        if exposed is not None:
+            routes.setdefault(exposed, Route(listing.source, original))
+        return exposed
+
+
+def _parsed_template(template: types.ResourceTemplate) -> UriTemplate | None:
+    try:
+        return UriTemplate.parse(template.uri_template)
+    except InvalidUriTemplate:
+        return None  # a template that cannot be matched; its URIs still reach the source by the fallback
 
 
 def _wanted_tool_name(listing: SourceListing, original: str) -> tuple[str, str]:

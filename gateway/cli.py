@@ -24,6 +24,7 @@ import uvicorn
 from gateway import admincli
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
+from gateway.auth.policy import derive_risk
 from gateway.config.clientfiles import CLIENTS, client_snippet
 from gateway.config.loading import default_config_path, load_config
 from gateway.config.model import GatewayConfig
@@ -345,7 +346,7 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
                     "source": tool.source,
                     "original_name": tool.original_name,
                     "layer": tool.layer,
-                    "risk": tool.risk.value if tool.risk else None,
+                    "risk": derive_risk(tool).value,
                     "sandbox": tool.sandbox,
                     "available": not tool.sandbox or gateway.sandbox_availability()[0],
                     "read_only": tool.read_only,
@@ -364,10 +365,14 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
         return 0
     rows = catalog["tools"]
     width = max((len(row["name"]) for row in rows), default=4)
-    print(f"{'NAME':<{width}}  {'SOURCE':<10}  {'LAYER':<8}  DESCRIPTION")
+    print(f"{'NAME':<{width}}  {'SOURCE':<10}  {'RISK':<6}  {'SANDBOX':<11}  {'LAYER':<8}  DESCRIPTION")
     for row in rows:
         summary = (row["description"] or "").strip().splitlines()[0:1]
-        print(f"{row['name']:<{width}}  {row['source']:<10}  {row['layer']:<8}  {''.join(summary)[:80]}")
+        sandbox = row["sandbox"] or "-"
+        print(
+            f"{row['name']:<{width}}  {row['source']:<10}  {row['risk']:<6}  {sandbox:<11}  {row['layer']:<8}"
+            f"  {''.join(summary)[:80]}"
+        )
     for skill in catalog["skills"]:
         print(f"skill {skill['name']} ({skill['lifecycle']}): {' '.join(skill['tools']) or 'no tools'}")
     for problem in catalog["skill_problems"]:

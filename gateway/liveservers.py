@@ -206,7 +206,7 @@ class LiveServers:
             if current is not None and current.source == "file" and current.config == server:
                 continue
             for member in list(self.members.values()):
-                taken = member.name == server.name or member.config.namespace == server.namespace
+                taken = member.name == server.name or (server.prefix and member.config.prefix == server.prefix)
                 if member.source == "api" and taken:
                     log.warning("registered server %r gives way to the file's server %r", member.name, server.name)
                     await self.drop(member.name)
@@ -269,16 +269,18 @@ class LiveServers:
         return Member(config, "api", body)
 
     def _check_namespace(self, config: ServerConfig) -> None:
-        owners = {member.config.namespace: member.name for member in self.members.values()}
-        owner = owners.get(config.namespace)
-        taken = "the local tools" if config.namespace in self._reserved else None
+        if not config.prefix:
+            return  # servers without a prefix may be many; the catalog resolves clashes of their names
+        owners = {member.config.prefix: member.name for member in self.members.values()}
+        owner = owners.get(config.prefix)
+        taken = "the local tools" if config.prefix in self._reserved else None
         if owner is not None and owner != config.name:
             taken = f"server '{owner}'"
         if taken is not None:
             raise ConfigError(
                 REGISTRATION,
                 f"servers.{config.name}.namespace",
-                f"namespace '{config.namespace}' is already used by {taken}; give this server another `namespace`",
+                f"namespace '{config.prefix}' is already used by {taken}; give this server another `namespace`",
             )
 
     # Reading the set

@@ -523,10 +523,12 @@ class Gateway:
     def _check_not_connected(self, session: SessionContext, name: str) -> None:
         """Raise `ServerNotConnectedError` when `name` could be a tool of a server that has listed
         nothing yet and that this session's role could see, judged by the configuration alone
-        (its name, server, tags and configured risk). Any other name stays unknown."""
+        (its name, server, tags and configured risk). A server without a prefix could own any name.
+        Any other name stays unknown."""
         listed = set(self.catalog.sources())
         for upstream in self.upstreams.values():
-            prefix = f"{upstream.config.namespace or upstream.name}{SEPARATOR}"
+            namespace = upstream.config.prefix
+            prefix = f"{namespace}{SEPARATOR}" if namespace else ""
             if upstream.name in listed or not name.startswith(prefix):
                 continue
             expected = records_for(upstream.config, [types.Tool(name=name[len(prefix) :], input_schema={})])
@@ -567,7 +569,9 @@ class Gateway:
         call = ToolCall(session=session, tool=tool, arguments=plain, progress=progress, notes=dict(notes or {}))
         if tool.name in self._meta:
             return await self._meta_pipeline.run(call)
-        return await self.pipeline.run(call)
+        result = await self.pipeline.run(call)
+        # Resource links name the upstream's own URIs; the client reads them back through the gateway.
+        return self.catalog.exposed_links(tool.source, result)
 
     def listed_resources(self, session: SessionContext) -> list[types.Resource]:
         """Resources this session may see: its skills' files, then the servers' resources."""

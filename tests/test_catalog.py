@@ -117,3 +117,62 @@ def test_a_page_resumes_after_its_last_item_when_items_were_added_before_it() ->
 def test_a_cursor_the_gateway_did_not_mint_is_a_protocol_error(cursor: str) -> None:
     with pytest.raises(ProtocolError, match="Invalid cursor"):
         page(["a", "b", "c"], cursor, 1, key=str)
+
+
+def test_a_source_without_a_namespace_keeps_its_names_and_uris() -> None:
+    catalog = Catalog()
+    resource = types.Resource(uri="demo://readme", name="readme")
+    template = types.ResourceTemplate(uri_template="demo://blob/{id}", name="blob")
+    unprefixed = SourceListing(
+        source="demo",
+        namespace="",
+        tools=(ToolRecord(name="echo", source="demo", original_name="echo"),),
+        resources=(resource,),
+        templates=(template,),
+        prompts=(types.Prompt(name="hello"),),
+    )
+    catalog.update(unprefixed)
+    assert [tool.name for tool in catalog.tools] == ["echo"]
+    assert [prompt.name for prompt in catalog.prompts] == ["hello"]
+    assert ([r.uri for r in catalog.resources], [t.uri_template for t in catalog.templates]) == (
+        ["demo://readme"],
+        ["demo://blob/{id}"],
+    )
+    assert catalog.resource_route("demo://blob/7") == Route("demo", "demo://blob/7")
+    assert catalog.resource_route("demo://blob/{id}") == Route("demo", "demo://blob/{id}")
+    # A URI it neither lists nor templates is still its to answer.
+    assert catalog.resource_route("demo://other") == Route("demo", "demo://other")
+    assert catalog.source_of("demo://readme") == "demo"
+
+
+def test_a_uri_two_sources_without_a_namespace_list_goes_to_the_first_and_the_other_gets_its_name() -> None:
+    readme = types.Resource(uri="demo://readme", name="readme")
+    catalog = Catalog(order=["one", "two"])
+    catalog.update(SourceListing(source="two", namespace="", resources=(readme,)))
+    catalog.update(SourceListing(source="one", namespace="", resources=(readme,)))
+    assert [r.uri for r in catalog.resources] == ["demo://readme", "two+demo://readme"]
+    assert catalog.resource_route("demo://readme") == Route("one", "demo://readme")
+    assert catalog.resource_route("two+demo://readme") == Route("two", "demo://readme")
+    assert catalog.exposed_uri("two", "demo://readme") == "two+demo://readme"
+    assert catalog.exposed_uri("two", "demo://unlisted") == "two+demo://unlisted"
+    assert catalog.exposed_uri("one", "demo://unlisted") == "demo://unlisted"
+    (clash,) = catalog.clashes
+    assert "kept one/demo://readme" in clash.describe() and "two/demo://readme -> two+demo://readme" in clash.describe()
+
+
+def test_links_in_a_result_are_exposed_and_other_content_is_untouched() -> None:
+    catalog = Catalog()
+    catalog.update(listing("toy", namespace="t", resources=(types.Resource(uri="toy://readme", name="readme"),)))
+    contents = types.TextResourceContents(uri="toy://readme", text="r")
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="toy://readme"),
+            types.ResourceLink(uri="toy://items/1", name="item"),
+            types.EmbeddedResource(resource=contents),
+        ]
+    )
+    exposed = catalog.exposed_links("toy", result)
+    assert exposed.content[0] == result.content[0]
+    assert exposed.content[1].uri == "t+toy://items/1"  # type: ignore[union-attr]
+    assert exposed.content[2].resource.uri == "t+toy://readme"  # type: ignore[union-attr]
+    assert catalog.exposed_links("local", result) is result

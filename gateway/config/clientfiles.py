@@ -38,7 +38,8 @@ def from_client_file(
     """A client's file (mcpServers or VS Code servers) rewritten in the gateway's own shape.
 
     Clients allow any server name; a name unfit to prefix tool names is given a fitting one
-    (recorded in `renames`, new name -> original), because such a file cannot say `namespace`.
+    (recorded in `renames`, new name -> original). `namespace`, the gateway's own key, is kept
+    (`""` exposes the server's names as it has them); clients ignore keys they do not know.
     """
     key = "mcpServers" if kind == "mcpServersFile" else "servers"
     servers: dict[str, Any] = {}
@@ -49,7 +50,8 @@ def from_client_file(
             name = fitting_name(original, taken)
             taken.add(name)
             renames[name] = original
-        server = {k: entry[k] for k in ("command", "args", "env", "cwd", "headers", "timeout") if k in entry}
+        kept = ("command", "args", "env", "cwd", "headers", "timeout", "namespace")
+        server = {k: entry[k] for k in kept if k in entry}
         if (url := entry.get("url", entry.get("serverUrl"))) is not None:
             server["url"] = url
         if (transport := entry.get("type", entry.get("transportType"))) is not None:

@@ -210,16 +210,17 @@ def _build(
         _local_tool(raw, ("local_tools", index), problems) for index, raw in enumerate(document.get("local_tools", []))
     )
     owners: dict[str, str] = {}
-    for server in servers:
-        if server.namespace in owners:
+    # Servers without a prefix may be many: a clash between their names is the catalog's to resolve.
+    for server in (server for server in servers if server.prefix):
+        if server.prefix in owners:
             problems.append(
                 (
                     (servers_key, renames.get(server.name, server.name)),
-                    f"namespace '{server.namespace}' is already used by server "
-                    f"'{owners[server.namespace]}'; give one of them another `namespace`",
+                    f"namespace '{server.prefix}' is already used by server "
+                    f"'{owners[server.prefix]}'; give one of them another `namespace`",
                 )
             )
-        owners.setdefault(server.namespace, server.name)
+        owners.setdefault(server.prefix, server.name)
     for index, tool in enumerate(local_tools):
         if tool.namespace in owners:
             problems.append(
@@ -291,7 +292,7 @@ def _server(
     if not NAME_PATTERN.fullmatch(name):
         problems.append((path, f"server name {name!r} is not allowed: {NAME_RULE}"))
     namespace = raw.get("namespace", name)
-    if namespace != name and not NAME_PATTERN.fullmatch(namespace):
+    if namespace not in (name, "") and not NAME_PATTERN.fullmatch(namespace):
         problems.append(((*path, "namespace"), f"namespace {namespace!r} is not allowed: {NAME_RULE}"))
     command: str | None = raw.get("command")
     url: str | None = raw.get("url")

@@ -61,7 +61,9 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    namespace: str = ""
+    namespace: str | None = None
+    """What prefixes the server's tools, prompts and resource URIs: None means its name; "" means
+    nothing, the server's names are exposed as it has them (read `prefix`, which is always a str)."""
     enabled: bool = True
     required: bool = False
     timeout: float | None = None
@@ -73,8 +75,13 @@ class ServerConfig:
     scope: Scope = "shared"
 
     def __post_init__(self) -> None:
-        if not self.namespace:
+        if self.namespace is None:
             object.__setattr__(self, "namespace", self.name)
+
+    @property
+    def prefix(self) -> str:
+        """The namespace in effect: the configured one ("" for none), else the server's name."""
+        return self.name if self.namespace is None else self.namespace
 
     def settings_for(self, original_name: str) -> ToolSettings:
         """The tool's effective settings: its own overrides, falling back to this server's values."""

@@ -256,6 +256,8 @@ class Upstream:
         self._was_ready = False
         self._last_health_check: float | None = None
         self._resume_at: float | None = None
+        self._unimplemented: set[str] = set()
+        """The list methods the server answered "Method not found", each logged once."""
         self.backoff = Backoff(
             settings.restart_backoff_initial, settings.restart_backoff_max, settings.restart_backoff_reset, clock
         )
@@ -301,6 +303,7 @@ class Upstream:
             try:
                 await self._connect_and_serve()
                 self._error = "connection closed by the server" + self._stderr_tail()
+                log.warning("upstream %s: %s", self.name, self._error)
             except Exception as error:  # any failure of one upstream must not stop the others
                 self._error = _failure(error) + self._stderr_tail()
                 log.warning("upstream %s: %s", self.name, self._error)
@@ -431,15 +434,17 @@ class Upstream:
 
     async def _publish(self, session: ClientSession) -> None:
         capabilities = session.server_capabilities
-        tools = await _all_pages(_paged(session.list_tools), "tools")
+        tools = await self._listed("tools/list", session.list_tools, "tools")
         resources: list[types.Resource] = []
         templates: list[types.ResourceTemplate] = []
         prompts: list[types.Prompt] = []
         if capabilities is not None and capabilities.resources is not None:
-            resources = await _all_pages(_paged(session.list_resources), "resources")
-            templates = await _all_pages(_paged(session.list_resource_templates), "resource_templates")
+            resources = await self._listed("resources/list", session.list_resources, "resources")
+            templates = await self._listed(
+                "resources/templates/list", session.list_resource_templates, "resource_templates"
+            )
         if capabilities is not None and capabilities.prompts is not None:
-            prompts = await _all_pages(_paged(session.list_prompts), "prompts")
+            prompts = await self._listed("prompts/list", session.list_prompts, "prompts")
         records = records_for(self.config, tools)
         self._tools = len(records)
         self._resources = len(resources) + len(templates)
@@ -447,7 +452,7 @@ class Upstream:
         await self._on_listing(
             SourceListing(
                 source=self.name,
-                namespace=self.config.namespace or self.name,
+                namespace=self.config.prefix,
                 tools=records,
                 resources=tuple(resources),
                 templates=tuple(templates),
@@ -457,6 +462,22 @@ class Upstream:
                 },
             )
         )
+
+    async def _listed(self, method: str, fetch: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+        """Every page of one listing; a method the server does not implement lists nothing.
+
+        Many servers declare `resources` without implementing `resources/templates/list`: the
+        rest of what they offer is served all the same.
+        """
+        try:
+            return await _all_pages(_paged(fetch), field)
+        except MCPError as error:
+            if error.error.code != types.METHOD_NOT_FOUND:
+                raise
+        if method not in self._unimplemented:
+            self._unimplemented.add(method)
+            log.info("upstream %s does not implement %s: it lists none", self.name, method)
+        return []
 
     async def _on_message(self, message: Any) -> None:
         await self.client_side.on_message(message)

@@ -400,3 +400,10 @@ def test_invalid_client_file_names_the_key_the_client_wrote(
 ) -> None:
     error = error_for(write(tmp_path, "c.json", {"mcpServers": {"x": entry}}))
     assert (error.path, problem in error.problem) == (path, True)
+
+
+def test_an_empty_namespace_exposes_a_server_unprefixed_and_may_be_shared(tmp_path: Path) -> None:
+    servers = {"a": {"command": "x", "namespace": ""}, "b": {"command": "y", "namespace": ""}}
+    file = write(tmp_path, "gateway.yaml", {"servers": servers})
+    config = load_config(file, {"GATEWAY_DATA_DIR": str(tmp_path)})
+    assert [(server.namespace, server.prefix) for server in config.servers] == [("", ""), ("", "")]

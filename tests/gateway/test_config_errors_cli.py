@@ -130,6 +130,23 @@ def test_a_problem_in_a_renamed_server_is_reported_under_its_own_name(tmp_path: 
     assert raised.value.path == 'mcpServers["my server"]'
 
 
+def test_the_catalog_table_shows_each_tool_s_derived_risk_and_sandbox(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(tmp_path, {"beta": {**toy_stdio("beta"), "tools": {"fail": {"risk": "high"}}}})
+    code, out, err = run_cli(capsys, "catalog", "--config", str(path))
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[:5] == ["NAME", "SOURCE", "RISK", "SANDBOX", "LAYER"]
+    cells = {line.split()[0]: line.split()[2:4] for line in rows if line.startswith("beta__")}
+    assert cells["beta__echo"] == ["low", "-"]
+    assert cells["beta__increment"] == ["medium", "-"]
+    assert cells["beta__fail"] == ["high", "-"]
+    code, out, err = run_cli(capsys, "catalog", "--json", "--config", str(path))
+    risks = {row["name"]: row["risk"] for row in json.loads(out)["tools"]}
+    assert (risks["beta__echo"], risks["beta__increment"], risks["beta__fail"]) == ("low", "medium", "high")
+
+
 def test_catalog_json_prints_the_merged_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_config(tmp_path, {"beta": {**toy_stdio("beta"), "namespace": "b"}})
     code, out, err = run_cli(capsys, "catalog", "--json", "--config", str(path))

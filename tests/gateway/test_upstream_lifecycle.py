@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -112,6 +113,18 @@ async def test_a_crashed_stdio_server_is_restarted_and_serves_again(tmp_path: Pa
         await wait_until(lambda: restarted(gateway), limit=20)
         again = await client.call_tool("toy__increment", {})
         assert not again.is_error and again.content[0].text == "1"  # type: ignore[union-attr]
+
+
+async def test_a_server_closing_its_connection_is_logged_as_a_warning_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, {"toy": toy_stdio()}, restart_backoff_initial=0.2)
+    with caplog.at_level(logging.WARNING, logger="gateway.upstreams.connection"):
+        async with gateway_client(config) as (gateway, client):
+            await client.call_tool("toy__crash", {})
+            await wait_until(lambda: restarted(gateway), limit=20)
+    closed = [record for record in caplog.records if "connection closed by the server" in record.getMessage()]
+    assert closed and closed[0].levelno == logging.WARNING and "upstream toy" in closed[0].getMessage()
 
 
 async def test_a_new_upstream_tool_appears_and_connected_clients_are_told(tmp_path: Path) -> None:
