@@ -35,7 +35,7 @@ from gateway.config.loading import default_config_path, load_config, parse_confi
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
-from gateway.upstreams.connection import TransportFactory
+from gateway.upstreams.transports import TransportFactory
 from tests.support.toy import build_server as build_toy
 
 BYTES_PER_TOKEN = 4

@@ -30,8 +30,9 @@ from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.upstreams.clientside import Notice
-from gateway.upstreams.connection import TransportFactory, Upstream
+from gateway.upstreams.connection import Upstream
 from gateway.upstreams.localtools import LocalToolSource, local_sources
+from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
 
 Clock = Callable[[], float]

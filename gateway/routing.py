@@ -17,7 +17,8 @@ from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes
 from gateway.session import SessionContext
-from gateway.upstreams.connection import TransportFactory, Upstream
+from gateway.upstreams.connection import Upstream
+from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
 
 

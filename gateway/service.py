@@ -28,12 +28,13 @@ from gateway.catalog import Catalog, SourceListing
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of, server_secrets
-from gateway.errors import ConfigError, ProtocolError, ServerNotConnectedError, UnknownToolError, clip
-from gateway.groups import Group, GroupSet, parse_group
+from gateway.errors import ConfigError, ServerNotConnectedError, UnknownToolError
+from gateway.groups import Group, GroupSet
+from gateway.livegroups import GroupListener, LiveGroups
 from gateway.liveservers import LiveServers, Member
 from gateway.metrics import REFUSED, Metrics, Readings
 from gateway.naming import SEPARATOR, near_misses
-from gateway.passthrough import PassThrough, Subscription
+from gateway.passthrough import PassThrough
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
@@ -42,14 +43,17 @@ from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
 from gateway.redaction import Redactor
 from gateway.registrations import RegistrationStore
 from gateway.reload import needs_restart, watch
+from gateway.resources import Resources
 from gateway.session import SessionContext, SessionRegistry, Transport
 from gateway.skills.folder import load_skills
-from gateway.skills.host import SKILL_SCHEME, SkillHost
+from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
 from gateway.upstreams import children
-from gateway.upstreams.connection import State, Status, TransportFactory, Upstream, records_for
+from gateway.upstreams.connection import State, Status, Upstream
+from gateway.upstreams.listing import records_for
+from gateway.upstreams.transports import TransportFactory
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +61,6 @@ log = logging.getLogger(__name__)
 START_GRACE = 5.0
 ChangeListener = Callable[[], Awaitable[None]]
 SessionListener = Callable[[SessionContext], Awaitable[None]]
-GroupListener = Callable[[str], Awaitable[None]]
-# Where the problems of a group registered through the API are said to be.
-API_SOURCE = "api"
 
 
 class Gateway:
@@ -118,8 +119,8 @@ class Gateway:
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
         self.catalog = Catalog(reserved=[tool.name for tool in meta_records(None, True, True)])
-        self._groups = GroupSet(config.groups)
-        self.visibility = Visibility(self.policy, self.catalog, self._groups)
+        self.live_groups = LiveGroups(GroupSet(config.groups))
+        self.visibility = Visibility(self.policy, self.catalog, self.live_groups.set)
         self.skills = SkillHost(
             load_skills(settings.skill_dirs),
             self.catalog,
@@ -137,9 +138,10 @@ class Gateway:
             self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
         )
         self.workspaces.notices = self.passthrough.notice
+        self.resources = Resources(self.visibility, self.catalog, self.router, self.skills, self.passthrough)
+        """Resources, templates, prompts and completion as each session may see them."""
         self._listeners: list[ChangeListener] = []
         self._session_listeners: list[SessionListener] = []
-        self._group_listeners: list[GroupListener] = []
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
         self._started = anyio.Event()
@@ -180,7 +182,7 @@ class Gateway:
         stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
-        self._load_stored_groups()
+        self.live_groups.load_stored(self.registrations)
         self.pipeline = builder.pipeline(
             self.config,
             stores,
@@ -245,7 +247,7 @@ class Gateway:
 
     def on_group_change(self, listener: GroupListener) -> None:
         """Call `listener` with a group's name when that group is added or removed (to tell its sessions)."""
-        self._group_listeners.append(listener)
+        self.live_groups.on_change(listener)
 
     def on_session_change(self, listener: SessionListener) -> None:
         """Call `listener` when one session's own tool list changes (skills loaded or left)."""
@@ -290,56 +292,30 @@ class Gateway:
             except Exception:  # a client that went away must not stop the others being told
                 log.debug("change listener failed", exc_info=True)
 
-    # Tool groups
-
-    def _load_stored_groups(self) -> None:
-        """Add the groups registered through the API; a name the file uses stays the file's."""
-        for name, entry in self.registrations.entries("group").items():
-            if name in self._groups:
-                log.warning("group %r registered through the API is skipped: the configuration file defines it", name)
-                continue
-            try:
-                group, _ = parse_group({**entry, "name": name}, source_file="registrations", source="api")
-            except ConfigError as error:
-                log.warning("group %r registered through the API is skipped: %s", name, error)
-                continue
-            self._groups.add(group)
+    # Tool groups (see `livegroups`)
 
     def groups(self) -> list[Group]:
         """Every group: the configuration file's, then those registered through the API."""
-        return list(self._groups)
+        return list(self.live_groups.set)
 
     def group(self, name: str) -> Group:
         """The group `name`; `NotFoundError` when there is none."""
-        return self._groups.require(name)
+        return self.live_groups.set.require(name)
 
     async def add_group(self, entry: Mapping[str, Any]) -> Group:
         """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
         (`ConfigError`), kept across restarts; `ConflictError` when the name is taken."""
-        group, stored = parse_group(entry, source_file=API_SOURCE, source="api")
-        self._groups.add(group)
-        self.registrations.save("group", group.name, stored)
-        await self._group_changed(group.name)
-        return group
+        return await self.live_groups.add(entry, self.registrations)
 
     async def remove_group(self, name: str) -> None:
         """Remove a group registered through the API (`ConflictError` for the file's); its sessions
         are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
-        self._groups.remove(name)
-        self.registrations.remove("group", name)
-        await self._group_changed(name)
+        await self.live_groups.remove(name, self.registrations)
 
     def group_tools(self, name: str, role: str | None) -> list[ToolRecord]:
         """The catalog tools of group `name` that `role` may see, in catalog order (meta-tools aside)."""
-        self._groups.require(name)
+        self.live_groups.set.require(name)
         return [tool for tool in self.catalog.tools if self.visibility.allows(role, name, tool)]
-
-    async def _group_changed(self, name: str) -> None:
-        for listener in list(self._group_listeners):
-            try:
-                await listener(name)
-            except Exception:  # a client that went away must not fail the change
-                log.debug("group listener failed", exc_info=True)
 
     # The live server set (the admin API's operations; see `liveservers`)
 
@@ -401,9 +377,7 @@ class Gateway:
                 self.config, servers=config.servers, policy=config.policy, groups=config.groups, settings=settings
             )
             self._members_changed()
-            changed_groups = self._groups.follow_file(config.groups)
-        for name in changed_groups:
-            await self._group_changed(name)
+        await self.live_groups.follow_file(config.groups)
         await self._catalog_changed()
         log.info("configuration reloaded from %s", config.path)
 
@@ -573,46 +547,6 @@ class Gateway:
         # Resource links name the upstream's own URIs; the client reads them back through the gateway.
         return self.catalog.exposed_links(tool.source, result)
 
-    def listed_resources(self, session: SessionContext) -> list[types.Resource]:
-        """Resources this session may see: its skills' files, then the servers' resources."""
-        sources = self.visibility.sources(session)
-        return self.skills.resources(session) + [
-            resource for resource in self.catalog.resources if self.catalog.source_of(resource.uri) in sources
-        ]
-
-    def listed_templates(self, session: SessionContext) -> list[types.ResourceTemplate]:
-        """Resource templates of the sources this session may see."""
-        sources = self.visibility.sources(session)
-        return [item for item in self.catalog.templates if self.catalog.source_of(item.uri_template) in sources]
-
-    def listed_prompts(self, session: SessionContext) -> list[types.Prompt]:
-        """Prompts of the sources this session may see."""
-        sources = self.visibility.sources(session)
-        return [prompt for prompt in self.catalog.prompts if self.catalog.prompt_route(prompt.name).source in sources]
-
-    async def read_resource(self, session: SessionContext, uri: str) -> types.ReadResourceResult:
-        """Read an exposed resource: a skill file, or a resource of the server behind it."""
-        if uri.startswith(SKILL_SCHEME):
-            return self.skills.read_resource(session, uri)
-        route = self.visibility.route(session, self.catalog.resource_route(uri), f"resource: {clip(uri)}")
-        result = await (await self.router.upstream(session, route)).read_resource(route.original)
-        contents = [content.model_copy(update={"uri": uri}) for content in result.contents]
-        return result.model_copy(update={"contents": contents})
-
-    async def subscribe_resource(self, session: SessionContext, uri: str, subscribed: bool) -> None:
-        """Subscribe the session to updates of an exposed resource (or end that), telling the server
-        behind it on the first subscription and the last unsubscription."""
-        route = self.visibility.route(session, self.catalog.resource_route(uri), f"resource: {clip(uri)}")
-        upstream = await self.router.upstream(session, route)
-        if not subscribed:
-            if self.passthrough.unsubscribe(session, route.source, route.original):
-                await upstream.subscribe(route.original, False)
-            return
-        if not upstream.supports_subscriptions():
-            raise ProtocolError(f"Server '{route.source}' does not offer subscriptions to resource: {clip(uri)}")
-        if self.passthrough.subscribe(Subscription(session, uri, route.source, route.original)):
-            await upstream.subscribe(route.original, True)
-
     async def set_logging_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
         """Send the session log messages of `level` and above; ask each server it can see for them."""
         self.passthrough.set_level(session, level)
@@ -620,21 +554,3 @@ class Gateway:
             upstream = self.upstreams.get(name)
             if upstream is not None:
                 await upstream.set_logging_level(level)
-
-    async def get_prompt(
-        self, session: SessionContext, name: str, arguments: dict[str, str] | None
-    ) -> types.GetPromptResult:
-        """Get an exposed prompt from the server behind it."""
-        route = self.visibility.route(session, self.catalog.prompt_route(name), f"prompt: {clip(name)}")
-        return await (await self.router.upstream(session, route)).get_prompt(route.original, arguments)
-
-    async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
-        """Forward argument completion for an exposed prompt or resource template."""
-        ref = params.ref
-        if isinstance(ref, types.PromptReference):
-            route = self.visibility.route(session, self.catalog.prompt_route(ref.name), f"prompt: {clip(ref.name)}")
-            ref = ref.model_copy(update={"name": route.original})
-        else:
-            route = self.visibility.route(session, self.catalog.resource_route(ref.uri), f"resource: {clip(ref.uri)}")
-            ref = ref.model_copy(update={"uri": route.original})
-        return await (await self.router.upstream(session, route)).complete(params.model_copy(update={"ref": ref}))

@@ -304,7 +304,7 @@ def build_server(
     async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.listed_resources(session), _cursor(params), page_size, key=_uri)
+            items, cursor = page(gateway.resources.listed(session), _cursor(params), page_size, key=_uri)
         return types.ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_templates(
@@ -312,40 +312,40 @@ def build_server(
     ) -> types.ListResourceTemplatesResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.listed_templates(session), _cursor(params), page_size, key=_template)
+            items, cursor = page(gateway.resources.templates(session), _cursor(params), page_size, key=_template)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
 
     async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.uri, gateway.passthrough)):
-            return await gateway.read_resource(session, params.uri)
+            return await gateway.resources.read(session, params.uri)
 
     async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.listed_prompts(session), _cursor(params), page_size, key=_name)
+            items, cursor = page(gateway.resources.prompts(session), _cursor(params), page_size, key=_name)
         return types.ListPromptsResult(prompts=items, next_cursor=cursor)
 
     async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
-            return await gateway.get_prompt(session, params.name, params.arguments)
+            return await gateway.resources.get_prompt(session, params.name, params.arguments)
 
     async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            return await gateway.complete(session, params)
+            return await gateway.resources.complete(session, params)
 
     async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            await gateway.subscribe_resource(session, params.uri, True)
+            await gateway.resources.subscribe(session, params.uri, True)
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            await gateway.subscribe_resource(session, params.uri, False)
+            await gateway.resources.subscribe(session, params.uri, False)
         return types.EmptyResult()
 
     async def set_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:

@@ -27,7 +27,7 @@ from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings
 from gateway.metrics import Metrics
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError, parse_size
-from gateway.upstreams.connection import Streams, TransportFactory
+from gateway.upstreams.transports import Streams, TransportFactory
 from gateway.upstreams.workspaces import workspace_owner
 
 log = logging.getLogger(__name__)

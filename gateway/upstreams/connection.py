@@ -13,19 +13,16 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway import requestid
@@ -42,21 +39,18 @@ from gateway.errors import (
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
 from gateway.upstreams import faults
-from gateway.upstreams.children import server_parameters
 from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
-from gateway.upstreams.stdio import RESULT_TOO_LARGE, stdio_transport
+from gateway.upstreams.listing import all_pages, paged, records_for
+from gateway.upstreams.stdio import RESULT_TOO_LARGE
+from gateway.upstreams.transports import TransportFactory, WatchedStream, transport_for
 
 log = logging.getLogger(__name__)
-
-MAX_DESCRIPTION_CHARS = 8000
 
 _TAIL_BYTES = 4096
 # Time kept back from a call's deadline while it waits for a restart, to answer why it gave up.
 _ANSWER_RESERVE = 0.25
-Streams = tuple[Any, Any]
-TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
 ListingHandler = Callable[[SourceListing], Awaitable[None]]
 
 
@@ -108,116 +102,6 @@ class Status:
             "prompts": self.prompts,
             "last_health_check": self.last_health_check,
         }
-
-
-class _WatchedStream:
-    """A read stream that reports when the peer has gone (EOF or closed)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.closed = anyio.Event()
-
-    @property
-    def last_context(self) -> Any:
-        """The context of the task that sent the last message, where the transport carries it
-        (the SDK runs the handler of a server's request in it: see `gateway.downstream`)."""
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.closed.set()
-            raise
-
-    async def aclose(self) -> None:
-        self.closed.set()
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _WatchedStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _WatchedStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def transport_for(
-    config: ServerConfig, data_dir: Path, errlog: TextIO, max_message_bytes: int, fault_log: FaultLog
-) -> TransportFactory:
-    """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
-
-    A stdio server is a child of `data_dir`'s gateway (it dies with it), and the gateway frames its
-    messages itself, refusing an oversized result by name; over streamable HTTP the SDK's limit on
-    one event of a response stream applies, and a call whose event is too large fails as a broken
-    stream. Legacy SSE and JSON bodies are read whole. A stdio server's unreadable lines go to `fault_log`.
-    """
-    if config.transport == "stdio":
-        params = server_parameters(config, data_dir)
-        return lambda: stdio_transport(params, errlog, max_message_bytes, fault_log)
-    assert config.url is not None
-    url, headers = config.url, dict(config.headers)
-    if config.transport == "sse":
-        return lambda: sse_client(url, headers=headers)
-
-    @asynccontextmanager
-    async def http() -> AsyncIterator[Streams]:
-        timeout = httpx2.Timeout(30.0, read=300.0)
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
-            streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
-        ):
-            yield streams
-
-    return http
-
-
-def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolRecord, ...]:
-    """The server's tools as records, with the operator's per-server and per-tool settings applied."""
-    records = []
-    for tool in tools:
-        settings = config.settings_for(tool.name)
-        if not settings.enabled:
-            continue
-        record = ToolRecord.from_mcp(config.name, tool)
-        records.append(
-            ToolRecord(
-                name=record.name,
-                source=record.source,
-                original_name=record.original_name,
-                description=_bounded(record.description),
-                input_schema=record.input_schema,
-                output_schema=record.output_schema,
-                title=record.title,
-                annotations=record.annotations,
-                risk=settings.risk or config.risk,
-                layer=settings.layer or config.layer,
-                tags=frozenset(config.tags) | frozenset(settings.tags),
-                sandbox=_sandbox_kind(settings.sandbox or config.sandbox),
-                timeout=settings.timeout or config.timeout,
-                execution=record.execution,
-            )
-        )
-    return tuple(records)
-
-
-def _bounded(description: str) -> str:
-    # A description is read by the model on every listing; one server must not flood its context.
-    if len(description) <= MAX_DESCRIPTION_CHARS:
-        return description
-    return description[:MAX_DESCRIPTION_CHARS] + f" [... {len(description) - MAX_DESCRIPTION_CHARS} characters cut]"
-
-
-def _sandbox_kind(sandbox: Any) -> str | None:
-    return None if sandbox is None else str(sandbox.mode)
 
 
 class Upstream:
@@ -338,7 +222,7 @@ class Upstream:
             data_dir = self._settings.data_dir
             factory = self._transport or transport_for(self.config, data_dir, self._errlog(stack), limit, self.faults)
             read, write = await stack.enter_async_context(factory())
-            watched = _WatchedStream(read)
+            watched = WatchedStream(read)
             options = self.client_side.session_options()
             session = ClientSession(watched, write, message_handler=self._on_message, **options)
             await stack.enter_async_context(session)
@@ -470,7 +354,7 @@ class Upstream:
         rest of what they offer is served all the same.
         """
         try:
-            return await _all_pages(_paged(fetch), field)
+            return await all_pages(paged(fetch), field)
         except MCPError as error:
             if error.error.code != types.METHOD_NOT_FOUND:
                 raise
@@ -614,25 +498,6 @@ class Upstream:
 def _context(params: types.CompleteRequestParams) -> dict[str, str] | None:
     context = params.context
     return dict(context.arguments) if context is not None and context.arguments else None
-
-
-async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
-    items: list[Any] = []
-    cursor: str | None = None
-    for _ in range(1000):
-        result = await fetch(cursor)
-        items.extend(getattr(result, field))
-        cursor = result.next_cursor
-        if not cursor:
-            return items
-    raise ToolExecutionError(f"server lists more than 1000 pages of {field}")
-
-
-def _paged(method: Callable[..., Awaitable[Any]]) -> Callable[[str | None], Awaitable[Any]]:
-    def fetch(cursor: str | None) -> Awaitable[Any]:
-        return method(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-
-    return fetch
 
 
 def _translate(server: str, error: MCPError) -> Exception:

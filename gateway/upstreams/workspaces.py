@@ -33,7 +33,8 @@ from gateway.errors import UpstreamUnavailableError
 from gateway.session import SessionContext
 from gateway.upstreams import volumes
 from gateway.upstreams.clientside import Notice, NoticeHandler, SessionNotices
-from gateway.upstreams.connection import State, TransportFactory, Upstream
+from gateway.upstreams.connection import State, Upstream
+from gateway.upstreams.transports import TransportFactory
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from gateway.auth.settings import AuthSettings
 from gateway.config.model import GatewayConfig
 from gateway.errors import ConfigError
 from gateway.session import state_key
-from gateway.upstreams.connection import TransportFactory
+from gateway.upstreams.transports import TransportFactory
 from tests.support.access import (
     AUDIENCE,
     CALLERS,

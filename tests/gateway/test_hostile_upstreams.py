@@ -7,7 +7,7 @@ import mcp_types as types
 import pytest
 from mcp.server import Server
 
-from gateway.upstreams.connection import MAX_DESCRIPTION_CHARS
+from gateway.upstreams.listing import MAX_DESCRIPTION_CHARS
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 
 HUGE = "Describes itself at length. " * 20_000

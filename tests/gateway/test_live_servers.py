@@ -15,7 +15,8 @@ from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.errors import ConfigError, ConflictError, NotFoundError
 from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
-from gateway.upstreams.connection import State, TransportFactory
+from gateway.upstreams.connection import State
+from gateway.upstreams.transports import TransportFactory
 from tests.support.harness import (
     collector,
     gateway_client,

@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
-from gateway.upstreams.connection import TransportFactory
+from gateway.upstreams.transports import TransportFactory
 from tests.support.flaky import DroppingLink
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.toy import PIXEL

@@ -24,7 +24,7 @@ from gateway.auth.identity import Identity
 from gateway.config.loading import parse_config
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
-from gateway.upstreams.connection import TransportFactory
+from gateway.upstreams.transports import TransportFactory
 from tests.support.harness import REPO, free_port, http_gateway, listening, make_config
 from tests.support.probe import silent_transport, wait_until
 from tests.support.toy import build_server as toy

@@ -23,7 +23,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from gateway.config.model import GatewayConfig
 from gateway.service import Gateway
-from gateway.upstreams.connection import TransportFactory
+from gateway.upstreams.transports import TransportFactory
 from tests.support.harness import REPO, http_gateway
 
 AXE_FILE = REPO / ".cache" / "axe-core" / "axe.min.js"

@@ -27,7 +27,7 @@ from gateway.config.model import GatewayConfig
 from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
 from gateway.service import Gateway
-from gateway.upstreams.connection import TransportFactory
+from gateway.upstreams.transports import TransportFactory
 
 REPO = Path(__file__).resolve().parents[2]
 

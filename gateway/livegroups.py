@@ -1,0 +1,73 @@
+"""The live tool groups: the config file's and those registered through the API, kept across restarts.
+
+`groups.GroupSet` holds the groups and answers who is in which; this adds the edges: the registration
+store (API groups come back at start, the file wins a name clash), an edited config file's groups
+taken in place of the old ones, and the listeners told each time a group changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+from gateway.errors import ConfigError
+from gateway.groups import Group, GroupSet, parse_group
+from gateway.registrations import RegistrationStore
+
+log = logging.getLogger(__name__)
+
+API_SOURCE: Literal["api"] = "api"
+GroupListener = Callable[[str], Awaitable[None]]
+
+
+class LiveGroups:
+    """The group set of a running gateway, and who to tell when one changes."""
+
+    def __init__(self, groups: GroupSet) -> None:
+        self.set = groups
+        self._listeners: list[GroupListener] = []
+
+    def on_change(self, listener: GroupListener) -> None:
+        """Call `listener` with a group's name whenever that group changes."""
+        self._listeners.append(listener)
+
+    def load_stored(self, store: RegistrationStore) -> None:
+        """Add the groups registered through the API; a name the file uses stays the file's."""
+        for name, entry in store.entries("group").items():
+            if name in self.set:
+                log.warning("group %r registered through the API is skipped: the configuration file defines it", name)
+                continue
+            try:
+                group, _ = parse_group({**entry, "name": name}, source_file="registrations", source=API_SOURCE)
+            except ConfigError as error:
+                log.warning("group %r registered through the API is skipped: %s", name, error)
+                continue
+            self.set.add(group)
+
+    async def add(self, entry: Mapping[str, Any], store: RegistrationStore) -> Group:
+        """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
+        (`ConfigError`) and kept in `store`; `ConflictError` when the name is taken."""
+        group, stored = parse_group(entry, source_file=API_SOURCE, source=API_SOURCE)
+        self.set.add(group)
+        store.save("group", group.name, stored)
+        await self._changed(group.name)
+        return group
+
+    async def remove(self, name: str, store: RegistrationStore) -> None:
+        """Remove a group registered through the API (`ConflictError` for the file's)."""
+        self.set.remove(name)
+        store.remove("group", name)
+        await self._changed(name)
+
+    async def follow_file(self, groups: Mapping[str, Group]) -> None:
+        """Take an edited config file's groups in place of the old ones; each changed group is told."""
+        for name in self.set.follow_file(groups):
+            await self._changed(name)
+
+    async def _changed(self, name: str) -> None:
+        for listener in list(self._listeners):
+            try:
+                await listener(name)
+            except Exception:  # a client that went away must not fail the change
+                log.debug("group listener failed", exc_info=True)

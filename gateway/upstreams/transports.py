@@ -1,0 +1,92 @@
+"""How the gateway reaches an upstream server: a stdio child, streamable HTTP or legacy SSE, and a
+read stream that tells when the peer has gone."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import httpx2
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from gateway.config.model import ServerConfig
+from gateway.upstreams.children import server_parameters
+from gateway.upstreams.faults import FaultLog
+from gateway.upstreams.stdio import stdio_transport
+
+Streams = tuple[Any, Any]
+TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
+
+
+class WatchedStream:
+    """A read stream that reports when the peer has gone (EOF or closed)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.closed = anyio.Event()
+
+    @property
+    def last_context(self) -> Any:
+        """The context of the task that sent the last message, where the transport carries it
+        (the SDK runs the handler of a server's request in it: see `gateway.downstream`)."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.closed.set()
+            raise
+
+    async def aclose(self) -> None:
+        self.closed.set()
+        await self._inner.aclose()
+
+    def __aiter__(self) -> WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def transport_for(
+    config: ServerConfig, data_dir: Path, errlog: TextIO, max_message_bytes: int, fault_log: FaultLog
+) -> TransportFactory:
+    """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
+
+    A stdio server is a child of `data_dir`'s gateway (it dies with it), and the gateway frames its
+    messages itself, refusing an oversized result by name; over streamable HTTP the SDK's limit on
+    one event of a response stream applies, and a call whose event is too large fails as a broken
+    stream. Legacy SSE and JSON bodies are read whole. A stdio server's unreadable lines go to `fault_log`.
+    """
+    if config.transport == "stdio":
+        params = server_parameters(config, data_dir)
+        return lambda: stdio_transport(params, errlog, max_message_bytes, fault_log)
+    assert config.url is not None
+    url, headers = config.url, dict(config.headers)
+    if config.transport == "sse":
+        return lambda: sse_client(url, headers=headers)
+
+    @asynccontextmanager
+    async def http() -> AsyncIterator[Streams]:
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+            streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
+        ):
+            yield streams
+
+    return http
