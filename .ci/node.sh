@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
 # Make Node ready for the interop tests and the conformance run: install Node and npm from Debian when
-# missing, then the pinned npm packages (the official conformance suite and the reference
+# missing, then the npm packages of .ci/npm (the official conformance suite and the reference
 # "everything" server) into a cache outside git, so nothing is downloaded while tests run. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Where tests/support/node.py looks for them.
 NODE_PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/mcp-gateway/node"
-# Pinned: newer conformance releases crash on Node 20.
-PACKAGES=(
-  @modelcontextprotocol/conformance@0.1.12
-  @modelcontextprotocol/server-everything@2026.8.31
-)
+# The packages, pinned with every dependency by the lock file (the conformance suite at 0.1.12, as
+# newer releases crash on Node 20).
+MANIFEST=.ci/npm
 
 missing=()
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
@@ -33,18 +31,11 @@ if ((major < 20)); then
   exit 1
 fi
 
-installed() {
-  local name="${1%@*}" version="${1##*@}"
-  local manifest="$NODE_PREFIX/node_modules/$name/package.json"
-  [[ -f $manifest ]] && [[ $(node -p "require('$manifest').version") == "$version" ]]
-}
-
-wanted=()
-for package in "${PACKAGES[@]}"; do
-  installed "$package" || wanted+=("$package")
-done
-if ((${#wanted[@]})); then
-  echo "node.sh: installing ${wanted[*]} into $NODE_PREFIX"
+# npm ci replaces node_modules, so it runs only when the cached copy of the lock file is not this one.
+if ! cmp -s "$MANIFEST/package-lock.json" "$NODE_PREFIX/package-lock.json" ||
+  [[ ! -f $NODE_PREFIX/node_modules/.package-lock.json ]]; then
+  echo "node.sh: installing the packages of $MANIFEST/package.json into $NODE_PREFIX"
   mkdir -p "$NODE_PREFIX"
-  npm install --prefix "$NODE_PREFIX" --no-audit --no-fund --loglevel=error "${PACKAGES[@]}" >/dev/null
+  cp "$MANIFEST/package.json" "$MANIFEST/package-lock.json" "$NODE_PREFIX/"
+  npm ci --prefix "$NODE_PREFIX" --no-audit --no-fund --loglevel=error >/dev/null
 fi

@@ -18,6 +18,7 @@ import wave
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server import Server
@@ -41,6 +42,9 @@ def _silent_wav() -> str:
 
 
 WAV = _silent_wav()
+# The suite's own reference server pauses this long between the log messages and progress reports
+# of one call; a gateway may pass such reports on at a bounded rate.
+STEP_PAUSE = 0.05
 EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
 JSON_SCHEMA_2020_12: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -155,13 +159,17 @@ async def _multiple_content_types(ctx: Context, arguments: dict[str, Any]) -> ty
 
 
 async def _with_logging(ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
-    for message in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+    for index, message in enumerate(("Tool execution started", "Tool processing data", "Tool execution completed")):
+        if index:
+            await anyio.sleep(STEP_PAUSE)
         await ctx.session.send_log_message("info", message, related_request_id=ctx.request_id)
     return _text("Tool with logging executed successfully")
 
 
 async def _with_progress(ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
     for step in (0, 50, 100):
+        if step:
+            await anyio.sleep(STEP_PAUSE)
         await ctx.session.report_progress(step, 100, f"Completed step {step} of 100")
     token = (ctx.meta or {}).get("progress_token", 0)
     return _text(str(token))
