@@ -120,6 +120,7 @@ SERVERS = [
         id="server-everything",
         marks=pytest.mark.xfail(
             strict=True,
+            raises=AssertionError,  # only the counts: a missing server still fails under CI
             reason="the gateway's own session to an upstream declares no sampling, elicitation or roots, "
             "so server-everything offers it fewer tools than a full client (issue 13, item 2)",
         ),
