@@ -16,7 +16,7 @@ import anyio
 from gateway.pipeline.chain import ProgressFn
 
 # Progress of one call reaches its client at most once per this many seconds.
-PROGRESS_INTERVAL = 0.05
+PROGRESS_INTERVAL = 0.02
 
 Clock = Callable[[], float]
 

@@ -1,0 +1,146 @@
+"""Servers nobody here wrote, aggregated through a real gateway over stdio: clients of both eras see
+over HTTP what a direct SDK connection sees, and their tools answer."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+
+from gateway.naming import exposed_name
+from tests.support.harness import http_gateway, make_config
+from tests.support.node import require_node_command
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many of each kind a client is offered, every page followed."""
+
+    tools: int
+    resources: int
+    templates: int
+    prompts: int
+
+
+@dataclass(frozen=True)
+class ThirdParty:
+    """A third-party server: how to launch it, and one harmless call with a word its answer contains."""
+
+    name: str
+    launch: Callable[[], StdioServerParameters]
+    tool: str
+    arguments: dict[str, Any]
+    answer: str
+
+
+def _time_server() -> StdioServerParameters:
+    command = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+    assert command is not None, "mcp-server-time is missing from the environment; run scripts/setup"
+    return StdioServerParameters(command=command, args=["--local-timezone", "UTC"])
+
+
+def _everything_server() -> StdioServerParameters:
+    return StdioServerParameters(command=str(require_node_command("mcp-server-everything")), args=["stdio"])
+
+
+TIME = ThirdParty("time", _time_server, "get_current_time", {"timezone": "Europe/Paris"}, "Europe/Paris")
+EVERYTHING = ThirdParty("everything", _everything_server, "echo", {"message": "through the gateway"}, "through")
+
+
+async def _sample(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(text="sampled"), model="test")
+
+
+async def _elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="decline")
+
+
+async def _roots(context: ClientRequestContext) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[])
+
+
+# A client that supports every server-to-client request: some servers offer tools only to such clients.
+FULL_CLIENT: dict[str, Any] = {
+    "sampling_callback": _sample,
+    "elicitation_callback": _elicit,
+    "list_roots_callback": _roots,
+}
+
+
+async def _pages(fetch: Callable[[str | None], Awaitable[tuple[int, str | None]]]) -> int:
+    total, cursor = 0, None
+    while True:
+        count, cursor = await fetch(cursor)
+        total += count
+        if cursor is None:
+            return total
+
+
+async def counts(client: Client) -> Counts:
+    """Every page of tools, resources, templates and prompts the client is offered."""
+
+    async def tools(cursor: str | None) -> tuple[int, str | None]:
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        return len(page.tools), page.next_cursor
+
+    async def resources(cursor: str | None) -> tuple[int, str | None]:
+        page = await client.list_resources(cursor=cursor, cache_mode="refresh")
+        return len(page.resources), page.next_cursor
+
+    async def templates(cursor: str | None) -> tuple[int, str | None]:
+        page = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+        return len(page.resource_templates), page.next_cursor
+
+    async def prompts(cursor: str | None) -> tuple[int, str | None]:
+        page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+        return len(page.prompts), page.next_cursor
+
+    return Counts(await _pages(tools), await _pages(resources), await _pages(templates), await _pages(prompts))
+
+
+def _entry(server: ThirdParty) -> dict[str, Any]:
+    launch = server.launch()
+    return {"command": launch.command, "args": list(launch.args)}
+
+
+SERVERS = [
+    pytest.param(TIME, id="mcp-server-time"),
+    pytest.param(EVERYTHING, id="server-everything"),
+]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("server", SERVERS)
+async def test_a_third_party_server_offers_as_much_through_the_gateway_as_directly(
+    tmp_path: Path, server: ThirdParty, mode: str
+) -> None:
+    async with Client(server.launch(), mode="legacy", **FULL_CLIENT) as direct:
+        expected = await counts(direct)
+    config = make_config(tmp_path, {server.name: _entry(server)})
+    async with http_gateway(config) as (_, url), Client(f"{url}/mcp", mode=mode, **FULL_CLIENT) as client:
+        through = await counts(client)
+    assert through == expected
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize(
+    "server", [pytest.param(TIME, id="mcp-server-time"), pytest.param(EVERYTHING, id="server-everything")]
+)
+async def test_a_third_party_server_s_tool_answers_through_the_gateway(
+    tmp_path: Path, server: ThirdParty, mode: str
+) -> None:
+    config = make_config(tmp_path, {server.name: _entry(server)})
+    async with http_gateway(config) as (_, url), Client(f"{url}/mcp", mode=mode) as client:
+        result = await client.call_tool(exposed_name(server.name, server.tool), server.arguments)
+    assert not result.is_error, result.content
+    assert any(isinstance(item, types.TextContent) and server.answer in item.text for item in result.content)
