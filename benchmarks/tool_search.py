@@ -15,7 +15,8 @@ Reported, for the tuning split and the held-out split (every third task by id) s
 - bytes of a Find_Tools answer (limit 10) as the client reads it, and per hit;
 - search latency over 5,270 tools (the catalog ten times over);
 - with `--listing`, the bytes a client reads at session start and for one List_Skills call
-  through a real gateway with the 70 servers extended and their 70 skills.
+  through a real gateway with the 70 servers extended and their 70 skills, and at session start
+  with every tool listed flat.
 `--tune` searches field weights on the tuning split only.
 """
 
@@ -262,7 +263,7 @@ def tune(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task]
 
 async def listing_report() -> None:
     """Start-of-session bytes and one List_Skills through a real gateway over the 70 servers."""
-    from benchmarks.disclosure_tokens import _in_memory, extended, measure
+    from benchmarks.disclosure_tokens import _in_memory, extended, flat, measure
 
     servers: dict[str, list[Tool]] = {}
     for tool in load_catalog():
@@ -284,9 +285,11 @@ async def listing_report() -> None:
         config = parse_config(data, source=str(root / "gateway.yaml"), base_dir=root)
         transports = {name: _in_memory(_server(name, tools)) for name, tools in servers.items()}  # type: ignore[arg-type]
         received = await measure(extended(config), transports)
+        everything = await measure(flat(config), transports)
     skills = len(servers)
     print(f"\n  with {skills} skills, every server extended (bytes a client reads)")
     print(f"    session start (initialize + tools/list): {received.start:,} (target <= 2,500)")
+    print(f"    the same catalog listed flat (every tool core, no skills): {everything.start:,}")
     print(
         f"    one List_Skills call: {received.list_skills:,} = {received.list_skills / skills:.0f} per skill"
         " (target <= 80)"
