@@ -1,10 +1,10 @@
 """Tool search: a field-weighted BM25 index (BM25F) over the catalog, with task queries diversified.
 
 Each tool is indexed in five fields: its name, its description, its parameters (names and
-descriptions), its server (name and description) and the skills that carry it (names and
-descriptions). A term's frequency in each field is weighted and normalised by that field's own
-length before BM25's saturation, so a word in a tool's name counts more than the same word in a
-long server description. Everything but the query's terms is computed when the index is built,
+descriptions), its server's name and the skills that carry it (names and descriptions). A
+term's frequency in each field is weighted and normalised by that field's own length before
+BM25's saturation, so a word in a tool's name counts more than the same word in a long skill
+description. Everything but the query's terms is computed when the index is built,
 once per catalog change.
 
 A query written as a task ("find the trends, draw a word cloud, then save it as PDF") is split
@@ -44,7 +44,8 @@ _STEPS = re.compile(r"\s*(?:[.;!?\n,、。]+|\b(?:and then|then|after that|final
 class SearchItem:
     """One searchable tool: its exposed name and the text of each field it is found by.
 
-    `server` names the server for diversity and is searched together with `server_description`.
+    `server` is the name of the server offering the tool. The gateway keeps no description of
+    upstream servers; where an operator describes one, it is in the skills carrying its tools.
     """
 
     name: str
@@ -52,7 +53,6 @@ class SearchItem:
     skills: str = ""
     parameters: str = ""
     server: str = ""
-    server_description: str = ""
 
     def fields(self) -> dict[str, str]:
         """The text of each field, by the names `WEIGHTS` uses."""
@@ -60,7 +60,7 @@ class SearchItem:
             "name": self.name,
             "description": self.description,
             "parameters": self.parameters,
-            "server": f"{self.server} {self.server_description}",
+            "server": self.server,
             "skills": self.skills,
         }
 

@@ -107,7 +107,7 @@ def test_parameter_and_server_words_find_a_tool_its_description_does_not_name() 
     index = ToolIndex(
         [
             SearchItem("health__calculate", "Compute a value.", parameters=parameter_text(schema)),
-            SearchItem("trains__tickets", "Remaining seats.", server="railway", server_description="12306 timetable"),
+            SearchItem("trains__tickets", "Remaining seats.", server="railway", skills="timetable 12306 trains"),
             SearchItem("misc__other", "Something else entirely."),
         ]
     )
