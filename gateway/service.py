@@ -118,7 +118,7 @@ class Gateway:
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
-        self.catalog = Catalog(reserved=[tool.name for tool in meta_records(None, True, True)])
+        self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True)])
         self.live_groups = LiveGroups(GroupSet(config.groups))
         self.visibility = Visibility(self.policy, self.catalog, self.live_groups.set)
         self.skills = SkillHost(
@@ -278,7 +278,7 @@ class Gateway:
             "with_skills": bool(self.skills.skills.skills),
             "with_search": builder.has_extended(self.config, servers),
         }
-        self._meta = {tool.name: tool for tool in meta_records(None, **self._meta_kinds)}
+        self._meta = {tool.name: tool for tool in meta_records(**self._meta_kinds)}
         for server in servers:
             self.redact.learn(server_secrets(server))
 
@@ -464,12 +464,8 @@ class Gateway:
         if self.config.settings.disclosure == "list_changed" and session.transport != "stateless":
             extra = self.skills.active_tools(session)
         listed = [tool for tool in self.visibility.tools(session) if tool.layer == "core" or tool.name in extra]
-        return self.meta_tools(session) + listed
-
-    def meta_tools(self, session: SessionContext) -> list[ToolRecord]:
-        """The meta-tools as this session's role sees them (skill names limited to its skills)."""
-        names = [skill.name for skill in self.skills.visible_skills(session)]
-        return meta_records(names, **self._meta_kinds)
+        # The meta-tools are the same for every caller: List_Skills, not a schema, names its skills.
+        return list(self._meta.values()) + listed
 
     def input_schema(self, name: str, role: str | None, group: str | None = None) -> Mapping[str, Any] | None:
         """A tool's input schema by exposed name, for the SDK's check of 2026-era `Mcp-Param-*`

@@ -25,7 +25,7 @@ from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.session import SessionContext
 from gateway.skills.disclosure import ActiveSkills
 from gateway.skills.folder import Skill, SkillSet
-from gateway.skills.search import SearchItem, ToolIndex
+from gateway.skills.search import SearchItem, ToolIndex, parameter_text
 from gateway.tools import ToolRecord
 
 log = logging.getLogger(__name__)
@@ -90,9 +90,18 @@ class SkillHost:
         for skill_name, members in self._members.items():
             for tool_name in members:
                 self._carriers.setdefault(tool_name, []).append(skill_name)
-        self._index = ToolIndex(
-            SearchItem(tool.name, tool.description, " ".join(self._carriers.get(tool.name, [])))
-            for tool in self._catalog.tools
+        self._index = ToolIndex(self._search_item(tool) for tool in self._catalog.tools)
+
+    def _search_item(self, tool: ToolRecord) -> SearchItem:
+        """What Find_Tools matches `tool` by: its name, description and parameters, its server, and
+        the names and descriptions of the skills carrying it."""
+        carriers = [self.skills.skills[name] for name in self._carriers.get(tool.name, [])]
+        return SearchItem(
+            tool.name,
+            tool.description,
+            skills=" ".join(f"{skill.name} {skill.description}" for skill in carriers),
+            parameters=parameter_text(tool.input_schema),
+            server=tool.source,
         )
 
     def members(self, skill_name: str) -> list[str]:

@@ -27,15 +27,22 @@ USE_TOOL = "Use_Tool"
 FIND_TOOLS = "Find_Tools"
 READ_SKILL_FILE = "Read_Skill_File"
 STATE_TOOLS = frozenset({LIST_SKILLS, LOAD_SKILL, UNLOAD_SKILL, USE_TOOL, READ_SKILL_FILE})
-# No enum of skill names: the schemas are the same for every caller, and an enum would name
-# skills that some roles may not see. List_Skills gives each caller the names it may use.
-SKILL_NAME = {"type": "string", "description": "A skill name, as List_Skills gives it."}
-HANDLE = {
-    "type": "string",
-    "description": "Only for clients without sessions: the handle an earlier Load_Skill returned.",
-}
-_READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
-_STATEFUL = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+# No enum of skill names: it would repeat every name in three schemas, the schemas would differ
+# per role and name skills some roles may not see. Names are checked when called, and List_Skills
+# gives each caller the names it may use.
+SKILL_NAME = {"type": "string"}
+# Only session-less clients need it, and Load_Skill's answer tells them what to pass; a description
+# here would be repeated in five schemas of every listing.
+HANDLE = {"type": "string"}
+# Find_Tools gives argument schemas for this many best hits; `schemas=true` asks for every hit's.
+SCHEMA_HITS = 3
+# A List_Skills line (name, then the description clipped) stays within this many bytes of UTF-8.
+LISTING_LINE_BYTES = 60
+# A Find_Tools hit's description is clipped to this many bytes of UTF-8.
+HIT_DESCRIPTION_BYTES = 160
+# Only the hints a client acts on (whether to ask before a call); every byte here is in every listing.
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+_STATEFUL = types.ToolAnnotations(read_only_hint=False, destructive_hint=False)
 
 
 class Disclosure(Protocol):
@@ -61,46 +68,40 @@ CallBack = Callable[
 ]
 
 
-def records(skill_names: Sequence[str] | None, with_skills: bool, with_search: bool) -> list[ToolRecord]:
-    """The meta-tools worth listing: skill tools when skills exist, search and call-through when needed."""
+def records(with_skills: bool, with_search: bool) -> list[ToolRecord]:
+    """The meta-tools worth listing: skill tools when skills exist, search and call-through when needed.
+
+    They are the same for every caller, so the start-of-session listing does not grow with the
+    number of skills.
+    """
     result: list[ToolRecord] = []
-    # Listed per role, the skill argument names exactly the skills that role may load; the
-    # records used to validate calls leave it open, so a hidden name fails like an unknown one.
-    skill_name = SKILL_NAME if skill_names is None else {**SKILL_NAME, "enum": list(skill_names)}
     if with_skills:
         result += [
             _record(
                 LIST_SKILLS,
-                "List the skills available to you (name and one line each) and which are active. "
-                "Load a skill to get its instructions and tools.",
-                {"query": {"type": "string", "description": "Optional words to filter skills by."}, "handle": HANDLE},
+                "Skills you may load, and the active ones; a query filters and shows more.",
+                {"query": {"type": "string"}, "handle": HANDLE},
                 [],
                 _READ_ONLY,
             ),
             _record(
                 LOAD_SKILL,
-                "Activate a skill: returns its instructions, its bundled files and the full schemas of its "
-                "tools, which you then call with Use_Tool. Loading an active skill only refreshes it.",
-                {"name": skill_name, "handle": HANDLE},
+                "Activate a skill: gives its instructions, files and tool schemas (call them with Use_Tool).",
+                {"name": SKILL_NAME, "handle": HANDLE},
                 ["name"],
                 _STATEFUL,
             ),
             _record(
                 UNLOAD_SKILL,
-                "Deactivate a skill by name, or pass task_done=true when the current task is finished "
-                "to release every task-scoped skill.",
-                {
-                    "name": skill_name,
-                    "task_done": {"type": "boolean", "default": False},
-                    "handle": HANDLE,
-                },
+                "Deactivate a skill, or all task skills with task_done=true.",
+                {"name": SKILL_NAME, "task_done": {"type": "boolean"}, "handle": HANDLE},
                 [],
                 _STATEFUL,
             ),
             _record(
                 READ_SKILL_FILE,
-                "Read one bundled file of an active skill (a path from Load_Skill's file list).",
-                {"name": skill_name, "path": {"type": "string"}, "handle": HANDLE},
+                "Read a bundled file of an active skill.",
+                {"name": SKILL_NAME, "path": {"type": "string"}, "handle": HANDLE},
                 ["name", "path"],
                 _READ_ONLY,
             ),
@@ -109,17 +110,20 @@ def records(skill_names: Sequence[str] | None, with_skills: bool, with_search: b
         result += [
             _record(
                 FIND_TOOLS,
-                "Search every tool you may use by what it does; returns names, descriptions, argument "
-                "schemas and the skill that carries each.",
-                {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}},
+                "Search tools by what they do. Ask once per step of a task, not for the whole task. "
+                f"Gives name, description, skill; argument schemas of the first {SCHEMA_HITS} (schemas=true: all).",
+                {
+                    "query": {"type": "string"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+                    "schemas": {"type": "boolean", "default": False},
+                },
                 ["query"],
                 _READ_ONLY,
             ),
             _record(
                 USE_TOOL,
-                "Call a tool by name with its arguments: a tool you see listed, a tool of an active skill, "
-                "or one Find_Tools returned.",
-                {"name": {"type": "string"}, "arguments": {"type": "object", "default": {}}, "handle": HANDLE},
+                "Call a tool by name: one listed, of an active skill, or found by Find_Tools.",
+                {"name": {"type": "string"}, "arguments": {"type": "object"}, "handle": HANDLE},
                 ["name"],
                 _STATEFUL,
             ),
@@ -166,7 +170,8 @@ class MetaTools:
         if name == READ_SKILL_FILE:
             return self._read_skill_file(session, str(arguments["name"]), str(arguments["path"]))
         if name == FIND_TOOLS:
-            return self._find_tools(session, str(arguments["query"]), int(arguments.get("limit", 10)))
+            limit, schemas = int(arguments.get("limit", 10)), bool(arguments.get("schemas", False))
+            return self._find_tools(session, str(arguments["query"]), limit, schemas)
         return await self._use_tool(call, str(arguments["name"]), arguments.get("arguments") or {})
 
     async def _use_tool(self, call: ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
@@ -190,19 +195,14 @@ class MetaTools:
 
     def _list_skills(self, session: SessionContext, query: str) -> types.CallToolResult:
         active = self._disclosure.active_skills(session)
-        words = query.lower().split()
+        words = query.casefold().split()
         skills = [
             skill
             for skill in self._disclosure.visible_skills(session)
-            if all(word in f"{skill.name} {skill.description}".lower() for word in words)
+            if all(word in f"{skill.name} {skill.description}".casefold() for word in words)
         ]
-        lines = [f"- {skill.name}{' (active)' if skill.name in active else ''}: {_one_line(skill)}" for skill in skills]
-        listing = "\n".join(lines) if lines else "No skills match."
-        structured = {
-            "skills": [{"name": s.name, "description": _one_line(s), "active": s.name in active} for s in skills],
-            "active": active,
-        }
-        return _text(f"Skills (load one with Load_Skill):\n{listing}", structured)
+        structured = {"skills": [skill.name for skill in skills], "active": active}
+        return _text(skill_listing(skills, active, whole=bool(words)), structured)
 
     async def _load_skill(self, session: SessionContext, name: str) -> types.CallToolResult:
         skill = self._skill(session, name)
@@ -254,33 +254,59 @@ class MetaTools:
             return _text(f"{path} is a binary file of {len(content)} bytes; it cannot be shown as text.")
         return _text(f'<file skill="{name}" path="{path}">\n{content}\n</file>')
 
-    def _find_tools(self, session: SessionContext, query: str, limit: int) -> types.CallToolResult:
-        hits = self._disclosure.search(session, query, limit)
-        if not hits:
-            return _text("No tools match.", {"tools": []})
-        # The input schema travels with each hit: a tool no skill carries is called straight from
-        # this answer, and Find_Tools is the only place the model learns its arguments.
-        rows = [
-            {
-                "name": tool.name,
-                "description": _first_line(tool.description),
-                "skills": skills,
-                "input_schema": tool.input_schema,
-            }
-            for tool, skills in hits
-        ]
-        lines = [
-            f"- {row['name']}: {row['description']}"
-            + (f" (skill: {', '.join(row['skills'])})" if row["skills"] else "")
-            + f"\n  arguments: {json.dumps(row['input_schema'], separators=(',', ':'), sort_keys=True)}"
-            for row in rows
-        ]
-        return _text("Tools (call with Use_Tool):\n" + "\n".join(lines), {"tools": rows})
+    def _find_tools(self, session: SessionContext, query: str, limit: int, schemas: bool) -> types.CallToolResult:
+        return found_tools(self._disclosure.search(session, query, limit), schemas)
+
+
+def skill_listing(skills: Sequence[Skill], active: Sequence[str], whole: bool) -> str:
+    """List_Skills' text: one line per skill, its description clipped unless `whole` (after a query)."""
+    if not skills:
+        return "No skills match."
+    lines = []
+    for skill in skills:
+        room = HIT_DESCRIPTION_BYTES if whole else LISTING_LINE_BYTES - len(skill.name.encode()) - 2
+        lines.append(f"{skill.name}: {clip_bytes(_first_line(skill.description), room)}")
+    if active:
+        lines.append(f"Active: {', '.join(active)}.")
+    return "Skills (Load_Skill by name; List_Skills with a query shows more):\n" + "\n".join(lines)
+
+
+def found_tools(hits: Sequence[tuple[ToolRecord, list[str]]], schemas: bool) -> types.CallToolResult:
+    """Find_Tools' answer: name, one-line description and carrying skills per hit; argument
+    schemas for the first `SCHEMA_HITS` hits, or for all with `schemas`.
+
+    A tool no skill carries is called straight from this answer, so the schema of a hit beyond
+    the first few is one `schemas=true` call (or a Use_Tool validation error) away.
+    """
+    if not hits:
+        return _text("No tools match.", {"tools": []})
+    rows: list[dict[str, Any]] = []
+    lines = []
+    for number, (tool, skills) in enumerate(hits):
+        row: dict[str, Any] = {
+            "name": tool.name,
+            "description": clip_bytes(_first_line(tool.description), HIT_DESCRIPTION_BYTES),
+            "skills": skills,
+        }
+        line = f"- {tool.name}: {row['description']}" + (f" (skill: {', '.join(skills)})" if skills else "")
+        if schemas or number < SCHEMA_HITS:
+            row["input_schema"] = tool.input_schema
+            line += f"\n  arguments: {json.dumps(tool.input_schema, separators=(',', ':'), sort_keys=True)}"
+        rows.append(row)
+        lines.append(line)
+    return _text("Tools (call with Use_Tool):\n" + "\n".join(lines), {"tools": rows})
+
+
+def clip_bytes(text: str, size: int) -> str:
+    """`text` within `size` bytes of UTF-8, cut at a word end where one is near, marked with an ellipsis."""
+    if len(text.encode()) <= size:
+        return text
+    cut = text.encode()[: max(size - 3, 0)].decode(errors="ignore")
+    word_end = cut.rfind(" ")
+    if word_end > len(cut) * 2 // 3:
+        cut = cut[:word_end]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 def _first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0][:200]
-
-
-def _one_line(skill: Skill) -> str:
-    return _first_line(skill.description)

@@ -1,80 +1,139 @@
-"""Tool search: a small BM25 index over tool names, descriptions and the skills that carry them."""
+"""Tool search: a field-weighted BM25 index (BM25F) over the catalog, with task queries diversified.
+
+Each tool is indexed in five fields: its name, its description, its parameters (names and
+descriptions), its server's name and the skills that carry it (names and descriptions). A
+term's frequency in each field is weighted and normalised by that field's own length before
+BM25's saturation, so a word in a tool's name counts more than the same word in a long skill
+description. Everything but the query's terms is computed when the index is built,
+once per catalog change.
+
+A query written as a task ("find the trends, draw a word cloud, then save it as PDF") is split
+into its steps; the rankings of the whole query and of each step are fused (reciprocal rank
+fusion) and every step's best tool keeps a place, so one generic match cannot fill the result.
+An optional semantic ranker (`SemanticRanker`) is fused with the lexical ranking of each part.
+No cap per server: on the benchmark a task often needs several tools of one server, and every
+cap tried lost recall.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-# Standard BM25 constants: term-frequency saturation and document-length normalisation.
+from gateway.skills.tokens import terms
+
+# BM25's term-frequency saturation.
 K1 = 1.2
-B = 0.75
-# A name says what a tool is more surely than its prose, so name terms count this many times.
-NAME_WEIGHT = 3
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_WORD = re.compile(r"[^\W_]+")
-# fmt: off
-_STOP_WORDS = frozenset(
-    {
-        "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i",
-        "in", "into", "is", "it", "me", "my", "of", "on", "or", "so", "that", "the", "this", "to", "use",
-        "using", "what", "when", "which", "with", "you", "your",
-    }
-)
-# fmt: on
+# Field weights and length normalisation, tuned on the tuning split of benchmarks/tool_search.py
+# (LiveMCPBench); docs/skills.md has the figures.
+WEIGHTS = {"name": 3.0, "description": 1.0, "parameters": 0.6, "server": 0.5, "skills": 0.5}
+LENGTH_NORM = {"name": 0.5, "description": 0.75, "parameters": 0.75, "server": 0.75, "skills": 0.75}
+# Reciprocal rank fusion's constant: 60 in the original paper, and robust around it.
+RRF_K = 60
+# Steps of a task: sentence and clause ends, and the words that chain steps. Queries are NFKC
+# normalised first, which turns full-width punctuation into these ASCII marks.
+_STEPS = re.compile(r"\s*(?:[.;!?\n,、。]+|\b(?:and then|then|after that|finally)\b|然后|接着|最后|并且)\s*")
 
 
 @dataclass(frozen=True, slots=True)
 class SearchItem:
-    """One searchable tool: its exposed name, its description, and extra words such as skill names."""
+    """One searchable tool: its exposed name and the text of each field it is found by.
+
+    `server` is the name of the server offering the tool. The gateway keeps no description of
+    upstream servers; where an operator describes one, it is in the skills carrying its tools.
+    """
 
     name: str
     description: str = ""
-    extra: str = ""
+    skills: str = ""
+    parameters: str = ""
+    server: str = ""
+
+    def fields(self) -> dict[str, str]:
+        """The text of each field, by the names `WEIGHTS` uses."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "server": self.server,
+            "skills": self.skills,
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A tool that matched a query, with its BM25 score (higher is better)."""
+    """A tool that matched a query, with its score (higher is better; comparable within one answer)."""
 
     name: str
     description: str
     score: float
 
 
-def tokenize(text: str) -> list[str]:
-    """Lowercase terms of `text`, split on `_`, `-`, camelCase and every other non-word character."""
-    terms: list[str] = []
-    for word in _WORD.findall(_CAMEL.sub(" ", text)):
-        term = word.lower()
-        if term in _STOP_WORDS:
-            continue
-        # Folding a plural 's' lets "tables" find list_tables; "ss" endings (process, class) stay.
-        if len(term) > 3 and term.endswith("s") and not term.endswith("ss"):
-            term = term[:-1]
-        terms.append(term)
-    return terms
+class SemanticRanker(Protocol):
+    """The seam for a ranker by meaning (embeddings), fused with the lexical ranking.
+
+    It is built over the same items, in the same order, as the `ToolIndex` it joins, once per
+    catalog change; `rank` returns item numbers, best first, at most `limit` of them. It must load
+    its model from a local path: nothing may be downloaded while the gateway runs.
+    """
+
+    def rank(self, query: str, limit: int) -> Sequence[int]: ...
+
+
+def parameter_text(schema: Mapping[str, Any]) -> str:
+    """The names and descriptions of a JSON Schema's top-level properties, as searchable text."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return ""
+    parts = []
+    for name, spec in properties.items():
+        description = spec.get("description") if isinstance(spec, Mapping) else None
+        parts.append(f"{name} {description}" if isinstance(description, str) else str(name))
+    return " ".join(parts)
+
+
+def steps(query: str) -> list[str]:
+    """The parts of a task-like query that each carry search terms; one part for a plain query."""
+    parts = [part for part in _STEPS.split(unicodedata.normalize("NFKC", query)) if terms(part)]
+    return parts if len(parts) > 1 else [query]
 
 
 class ToolIndex:
-    """An immutable BM25 index: built once per catalog, queried per request."""
+    """An immutable BM25F index: built once per catalog, queried per request."""
 
-    def __init__(self, items: Iterable[SearchItem]) -> None:
+    def __init__(
+        self,
+        items: Iterable[SearchItem],
+        semantic: SemanticRanker | None = None,
+        weights: Mapping[str, float] = WEIGHTS,
+    ) -> None:
+        """Index `items`; `weights` (per field, as `WEIGHTS`) exist to tune them on data."""
         self._items: Sequence[SearchItem] = tuple(items)
-        lengths: list[int] = []
-        # term -> [(document number, term frequency)], so a query only touches documents that match.
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        for number, item in enumerate(self._items):
-            terms = tokenize(item.name) * NAME_WEIGHT + tokenize(item.description) + tokenize(item.extra)
-            lengths.append(len(terms))
-            for term, count in Counter(terms).items():
-                self._postings.setdefault(term, []).append((number, count))
+        self._semantic = semantic
+        counted = [{field: Counter(terms(text)) for field, text in item.fields().items()} for item in self._items]
         total = len(self._items)
-        average = sum(lengths) / total if total else 0.0
-        self._norms = [K1 * (1 - B + B * length / average) if average else K1 for length in lengths]
+        average = {
+            field: (sum(sum(doc[field].values()) for doc in counted) / total if total else 0.0) or 1.0
+            for field in WEIGHTS
+        }
+        # term -> [(document number, weighted and length-normalised frequency over all fields)].
+        self._postings: dict[str, list[tuple[int, float]]] = {}
+        for number, doc in enumerate(counted):
+            combined: dict[str, float] = {}
+            for field, counts in doc.items():
+                if not weights[field]:
+                    continue
+                length = sum(counts.values())
+                norm = 1 - LENGTH_NORM[field] + LENGTH_NORM[field] * length / average[field]
+                for term, count in counts.items():
+                    combined[term] = combined.get(term, 0.0) + weights[field] * count / norm
+            for term, frequency in combined.items():
+                self._postings.setdefault(term, []).append((number, frequency))
         self._idf = {
             term: math.log(1 + (total - len(postings) + 0.5) / (len(postings) + 0.5))
             for term, postings in self._postings.items()
@@ -87,24 +146,74 @@ class ToolIndex:
         """The best `limit` tools for `query`, best first, among those `allowed` accepts.
 
         `allowed` is applied before ranking and truncation, so hidden tools neither appear nor
-        take a place in the result.
+        take a place in the result; it is asked at most once per tool.
         """
-        terms = set(tokenize(query))
-        if limit <= 0 or not terms:
+        if limit <= 0:
             return []
-        scores: dict[int, float] = {}
         permitted: dict[int, bool] = {}
-        for term in terms:
+
+        def visible(number: int) -> bool:
+            if allowed is None:
+                return True
+            if number not in permitted:
+                permitted[number] = allowed(self._items[number].name)
+            return permitted[number]
+
+        parts = steps(query)
+        if len(parts) == 1:
+            scored = self._ranked(query, limit, visible)
+            best = sorted(scored, key=lambda number: (-scored[number], number))[:limit]
+            return [self._hit(number, scored[number]) for number in best]
+        # A task: the rankings of the whole query and of each step are fused, and each step's
+        # best tool is kept in the answer, so no step is drowned by tools matching the most words.
+        rankings = [self._ranked(part, limit, visible) for part in (query, *parts)]
+        ordered = with_step_bests(fuse(rankings), [max(r, key=lambda n: (r[n], -n)) for r in rankings[1:] if r], limit)
+        return [self._hit(number, 1 / (RRF_K + place)) for place, number in enumerate(ordered, start=1)]
+
+    def _ranked(self, query: str, limit: int, visible: Callable[[int], bool]) -> dict[int, float]:
+        """Scores of the visible tools for one query: BM25F, fused with the semantic ranker's when there is one."""
+        lexical = self._bm25(query, visible)
+        if self._semantic is None:
+            return lexical
+        meaning = [number for number in self._semantic.rank(query, max(limit * 5, 50)) if visible(number)]
+        return fuse([lexical, meaning])
+
+    def _bm25(self, query: str, visible: Callable[[int], bool]) -> dict[int, float]:
+        """BM25F scores of the visible tools matching any term of `query`."""
+        scores: dict[int, float] = {}
+        for term in set(terms(query)):
             idf = self._idf.get(term)
             if idf is None:
                 continue
-            for number, count in self._postings[term]:
-                if allowed is not None:
-                    if number not in permitted:
-                        permitted[number] = allowed(self._items[number].name)
-                    if not permitted[number]:
-                        continue
-                weight = idf * count * (K1 + 1) / (count + self._norms[number])
-                scores[number] = scores.get(number, 0.0) + weight
-        best = sorted(scores, key=lambda number: (-scores[number], number))[:limit]
-        return [Hit(self._items[n].name, self._items[n].description, scores[n]) for n in best]
+            for number, frequency in self._postings[term]:
+                if visible(number):
+                    scores[number] = scores.get(number, 0.0) + idf * frequency * (K1 + 1) / (frequency + K1)
+        return scores
+
+    def _hit(self, number: int, score: float) -> Hit:
+        item = self._items[number]
+        return Hit(item.name, item.description, score)
+
+
+def with_step_bests(fused: Mapping[int, float], bests: Sequence[int], limit: int) -> list[int]:
+    """The `limit` best of `fused`, except that the last places go to step bests not yet in."""
+    order = sorted(fused, key=lambda number: (-fused[number], number))
+    room = max(0, limit - len(set(bests)))
+    return list(dict.fromkeys([*order[:room], *bests, *order]))[:limit]
+
+
+def fuse(rankings: Sequence[Mapping[int, float] | Sequence[int]]) -> dict[int, float]:
+    """Reciprocal rank fusion: each ranking gives its n-th item 1 / (RRF_K + n).
+
+    A ranking is either item numbers best first, or a dict of scores (ranked by score here).
+    """
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        if isinstance(ranking, Mapping):
+            scores = ranking
+            ordered = sorted(scores, key=lambda n: (-scores[n], n))
+        else:
+            ordered = list(ranking)
+        for rank, number in enumerate(ordered, start=1):
+            fused[number] = fused.get(number, 0.0) + 1 / (RRF_K + rank)
+    return fused

@@ -11,7 +11,10 @@ from . import RUNS, TEXT
 
 WORDS = st.sampled_from(["list", "tables", "read", "file", "the", "s", "sss", "ListTables", "_", "-", "ß", "İ"])
 PHRASES = st.lists(st.one_of(WORDS, TEXT), max_size=6).map(" ".join)
-ITEMS = st.lists(st.builds(SearchItem, name=PHRASES, description=PHRASES, extra=PHRASES), max_size=20)
+ITEMS = st.lists(
+    st.builds(SearchItem, name=PHRASES, description=PHRASES, skills=PHRASES, parameters=PHRASES, server=PHRASES),
+    max_size=20,
+)
 
 
 @RUNS

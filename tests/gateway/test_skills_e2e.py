@@ -193,7 +193,7 @@ async def test_find_tools_ranks_hits_and_names_the_skill_carrying_each(tmp_path:
 async def test_a_skill_hidden_from_the_role_is_never_named(tmp_path: Path) -> None:
     write_skill(tmp_path / "skills", "secret", "toy__crash", roles="admin")
     async with skill_gateway(skill_config(tmp_path)) as (_, client):
-        names = [row["name"] for row in structured(await client.call_tool("List_Skills", {}))["skills"]]
+        names = structured(await client.call_tool("List_Skills", {}))["skills"]
         assert "secret" not in names
         found = structured(await client.call_tool("Find_Tools", {"query": "crash server process"}))
         assert found["tools"][0]["name"] == "toy__crash" and found["tools"][0]["skills"] == []

@@ -1,10 +1,12 @@
-"""BM25 tool search: tokenising, ranking, and hiding tools the caller may not see."""
+"""BM25F tool search: ranking by fields, task queries, and hiding tools the caller may not see."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
-from gateway.skills.search import SearchItem, ToolIndex, tokenize
+from gateway.skills.search import SearchItem, ToolIndex, fuse, parameter_text, steps, with_step_bests
 
 CATALOG = [
     SearchItem("files__list_directory", "List the entries of a directory.", "file-organisation"),
@@ -25,13 +27,6 @@ CATALOG = [
 @pytest.fixture(scope="module")
 def index() -> ToolIndex:
     return ToolIndex(CATALOG)
-
-
-def test_tokenize_splits_names_camel_case_and_punctuation() -> None:
-    assert tokenize("files__read_file") == ["file", "read", "file"]
-    assert tokenize("getHTTPResponse-code") == ["get", "http", "response", "code"]
-    assert tokenize("What is the SQL, please?") == ["sql", "please"]
-    assert tokenize("list tables; process glass") == ["list", "table", "process", "glass"]
 
 
 @pytest.mark.parametrize(
@@ -95,3 +90,109 @@ def test_empty_or_unmatched_query_returns_nothing(index: ToolIndex, query: str) 
 
 def test_empty_index_returns_nothing() -> None:
     assert ToolIndex([]).search("anything") == []
+
+
+def test_a_word_in_the_name_outranks_the_same_word_in_a_long_description() -> None:
+    index = ToolIndex(
+        [
+            SearchItem("notes__archive", "Move old notes away, keeping their titles, tags, owners and dates intact."),
+            SearchItem("notes__tags", "List tags."),
+        ]
+    )
+    assert [hit.name for hit in index.search("tags")] == ["notes__tags", "notes__archive"]
+
+
+def test_parameter_and_server_words_find_a_tool_its_description_does_not_name() -> None:
+    schema = {"type": "object", "properties": {"bmi": {"type": "number", "description": "body mass index"}}}
+    index = ToolIndex(
+        [
+            SearchItem("health__calculate", "Compute a value.", parameters=parameter_text(schema)),
+            SearchItem("trains__tickets", "Remaining seats.", server="railway", skills="timetable 12306 trains"),
+            SearchItem("misc__other", "Something else entirely."),
+        ]
+    )
+    assert index.search("body mass index")[0].name == "health__calculate"
+    assert index.search("railway timetable")[0].name == "trains__tickets"
+
+
+def test_field_weights_decide_which_field_counts_more() -> None:
+    items = [SearchItem("a__convert", "Turn a file into a PDF."), SearchItem("b__pdf", "Make documents.")]
+    names_first = ToolIndex(items, weights={"name": 5, "description": 1, "parameters": 0, "server": 0, "skills": 0})
+    prose_first = ToolIndex(items, weights={"name": 0.1, "description": 5, "parameters": 0, "server": 0, "skills": 0})
+    assert names_first.search("pdf")[0].name == "b__pdf"
+    assert prose_first.search("pdf")[0].name == "a__convert"
+
+
+def test_a_field_weighted_zero_matches_nothing() -> None:
+    index = ToolIndex(
+        [SearchItem("x__tool", "Plain.", skills="secret-words")],
+        weights={"name": 1, "description": 1, "parameters": 1, "server": 1, "skills": 0},
+    )
+    assert index.search("secret words") == []
+
+
+def test_a_task_query_is_split_into_its_steps() -> None:
+    assert steps("read the file") == ["read the file"]
+    assert steps("Find the trends, draw a word cloud, then save it as PDF.") == [
+        "Find the trends",
+        "draw a word cloud",
+        "save it as PDF",
+    ]
+    assert steps("查询余票\uff0c然后购买") == ["查询余票", "购买"]
+    assert steps("the, of, and") == ["the, of, and"]
+
+
+def test_a_task_query_keeps_the_best_tool_of_every_step_in_the_answer() -> None:
+    items = [
+        SearchItem("word__create", "Create a word document with a heading and a first paragraph.", server="word"),
+        SearchItem("word__add_paragraph", "Add a paragraph, heading or picture to a word document.", server="word"),
+        SearchItem("word__add_picture", "Insert a picture into a word document.", server="word"),
+        SearchItem("office__export", "Convert a file to PDF.", server="office"),
+    ]
+    items += [SearchItem(f"x{n}__tool", f"Unrelated thing {n} about music and maps.", server=f"x{n}") for n in range(9)]
+    index = ToolIndex(items)
+    # Asked as one sentence, the words of the first step win every place.
+    plain = index.search("Create a word document with a heading and a picture and convert it to PDF", limit=3)
+    assert "office__export" not in [hit.name for hit in plain]
+    hits = index.search("Create a word document with a heading and a picture, then convert it to PDF", limit=3)
+    assert "office__export" in [hit.name for hit in hits]
+    assert len({hit.name.split("__")[0] for hit in hits}) == 2
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+def test_a_hidden_tool_never_appears_even_as_the_best_match_of_a_step(index: ToolIndex) -> None:
+    hits = index.search("delete a file, then run python code", allowed=lambda name: name != "files__delete_file")
+    assert "files__delete_file" not in [hit.name for hit in hits]
+    assert hits[0].name == "python__run_python"
+
+
+class _Synonyms:
+    """A stand-in semantic ranker: knows that "sum" means arithmetic, as an embedding model would."""
+
+    def __init__(self, items: Sequence[SearchItem]) -> None:
+        self._items = items
+
+    def rank(self, query: str, limit: int) -> Sequence[int]:
+        wanted = "calc__evaluate" if "sum" in query else ""
+        return [number for number, item in enumerate(self._items) if item.name == wanted][:limit]
+
+
+def test_a_semantic_ranker_is_fused_with_the_lexical_ranking() -> None:
+    lexical = ToolIndex(CATALOG)
+    hybrid = ToolIndex(CATALOG, semantic=_Synonyms(CATALOG))
+    assert lexical.search("sum these") == []
+    assert [hit.name for hit in hybrid.search("sum these")] == ["calc__evaluate"]
+    assert hybrid.search("sum these", allowed=lambda name: name != "calc__evaluate") == []
+    assert hybrid.search("read a file")[0].name == "files__read_file"
+
+
+def test_reciprocal_rank_fusion_favours_items_ranked_well_everywhere() -> None:
+    fused = fuse([[1, 2, 3], {2: 5.0, 3: 1.0, 1: 0.5}])
+    assert sorted(fused, key=lambda n: -fused[n]) == [2, 1, 3]
+
+
+def test_step_bests_take_the_last_places_only_when_missing() -> None:
+    fused = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.2}
+    assert with_step_bests(fused, [4], 2) == [1, 4]
+    assert with_step_bests(fused, [1, 2], 3) == [1, 2, 3]
+    assert with_step_bests(fused, [4, 3], 1) == [4]

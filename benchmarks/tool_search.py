@@ -1,0 +1,333 @@
+"""Find_Tools' ranking on a public tool-retrieval benchmark, the former ranker next to the current one.
+
+Run `python -m benchmarks.tool_search` from the repository root. The data is a sample of
+LiveMCPBench (70 MCP servers, 527 tools, 95 annotated tasks; Apache-2.0) kept in
+benchmarks/data/livemcpbench, plus 28 one-step queries in Chinese written for this project.
+Nothing is fetched. Each server gets one skill named after it, described by the server's
+description, as an operator would write it; every tool is found under `<server>__<tool>`.
+
+Reported, for the tuning split and the held-out split (every third task by id) separately:
+- whole-task queries (the task's question) and per-step queries (each annotated step asked on
+  its own; a tool counts as found when any step's top k holds it);
+- for k = 3, 5, 10: `found`, the share of needed tools found, and `all`, the share of tasks
+  whose needed tools were all found;
+- the Chinese queries as their own language;
+- bytes of a Find_Tools answer (limit 10) as the client reads it, and per hit;
+- search latency over 5,270 tools (the catalog ten times over);
+- with `--listing`, the bytes a client reads at session start and for one List_Skills call
+  through a real gateway with the 70 servers extended and their 70 skills, and at session start
+  with every tool listed flat.
+`--tune` searches field weights on the tuning split only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+
+from benchmarks import baseline_search
+from gateway.config.loading import parse_config
+from gateway.skills.metatools import found_tools
+from gateway.skills.search import WEIGHTS, SearchItem, ToolIndex, parameter_text
+from gateway.tools import ToolRecord
+
+DATA = Path(__file__).parent / "data" / "livemcpbench"
+KS = (3, 5, 10)
+COPIES = 10
+Ranker = Callable[[str, int], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One catalog tool as the gateway would expose it."""
+
+    name: str
+    original: str
+    server: str
+    description: str
+    schema: dict[str, Any]
+    skill: str
+    skill_description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """Queries for one task: the whole question, its steps, and the original names of the tools needed."""
+
+    question: str
+    steps: tuple[str, ...]
+    needed: frozenset[str]
+    holdout: bool
+
+
+def slug(text: str) -> str:
+    """A skill and server name from a server key: lowercase letters, digits and single hyphens."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text.lower())).strip("-")
+
+
+def load_catalog(copy: int = 0) -> list[Tool]:
+    """The LiveMCPBench tools; `copy` > 0 renames every server, to grow the catalog."""
+    tools = []
+    for server in json.loads((DATA / "catalog.json").read_text(encoding="utf-8")):
+        name = slug(server["server"]) + (f"-{copy}" if copy else "")
+        description = re.sub(r"[<>]", "", server["description"]).strip()[:1024] or server["title"]
+        for tool in server["tools"]:
+            tools.append(
+                Tool(
+                    f"{name}__{tool['name']}",
+                    tool["name"],
+                    name,
+                    tool["description"],
+                    tool["input_schema"],
+                    name,
+                    description,
+                )
+            )
+    return tools
+
+
+def load_tasks(originals: set[str]) -> tuple[list[Task], list[Task], int]:
+    """English tasks and Chinese one-step queries, and how many annotated names match no tool."""
+    known = {name.casefold(): name for name in originals}
+    unknown = 0
+
+    def resolve(names: Iterable[str]) -> frozenset[str]:
+        nonlocal unknown
+        found = {known[name.casefold()] for name in names if name.casefold() in known}
+        unknown += len(set(names)) - len(found)
+        return frozenset(found)
+
+    raw = sorted(json.loads((DATA / "tasks.json").read_text(encoding="utf-8")), key=lambda task: task["id"])
+    english = [
+        Task(task["question"], tuple(task["steps"]), resolve(task["tools"]), index % 3 == 2)
+        for index, task in enumerate(raw)
+    ]
+    chinese = [
+        Task(query["query"], (query["query"],), resolve(query["tools"]), index % 3 == 2)
+        for index, query in enumerate(json.loads((DATA / "queries_zh.json").read_text(encoding="utf-8")))
+    ]
+    return [task for task in english if task.needed], [task for task in chinese if task.needed], unknown
+
+
+def old_ranker(tools: Sequence[Tool]) -> Ranker:
+    """The former BM25: name, description, and the carrying skill's name."""
+    index = baseline_search.ToolIndex(baseline_search.SearchItem(t.name, t.description, t.skill) for t in tools)
+    return lambda query, limit: [hit.name for hit in index.search(query, limit)]
+
+
+def new_items(tools: Sequence[Tool]) -> list[SearchItem]:
+    """The fields the gateway indexes for each tool (skills as `SkillHost` fills them)."""
+    return [
+        SearchItem(
+            t.name,
+            t.description,
+            skills=f"{t.skill} {t.skill_description}",
+            parameters=parameter_text(t.schema),
+            server=t.server,
+        )
+        for t in tools
+    ]
+
+
+def new_ranker(tools: Sequence[Tool], weights: dict[str, float] | None = None) -> Ranker:
+    """The current BM25F ranker."""
+    index = ToolIndex(new_items(tools), weights=weights or WEIGHTS)
+    return lambda query, limit: [hit.name for hit in index.search(query, limit)]
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Share of needed tools found, and share of tasks with all found, for each k."""
+
+    found: dict[int, float]
+    all: dict[int, float]
+
+
+def score(rank: Ranker, tasks: Sequence[Task], original: dict[str, str], per_step: bool) -> Scores:
+    """Recall at each k of `KS`, asking the whole question or each step."""
+    found = dict.fromkeys(KS, 0)
+    complete = dict.fromkeys(KS, 0)
+    needed = sum(len(task.needed) for task in tasks)
+    for task in tasks:
+        queries = task.steps if per_step else (task.question,)
+        rankings = [rank(query, max(KS)) for query in queries]
+        for k in KS:
+            hits = {original[name] for ranking in rankings for name in ranking[:k]}
+            found[k] += len(task.needed & hits)
+            complete[k] += task.needed <= hits
+    return Scores(
+        {k: found[k] / needed for k in KS},
+        {k: complete[k] / len(tasks) for k in KS},
+    )
+
+
+def row(label: str, scores: Scores) -> str:
+    """One line of the recall table."""
+    cells = "  ".join(f"{scores.found[k]:>5.0%} {scores.all[k]:>5.0%}" for k in KS)
+    return f"  {label:<34} {cells}"
+
+
+def recall_report(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task]) -> None:
+    """The recall table: every query set and split, former ranker above current."""
+    original = {tool.name: tool.original for tool in tools}
+    rankers = {"former": old_ranker(tools), "current": new_ranker(tools)}
+    header = "  ".join(f"{'found':>5} {'all':>5}" for _ in KS)
+    print(f"\n  {'recall (found = needed tools found; all = tasks complete)':<34}")
+    print(f"  {'':<34} " + "  ".join(f"{'@' + str(k):^11}" for k in KS))
+    print(f"  {'':<34} {header}")
+    sets = [("English, whole task", english, False), ("English, per step", english, True)]
+    sets.append(("Chinese, one step", chinese, True))
+    for title, tasks, per_step in sets:
+        for split, holdout in (("tune", False), ("held out", True)):
+            chosen = [task for task in tasks if task.holdout == holdout]
+            print(f"  {title} - {split} ({len(chosen)} queries)")
+            for label, rank in rankers.items():
+                print(row(f"    {label}", score(rank, chosen, original, per_step)))
+
+
+def bytes_report(tools: Sequence[Tool], english: Sequence[Task]) -> None:
+    """Mean bytes of a Find_Tools answer at limit 10, former format and current."""
+    records = {
+        t.name: ToolRecord(t.name, t.server, t.original, t.description, t.schema, skills=(t.skill,)) for t in tools
+    }
+    old_index = old_ranker(tools)
+    new_index = new_ranker(tools)
+    old_sizes, new_sizes, hits = [], [], []
+    for task in english:
+        for query in task.steps:
+            old_hits = [records[name] for name in old_index(query, 10)]
+            shown = [(r.name, r.description, list(r.skills), r.input_schema) for r in old_hits]
+            old = baseline_search.old_answer(shown)
+            old_sizes.append(len(json.dumps(old, ensure_ascii=False, separators=(",", ":")).encode()))
+            new_hits = [(records[name], [records[name].skills[0]]) for name in new_index(query, 10)]
+            result = found_tools(new_hits, schemas=False)
+            new_sizes.append(len(result.model_dump_json(by_alias=True, exclude_none=True).encode()))
+            hits.append(len(new_hits))
+    per_hit = sum(hits) or 1
+    print("\n  Find_Tools answer at limit 10 (bytes of the result as the client reads it)")
+    print(f"    former: {statistics.mean(old_sizes):>7,.0f} per answer  {sum(old_sizes) / per_hit:>5,.0f} per hit")
+    print(f"    current: {statistics.mean(new_sizes):>6,.0f} per answer  {sum(new_sizes) / per_hit:>5,.0f} per hit")
+
+
+def latency_report(english: Sequence[Task]) -> None:
+    """Index build time and per-query latency over the catalog copied `COPIES` times."""
+    tools = [tool for copy in range(COPIES) for tool in load_catalog(copy)]
+    queries = [query for task in english for query in (task.question, *task.steps)]
+    print(f"\n  latency over {len(tools):,} tools, {len(queries)} queries (ms)")
+    for label, build in (("former", old_ranker), ("current", new_ranker)):
+        started = time.perf_counter()
+        rank = build(tools)
+        built = time.perf_counter() - started
+        times = []
+        for query in queries:
+            started = time.perf_counter()
+            rank(query, 10)
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        p50, p99 = times[len(times) // 2], times[int(len(times) * 0.99)]
+        print(f"    {label:<8} build {built * 1000:>7,.0f}   p50 {p50:>6.2f}   p99 {p99:>6.2f}")
+
+
+def tune(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task]) -> None:
+    """Grid-search field weights on the tuning split: mean of found@10 over the three query sets."""
+    original = {tool.name: tool.original for tool in tools}
+    sets = [
+        ([t for t in english if not t.holdout], False),
+        ([t for t in english if not t.holdout], True),
+        ([t for t in chinese if not t.holdout], True),
+    ]
+    results = []
+    grid = itertools.product((1.0, 2.0, 3.0, 5.0), (0.0, 0.3, 0.6), (0.0, 0.5, 1.0), (0.0, 0.5, 1.0))
+    for name, parameters, server, skills in grid:
+        weights = {"name": name, "description": 1.0, "parameters": parameters, "server": server, "skills": skills}
+        rank = new_ranker(tools, weights)
+        objective = statistics.mean(score(rank, tasks, original, step).found[10] for tasks, step in sets)
+        results.append((objective, weights))
+    results.sort(key=lambda result: -result[0])
+    for objective, weights in results[:8]:
+        print(f"  {objective:.3f}  {weights}")
+
+
+async def listing_report() -> None:
+    """Start-of-session bytes and one List_Skills through a real gateway over the 70 servers."""
+    from benchmarks.disclosure_tokens import _in_memory, extended, flat, measure
+
+    servers: dict[str, list[Tool]] = {}
+    for tool in load_catalog():
+        servers.setdefault(tool.server, []).append(tool)
+    with tempfile.TemporaryDirectory(prefix="tool-search-") as temporary:
+        root = Path(temporary)
+        for name, tools in servers.items():
+            folder = root / "skills" / name
+            folder.mkdir(parents=True)
+            description = json.dumps(tools[0].skill_description, ensure_ascii=False)
+            (folder / "SKILL.md").write_text(
+                f"---\nname: {name}\ndescription: {description}\nallowed-tools: {name}__*\n---\n# {name}\n",
+                encoding="utf-8",
+            )
+        data = {
+            "gateway": {"data_dir": str(root / "data"), "skill_dirs": [str(root / "skills")]},
+            "servers": {name: {"command": "unused"} for name in servers},
+        }
+        config = parse_config(data, source=str(root / "gateway.yaml"), base_dir=root)
+        transports = {name: _in_memory(_server(name, tools)) for name, tools in servers.items()}  # type: ignore[arg-type]
+        received = await measure(extended(config), transports)
+        everything = await measure(flat(config), transports)
+    skills = len(servers)
+    print(f"\n  with {skills} skills, every server extended (bytes a client reads)")
+    print(f"    session start (initialize + tools/list): {received.start:,} (target <= 2,500)")
+    print(f"    the same catalog listed flat (every tool core, no skills): {everything.start:,}")
+    print(
+        f"    one List_Skills call: {received.list_skills:,} = {received.list_skills / skills:.0f} per skill"
+        " (target <= 80)"
+    )
+
+
+def _server(name: str, tools: Sequence[Tool]) -> Server[Any]:
+    """A low-level server listing `tools` with their schemas as LiveMCPBench recorded them."""
+    listed = [types.Tool(name=t.original, description=t.description, input_schema=t.schema) for t in tools]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text="not run in this benchmark")])
+
+    return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def main() -> None:
+    """Entry point of `python -m benchmarks.tool_search`."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tool_search", description=__doc__.split("\n")[0])
+    parser.add_argument("--tune", action="store_true", help="grid-search field weights on the tuning split")
+    parser.add_argument("--listing", action="store_true", help="also measure the listing through a real gateway")
+    args = parser.parse_args()
+    tools = load_catalog()
+    english, chinese, unknown = load_tasks({tool.original for tool in tools})
+    print(f"LiveMCPBench: {len(tools)} tools, {len(english)} tasks, {len(chinese)} Chinese queries")
+    print(f"  ({unknown} annotated tool names match no catalog tool and are left out)")
+    if args.tune:
+        tune(tools, english, chinese)
+        return
+    recall_report(tools, english, chinese)
+    bytes_report(tools, english)
+    latency_report(english)
+    if args.listing:
+        anyio.run(listing_report)
+
+
+if __name__ == "__main__":
+    main()
