@@ -84,7 +84,9 @@ def routes(web: Web) -> list[Route]:
         except ConflictError as error:
             problems.setdefault("body" if form == "paste" else "name", []).append(error.message)
         except ForbiddenError as error:
-            problems.setdefault("body" if form == "paste" else "command", []).append(error.message)
+            # The registration policy refused the command or the URL the form gave.
+            refused = "url" if values.get("url", "").strip() else "command"
+            problems.setdefault("body" if form == "paste" else refused, []).append(error.message)
         if problems:
             return web.render(
                 request, person, "servers.html", status=422, problems=problems, values=values, **listing(person)
