@@ -1,47 +1,35 @@
-"""A real gateway over HTTP and a browser-like client of its page: cookies kept, forms sent with their CSRF token."""
+"""Browser fixtures: a headless Chromium for each test, which keeps a screenshot of where the test
+ended; without Chromium, its driver or axe-core the tests skip, and under CI=true they fail."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import os
+from collections.abc import Iterator
 
-import httpx2
+import pytest
+from selenium import webdriver
 
-CSRF = re.compile(r'name="csrf" value="([^"]+)"')
-
-
-def csrf_of(html: str) -> str:
-    """The CSRF token of the first form on a page."""
-    found = CSRF.search(html)
-    assert found is not None, html[:2000]
-    return found.group(1)
+from tests.support.browser import BrowserTools, find_tools, screenshot, start_chrome
 
 
-class Browser:
-    """An HTTP client that keeps the page's cookies and fills in each form's CSRF token."""
-
-    def __init__(self, http: httpx2.AsyncClient) -> None:
-        self.http = http
-
-    async def get(self, path: str, **options: object) -> httpx2.Response:
-        """GET `path`, without following redirects."""
-        return await self.http.get(path, **options)  # type: ignore[arg-type]
-
-    async def sign_in(self, credential: str) -> httpx2.Response:
-        """Paste `credential` into the sign-in form."""
-        page = await self.http.get("/signin")
-        return await self.http.post("/signin", data={"csrf": csrf_of(page.text), "credential": credential})
-
-    async def submit(self, page: str, action: str, fields: dict[str, str] | None = None) -> httpx2.Response:
-        """Post `fields` to `action` with the CSRF token of the form on `page`."""
-        shown = await self.http.get(page)
-        assert shown.status_code == 200, shown.text[:2000]
-        return await self.http.post(action, data={"csrf": csrf_of(shown.text), **(fields or {})})
+@pytest.fixture(scope="session")
+def browser_tools() -> BrowserTools:
+    """The installed browser tools; under CI=true a missing one fails instead of skipping."""
+    tools, problem = find_tools()
+    if tools is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return tools
 
 
-@asynccontextmanager
-async def browser(url: str) -> AsyncIterator[Browser]:
-    """A fresh browser at the gateway `url`."""
-    async with httpx2.AsyncClient(base_url=url, timeout=30, follow_redirects=False) as http:
-        yield Browser(http)
+@pytest.fixture
+def browser(browser_tools: BrowserTools, request: pytest.FixtureRequest) -> Iterator[webdriver.Chrome]:
+    """A fresh headless Chromium (no cookies or storage from other tests); the page it shows when the
+    test ends is kept as `<test name>-desktop.png` and `-narrow.png`."""
+    driver = start_chrome(browser_tools)
+    try:
+        yield driver
+        screenshot(driver, request.node.name)
+    finally:
+        driver.quit()

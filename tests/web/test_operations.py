@@ -18,7 +18,7 @@ from tests.support.harness import http_gateway, in_memory, until_listed
 from tests.support.launches import launches
 from tests.support.skills import text
 from tests.support.toy import build_server as toy
-from tests.web.conftest import browser
+from tests.support.webclient import web_client
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +37,7 @@ async def test_an_admin_adds_a_server_through_the_form_and_a_connected_client_se
         recording_upstream(tmp_path / "headers.log") as upstream,
         http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url),
         http_client(url, ADMIN) as client,
-        browser(url) as page,
+        web_client(url) as page,
     ):
         await client.list_tools()
         await page.sign_in(ADMIN)
@@ -54,7 +54,7 @@ async def test_a_pasted_body_with_a_problem_is_answered_next_to_the_field(tmp_pa
     config = access_config(tmp_path, {"toy": toy_entry()}, roles=ROLES)
     async with (
         http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url),
-        browser(url) as page,
+        web_client(url) as page,
     ):
         await page.sign_in(ADMIN)
         broken = await page.submit("/servers", "/servers/add", {"form": "paste", "body": "{not json"})
@@ -80,7 +80,7 @@ async def test_an_approval_given_on_the_page_lets_a_parked_call_run_exactly_once
     async with (
         http_gateway(load_config(file)) as (_, url),
         http_client(url, INTERN) as client,
-        browser(url) as page,
+        web_client(url) as page,
     ):
         parked = await client.call_tool("local__launch", arguments)
         await page.sign_in(ADMIN)

@@ -18,7 +18,7 @@ from tests.support.access import KEYS, access_config, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.skills import write_skill
 from tests.support.toy import build_server as toy
-from tests.web.conftest import browser
+from tests.support.webclient import web_client
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Gateway, str]]:
 
 
 async def test_signing_in_sets_only_an_httponly_strict_session_cookie_and_never_the_key(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         before = await page.get("/")
         signed = await page.sign_in(ANALYST)
         catalog = await page.get("/")
@@ -74,7 +74,7 @@ async def test_signing_in_sets_only_an_httponly_strict_session_cookie_and_never_
 
 
 async def test_a_wrong_key_is_refused_on_the_sign_in_page(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         refused = await page.sign_in("not-a-key-0123456789")
         after = await page.get("/")
     assert refused.status_code == 401 and "unknown API key" in refused.text
@@ -82,7 +82,7 @@ async def test_a_wrong_key_is_refused_on_the_sign_in_page(tmp_path: Path) -> Non
 
 
 async def test_signing_out_ends_the_session(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         await page.sign_in(ANALYST)
         cookie = page.http.cookies["gateway_session"]
         out = await page.submit("/", "/signout")
@@ -93,7 +93,7 @@ async def test_signing_out_ends_the_session(tmp_path: Path) -> None:
 
 
 async def test_a_form_without_its_csrf_token_or_with_a_wrong_one_is_refused(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         await page.sign_in(ADMIN)
         missing = await page.http.post("/tools/toy__add/try", data={"arg.a": "1", "arg.b": "2"})
         wrong = await page.http.post("/signout", data={"csrf": "forged"})
@@ -108,7 +108,7 @@ async def test_a_form_without_its_csrf_token_or_with_a_wrong_one_is_refused(tmp_
 async def test_every_page_carries_the_security_headers(tmp_path: Path) -> None:
     pages = ["/", "/servers", "/servers/rows", "/skills", "/skills/evil", "/connect", "/approvals", "/audit"]
     pages += ["/tools/toy__echo", "/catalog/results?q=echo", "/signin", "/no/such/page", "/static/web.css"]
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         await page.sign_in(ADMIN)
         answers = {path: await page.get(path) for path in pages}
     for path, answer in answers.items():
@@ -120,7 +120,7 @@ async def test_every_page_carries_the_security_headers(tmp_path: Path) -> None:
 
 
 async def test_a_guest_sees_only_its_tools_and_a_hidden_tool_page_is_like_an_unknown_one(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         await page.sign_in(INTERN)
         catalog = await page.get("/")
         hidden = await page.get("/tools/toy__increment")
@@ -136,7 +136,7 @@ async def test_a_guest_sees_only_its_tools_and_a_hidden_tool_page_is_like_an_unk
 
 
 async def test_search_narrows_the_catalog_on_the_server(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         await page.sign_in(ADMIN)
         narrowed = await page.get("/catalog/results", params={"q": "integers"})
         risky = await page.get("/", params={"risk": "high"})
@@ -146,7 +146,7 @@ async def test_search_narrows_the_catalog_on_the_server(tmp_path: Path) -> None:
 
 
 async def test_hostile_descriptions_schemas_and_skills_come_out_escaped(tmp_path: Path) -> None:
-    async with served(tmp_path) as (_, url), browser(url) as page:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
         await page.sign_in(ANALYST)
         pages = [await page.get(path) for path in ("/", "/tools/evil__trap", "/skills", "/skills/evil")]
         tried = await page.submit("/tools/evil__trap", "/tools/evil__trap/try", {"arg.text": HOSTILE})
@@ -164,7 +164,7 @@ async def test_hostile_descriptions_schemas_and_skills_come_out_escaped(tmp_path
 
 
 async def test_try_it_calls_the_tool_as_the_person_and_the_call_is_audited(tmp_path: Path) -> None:
-    async with served(tmp_path) as (gateway, url), browser(url) as page:
+    async with served(tmp_path) as (gateway, url), web_client(url) as page:
         await page.sign_in(ANALYST)
         shown = await page.get("/tools/toy__add")
         answer = await page.submit("/tools/toy__add", "/tools/toy__add/try", {"arg.a": "2", "arg.b": "40"})
