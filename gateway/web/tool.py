@@ -15,7 +15,7 @@ from gateway.auth.policy import derive_risk
 from gateway.errors import NotFoundError, UnknownToolError
 from gateway.web.pages import Person, Web, form_of
 from gateway.web.results import shown
-from gateway.web.schema import RAW_FIELD, FormProblems, arguments_from_form, form_fields, parameters
+from gateway.web.schema import RAW_FIELD, FormProblems, arguments_from_form, as_json, form_fields, parameters
 from gateway.web.stats import SAMPLE, call_stats
 
 
@@ -30,7 +30,8 @@ def routes(web: Web) -> list[Route]:
         if person.admin and gateway.policy.roles is not None:
             roles = [role for role in gateway.policy.roles if gateway.visibility.allows(role, None, tool)]
         entries = await gateway.audit.recent(SAMPLE, tool=tool.name)
-        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+        declared = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+        annotations = {key: as_json(value) for key, value in declared.items()}
         values: dict[str, Any] = {
             "tool": tool,
             "risk": derive_risk(tool).value,

@@ -35,13 +35,16 @@ SKILL_BODY = (
 )
 
 
-def hostile() -> MCPServer:
-    """A server whose tool's description and schema carry script, event handlers and javascript: links."""
+def hostile(payload: str = HOSTILE) -> MCPServer:
+    """A server whose tool's description and schema carry `payload`: script, event handlers, javascript: links."""
     server = MCPServer("evil")
 
-    @server.tool(name="trap", description=HOSTILE, structured_output=False)
-    async def trap(text: Annotated[str, Field(description=HOSTILE, default="<script>alert(4)</script>")]) -> str:
+    async def trap(text: str) -> str:
         return text
+
+    # Set as objects: a string annotation could not name this function's `payload`.
+    trap.__annotations__ = {"text": Annotated[str, Field(description=payload, default=payload)], "return": str}
+    server.tool(name="trap", description=payload, structured_output=False)(trap)
 
     return server
 
