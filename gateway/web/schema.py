@@ -50,14 +50,16 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
     """`schema` with a local `#/$defs/...` (or `#/definitions/...`) reference followed, once."""
     if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
         return schema
+    if schema["$ref"] == "#":
+        return root
     target: Any = root
     for part in schema["$ref"].removeprefix("#/").split("/"):
         target = target.get(part) if isinstance(target, Mapping) else None
     return target if isinstance(target, Mapping) else schema
 
 
-def type_of(schema: Any) -> str:
-    """A short type label: `string`, `integer | null`, `array of string`, `one of: a, b`."""
+def type_of(schema: Any, root: Mapping[str, Any] | None = None) -> str:
+    """A short type label: `string`, `integer | null`, `array of string`; `root` resolves references."""
     if not isinstance(schema, Mapping):
         return "any"
     kind = schema.get("type")
@@ -72,7 +74,7 @@ def type_of(schema: Any) -> str:
         label = "enum"
     else:
         label = "any"
-    items = schema.get("items")
+    items = _resolve(schema.get("items"), root) if root is not None else schema.get("items")
     if label == "array" and isinstance(items, Mapping):
         label = f"array of {type_of(items)}"
     return label
@@ -97,7 +99,7 @@ def _walk(schema: Mapping[str, Any], root: Mapping[str, Any], prefix: str, depth
             return
         prop = _resolve(raw, root)
         path = f"{prefix}{name}"
-        rows.append(_row(path, depth, prop, str(name) in needed))
+        rows.append(_row(path, depth, prop, str(name) in needed, root))
         if not isinstance(prop, Mapping):
             continue
         items = _resolve(prop.get("items"), root)
@@ -106,7 +108,7 @@ def _walk(schema: Mapping[str, Any], root: Mapping[str, Any], prefix: str, depth
         _walk(prop, root, f"{path}.", depth + 1, rows)
 
 
-def _row(path: str, depth: int, prop: Any, required: bool) -> Param:
+def _row(path: str, depth: int, prop: Any, required: bool, root: Mapping[str, Any]) -> Param:
     if not isinstance(prop, Mapping):
         return Param(path, depth, "any", required, "", None, (), ())
     description = prop.get("description") or prop.get("title") or ""
@@ -117,7 +119,7 @@ def _row(path: str, depth: int, prop: Any, required: bool) -> Param:
     return Param(
         path=path,
         depth=depth,
-        type=type_of(prop),
+        type=type_of(prop, root),
         required=required,
         description=str(description),
         default=as_json(prop["default"]) if "default" in prop else None,
@@ -165,8 +167,8 @@ def form_fields(schema: Any) -> list[Field]:
         else:
             control = "json"
         description = str(prop.get("description") or "")
-        field = Field(str(name), control, type_of(prop), str(name) in needed, description, options, shown_default)
-        fields.append(field)
+        kind_label = type_of(prop, schema)
+        fields.append(Field(str(name), control, kind_label, str(name) in needed, description, options, shown_default))
     return fields
 
 

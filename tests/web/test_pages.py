@@ -15,8 +15,9 @@ from pydantic import Field
 from gateway.service import Gateway
 from gateway.web.headers import SECURITY_HEADERS
 from tests.support.access import KEYS, access_config, toy_entry
-from tests.support.harness import http_gateway, in_memory
+from tests.support.harness import http_gateway, in_memory, make_config
 from tests.support.skills import write_skill
+from tests.support.toy import PIXEL
 from tests.support.toy import build_server as toy
 from tests.support.webclient import web_client
 
@@ -181,3 +182,28 @@ async def test_try_it_calls_the_tool_as_the_person_and_the_call_is_audited(tmp_p
     # Newest first: the call the form could not even make is not audited.
     assert [entry.outcome for entry in entries] == ["invalid_arguments", "ok"]
     assert all(entry.caller == "api_key:ann" for entry in entries)
+
+
+async def test_an_image_the_tool_returns_is_shown_from_a_data_url(tmp_path: Path) -> None:
+    async with served(tmp_path) as (_, url), web_client(url) as page:
+        await page.sign_in(ANALYST)
+        answer = await page.submit("/tools/toy__picture", "/tools/toy__picture/try")
+    assert '<pre class="output">a pixel</pre>' in answer.text
+    assert f'<img src="data:image/png;base64,{PIXEL}"' in answer.text
+
+
+async def test_with_authentication_off_the_page_is_open_as_mcp_is(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"toy": toy_entry()})
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url),
+        web_client(url) as page,
+    ):
+        catalog = await page.get("/")
+        servers = await page.get("/servers")
+        audit = await page.get("/audit")
+    assert catalog.status_code == 200 and "toy__echo" in catalog.text and "Sign out" not in catalog.text
+    cookie = catalog.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    # Operating the gateway without authentication needs gateway.admin_without_auth.
+    assert servers.status_code == 200 and "Add a server" not in servers.text
+    assert audit.status_code == 403
