@@ -16,7 +16,6 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote
 
 import anyio
 import uvicorn
@@ -25,7 +24,7 @@ from gateway import admincli
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
 from gateway.auth.policy import derive_risk
-from gateway.config.clientfiles import CLIENTS, client_snippet
+from gateway.config.clientfiles import CLIENTS, gateway_snippet
 from gateway.config.loading import default_config_path, load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
@@ -259,17 +258,14 @@ def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
     if args.client == "claude-desktop" and not stdio:
         print("error: Claude Desktop's file starts servers as commands; leave out --url", file=sys.stderr)
         return 2
-    name = "gateway" if args.group is None else f"gateway-{args.group}"
-    group = ["--group", args.group] if args.group is not None else []
     if stdio:
         if args.group is not None and not _group_known(config, args.group):
             return 2
         own_config = ["--config", str(config.path)] if args.config is not None else []
-        command = [sys.executable, "-m", "gateway", "stdio", *own_config, *group]
-        snippet = client_snippet(args.client, name, command=command)
+        command = [sys.executable, "-m", "gateway", "stdio", *own_config]
+        snippet = gateway_snippet(args.client, args.group, stdio_command=command)
     else:
-        path = "/mcp" if args.group is None else f"/mcp/g/{quote(args.group, safe='')}"
-        snippet = client_snippet(args.client, name, url=(args.url or DEFAULT_URL).rstrip("/") + path)
+        snippet = gateway_snippet(args.client, args.group, base_url=args.url or DEFAULT_URL)
     print(json.dumps(snippet, indent=2))
     return 0
 

@@ -147,6 +147,10 @@ class Gateway:
         self._started = anyio.Event()
         self.metrics.watch(Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals))
 
+    def wall_now(self) -> float:
+        """Now, in epoch seconds, by the gateway's wall clock (what audit rows and approvals are stamped with)."""
+        return self._wall_clock()
+
     def wall_time(self, instant: float) -> float:
         """An instant of the monotonic clock (when a session started or was last seen) as epoch seconds."""
         return self._wall_clock() - (self._clock() - instant)

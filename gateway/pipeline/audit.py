@@ -138,9 +138,16 @@ class AuditStore:
         except sqlite3.Error as error:
             log.warning("audit checkpoint failed: %s", error)
 
-    async def recent(self, limit: int = 50, session: str | None = None, tool: str | None = None) -> list[AuditEntry]:
-        """The newest entries first, optionally only one session's or one tool's."""
-        return await anyio.to_thread.run_sync(self._select, limit, session, tool)
+    async def recent(
+        self,
+        limit: int = 50,
+        session: str | None = None,
+        tool: str | None = None,
+        caller: str | None = None,
+        outcome: str | None = None,
+    ) -> list[AuditEntry]:
+        """The newest entries first, optionally only those of one session, tool, caller or outcome."""
+        return await anyio.to_thread.run_sync(self._select, limit, session, tool, caller, outcome)
 
     def close(self) -> None:
         """Close the database; later calls fail."""
@@ -168,9 +175,11 @@ class AuditStore:
         except sqlite3.Error as error:
             raise AuditError(f"Cannot write to the audit database {self.path}: {error}") from None
 
-    def _select(self, limit: int, session: str | None, tool: str | None) -> list[AuditEntry]:
+    def _select(
+        self, limit: int, session: str | None, tool: str | None, caller: str | None, outcome: str | None
+    ) -> list[AuditEntry]:
         clauses, params = [], []
-        for column, value in (("session", session), ("tool", tool)):
+        for column, value in (("session", session), ("tool", tool), ("caller", caller), ("outcome", outcome)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
