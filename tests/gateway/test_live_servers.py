@@ -14,7 +14,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.errors import ConfigError, ConflictError, NotFoundError
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
+from gateway.stores import StoreSettings
 from gateway.upstreams.connection import State, TransportFactory
 from tests.support.harness import (
     collector,
@@ -213,7 +214,7 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
 def seed(data_dir: Path, entries: dict[str, dict[str, str]]) -> None:
     """Registrations as an earlier run of the gateway left them."""
     data_dir.mkdir(parents=True)
-    store = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    store = RegistrationStore.open(StoreSettings(), data_dir)
     for name, entry in entries.items():
         store.save("server", name, entry)
     store.close()
