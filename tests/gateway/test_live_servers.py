@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -17,6 +18,7 @@ from gateway.errors import ConfigError, ConflictError, NotFoundError
 from gateway.registrations import RegistrationStore
 from gateway.stores import StoreSettings
 from gateway.upstreams.connection import State, TransportFactory
+from tests.support.databases import Backend
 from tests.support.harness import (
     collector,
     gateway_client,
@@ -91,8 +93,8 @@ async def test_a_server_registered_while_a_stateless_era_client_listens_reaches_
         assert "late__echo" not in names_of(await client.list_tools(cache_mode="refresh"))
 
 
-async def test_a_registration_survives_a_restart_of_the_gateway(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {})
+async def test_a_registration_survives_a_restart_of_the_gateway(tmp_path: Path, store_backend: Backend) -> None:
+    config = replace(make_config(tmp_path, {}), store=store_backend.settings)
     transports = in_memory({"kept": toy("kept")})
     async with gateway_client(config, transports=transports) as (gateway, _):
         await gateway.add_server({"name": "kept", "command": "unused", "tags": ["saved"]})
