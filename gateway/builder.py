@@ -1,6 +1,6 @@
 """The composition root: the gateway's parts wired from its configuration, clocks and transports.
 
-Building opens nothing; the SQLite stores open in `open_stores`, which the gateway's lifespan calls.
+Building opens nothing; the durable stores open in `open_stores`, which the gateway's lifespan calls.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gateway.auth.policy import derive_risk
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.metrics import Metrics
-from gateway.pipeline.approvals import APPROVALS_FILE, ApprovalStore
+from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import CallNext, Pipeline, Step
@@ -25,10 +25,11 @@ from gateway.pipeline.ordering import SessionOrdering
 from gateway.pipeline.shaping import ShapeResult
 from gateway.pipeline.validation import ValidateArguments
 from gateway.redaction import Redactor
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
 from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
+from gateway.stores import StoreSettings
 from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.localtools import LocalToolSource, local_sources
@@ -102,7 +103,7 @@ def sources(
 
 @dataclass(frozen=True)
 class Stores:
-    """The embedded databases: the audit trail, confirmation tokens, parked approvals, API registrations."""
+    """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
@@ -110,16 +111,19 @@ class Stores:
     registrations: RegistrationStore
 
 
-def open_stores(data_dir: Path, redact: Redactor, wall_clock: Clock, stack: AsyncExitStack) -> Stores:
-    """Open the stores under `data_dir`; `stack` closes them."""
-    audit = AuditStore(data_dir / "audit.db", redact)
+def open_stores(
+    settings: StoreSettings, data_dir: Path, redact: Redactor, wall_clock: Clock, stack: AsyncExitStack
+) -> Stores:
+    """Open the stores where `settings` put them (SQLite files under `data_dir`, or PostgreSQL),
+    their migrations applied; `stack` closes them."""
+    audit = AuditStore.open(settings, data_dir, redact)
     stack.callback(audit.close)
-    confirmations = ConfirmationStore(data_dir / "confirmations.db")
+    confirmations = ConfirmationStore.open(settings, data_dir)
     stack.callback(confirmations.close)
     # Wall-clock time: confirmation tokens and parked calls outlive the process.
-    approvals = ApprovalStore(data_dir / APPROVALS_FILE, wall_clock)
+    approvals = ApprovalStore.open(settings, data_dir, wall_clock)
     stack.callback(approvals.close)
-    registrations = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    registrations = RegistrationStore.open(settings, data_dir)
     stack.callback(registrations.close)
     return Stores(audit, confirmations, approvals, registrations)
 
