@@ -49,7 +49,6 @@ from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
-from gateway.tasks import TaskBook
 from gateway.tools import ToolRecord
 from gateway.upstreams import children
 from gateway.upstreams.connection import State, Status, Upstream
@@ -139,8 +138,7 @@ class Gateway:
             self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
         )
         self.workspaces.notices = self.passthrough.notice
-        self.tasks = TaskBook(wall_clock)
-        """Every session's task-augmented calls, under the gateway's own task ids."""
+        self.tasks = self.passthrough.tasks
         self.resources = Resources(self.visibility, self.catalog, self.router, self.skills, self.passthrough)
         """Resources, templates, prompts and completion as each session may see them."""
         self._listeners: list[ChangeListener] = []

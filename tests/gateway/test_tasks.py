@@ -3,6 +3,8 @@ followed, fetched and cancelled under the gateway's own ids, and seen only by th
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +12,22 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.extension import ClientExtension, NotificationBinding
+from mcp.server.connection import Connection
 from mcp.shared.exceptions import MCPError
 
+from gateway.frontdoors.mcpserver import CONNECTION_KEY
+from gateway.service import Gateway
 from gateway.tasks import RELATED_TASK
 from gateway.upstreams.tasking import send_as_is
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.harness import gateway_client, http_gateway, in_memory, make_config, placeholder
+from tests.support.probe import wait_until
 from tests.support.tasking import TaskServer
 
 pytestmark = pytest.mark.anyio
+
+STATUS = "notifications/tasks/status"
 
 
 def config(tmp_path: Path) -> Any:
@@ -39,9 +48,24 @@ async def start(client: Client, tool: str, text: str = "hello") -> dict[str, Any
     return task
 
 
-async def test_a_task_is_created_upstream_then_followed_and_fetched_under_the_gateway_s_id(tmp_path: Path) -> None:
+@asynccontextmanager
+async def reached(how: str, cfg: Any, upstream: TaskServer) -> AsyncIterator[tuple[Gateway, Client]]:
+    """A gateway in front of `upstream` and an SDK client of it, in memory or over real HTTP."""
+    transports = in_memory({"jobs": upstream})
+    if how == "memory":
+        async with gateway_client(cfg, transports=transports) as (gateway, client):
+            yield gateway, client
+        return
+    async with http_gateway(cfg, transports=transports) as (gateway, url), http_client(url) as client:
+        yield gateway, client
+
+
+@pytest.mark.parametrize("how", ["memory", "http"])
+async def test_a_task_is_created_upstream_then_followed_and_fetched_under_the_gateway_s_id(
+    tmp_path: Path, how: str
+) -> None:
     upstream = TaskServer()
-    async with gateway_client(config(tmp_path), transports=in_memory({"jobs": upstream})) as (gateway, client):
+    async with reached(how, config(tmp_path), upstream) as (gateway, client):
         task = await start(client, "slow")
         assert task["status"] == "working" and task["ttl"] == 60000
         assert task["taskId"] != "t1" and len(task["taskId"]) >= 24
@@ -147,3 +171,41 @@ async def test_the_gateway_advertises_tasks_in_the_handshake_era_only(tmp_path: 
     assert legacy is not None and legacy.requests is not None and legacy.requests.tools is not None
     assert legacy.list is not None and legacy.cancel is not None
     assert modern is None
+
+
+def listening(gateway: Gateway) -> int:
+    """How many handshake-era clients of `gateway` have their stream for notifications open."""
+    connections = [context.state.get(CONNECTION_KEY) for context in gateway.sessions.live()]
+    return sum(isinstance(connection, Connection) and connection.has_standalone_channel for connection in connections)
+
+
+class TaskStatus(ClientExtension):
+    """A client that keeps the task status notifications it receives (the SDK's client drops them)."""
+
+    identifier = "org.example/task-status"
+
+    def __init__(self) -> None:
+        self.told: list[types.TaskStatusNotificationParams] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        async def keep(params: types.TaskStatusNotificationParams) -> None:
+            self.told.append(params)
+
+        return [NotificationBinding(method=STATUS, params_type=types.TaskStatusNotificationParams, handler=keep)]
+
+
+async def test_a_task_s_status_notifications_reach_only_the_session_that_created_it(tmp_path: Path) -> None:
+    upstream = TaskServer()
+    owner, other = TaskStatus(), TaskStatus()
+    async with (
+        http_gateway(config(tmp_path), transports=in_memory({"jobs": upstream})) as (gateway, url),
+        http_client(url, extensions=[owner]) as client,
+        http_client(url, extensions=[other]) as bystander,
+    ):
+        await bystander.list_tools()
+        task = await start(client, "slow")
+        await wait_until(lambda: listening(gateway) == 2)
+        await upstream.finish("t1", "done")
+        await wait_until(lambda: bool(owner.told))
+    assert [(told.task_id, told.status) for told in owner.told] == [(task["taskId"], "completed")]
+    assert other.told == []
