@@ -70,9 +70,9 @@ def task_order(
     "forbidden"): a task for a tool that forbids them, or a plain call of one that requires
     them, is answered "Method not found" (-32601). An unknown tool is left to the call itself.
     """
-    try:
-        tool = gateway.resolve(session, params.name)
-    except ProtocolError:
+    # Not `resolve`: an unknown name costs it a search for near misses, which the call makes anyway.
+    tool = gateway.catalog.tool(params.name)
+    if tool is None or not gateway.visibility.may_see(session, tool):
         return None
     support = tool.execution.task_support if tool.execution is not None else None
     slot = _SLOT.get()
