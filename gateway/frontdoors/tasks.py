@@ -25,7 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway.catalog import Route, page
 from gateway.downstream import bound
-from gateway.errors import GatewayError, ProtocolError, ToolError
+from gateway.errors import GatewayError, ProtocolError, ToolError, clip
 from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.service import Gateway
 from gateway.session import SessionContext
@@ -72,16 +72,18 @@ def task_order(
     """
     # Not `resolve`: an unknown name costs it a search for near misses, which the call makes anyway.
     tool = gateway.catalog.tool(params.name)
-    if tool is None or not gateway.visibility.may_see(session, tool):
-        return None
-    support = tool.execution.task_support if tool.execution is not None else None
+    support = tool.execution.task_support if tool is not None and tool.execution is not None else None
     slot = _SLOT.get()
-    if slot is None or params.task is None:
-        if support == "required" and not _modern(ctx):
-            raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Tool {params.name!r} must be called as a task")
-        return None
+    asked = slot is not None and params.task is not None
+    if not asked and (support != "required" or _modern(ctx)):
+        return None  # the plain call of nearly every tool: one look-up
+    if tool is None or not gateway.visibility.may_see(session, tool):
+        return None  # a hidden tool is as unknown as a missing one: the call says so
+    if not asked:
+        raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Tool {clip(params.name)!r} must be called as a task")
     if support not in ("optional", "required"):
-        raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Tool {params.name!r} does not run as a task")
+        raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Tool {clip(params.name)!r} does not run as a task")
+    assert slot is not None and params.task is not None
     slot.order, slot.session, slot.tool = TaskOrder(params.task), session, tool
     return slot.order
 
@@ -91,10 +93,8 @@ def _answered(gateway: Gateway) -> Iterator[None]:
     """Gateway errors as the client sees them: invalid params, without secrets."""
     try:
         yield
-    except (ProtocolError, ToolError) as error:
-        raise MCPError(code=types.INVALID_PARAMS, message=gateway.redact(error.client_text())) from None
     except GatewayError as error:
-        raise MCPError(code=types.INVALID_PARAMS, message=gateway.redact(error.message)) from None
+        raise MCPError(code=types.INVALID_PARAMS, message=gateway.redact(error.client_text())) from None
 
 
 class TaskCalls:
