@@ -138,6 +138,7 @@ class Gateway:
             self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
         )
         self.workspaces.notices = self.passthrough.notice
+        self.tasks = self.passthrough.tasks
         self.resources = Resources(self.visibility, self.catalog, self.router, self.skills, self.passthrough)
         """Resources, templates, prompts and completion as each session may see them."""
         self._listeners: list[ChangeListener] = []
