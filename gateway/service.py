@@ -131,8 +131,9 @@ class Gateway:
         )
         self._members_changed()
         self.sessions = SessionRegistry(settings.session_idle_timeout)
+        self.shared = builder.shared_state(config, clock, wall_clock)
         # Through the facade, so that a reloaded `roles` section applies to budgets at once.
-        self.budgets = Budgets(lambda role: self.policy.budget(role), clock)
+        self.budgets = Budgets(lambda role: self.policy.budget(role), clock, self.shared.budgets)
         self.passthrough = PassThrough(
             self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
         )
@@ -180,19 +181,22 @@ class Gateway:
         stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
+        self._stack.push_async_callback(self.shared.aclose)
         self._load_stored_groups()
+        share = builder.share_step(self.config, self.shared)
         self.pipeline = builder.pipeline(
             self.config,
             stores,
             self.skills,
             self.budgets,
+            share,
             self.sandboxes,
             self._wall_clock,
             self.metrics,
             self.router.execute,
         )
         meta = MetaTools(self.skills, self.call_tool)
-        self._meta_pipeline = builder.meta_pipeline(stores, self._wall_clock, self.metrics, meta.run)
+        self._meta_pipeline = builder.meta_pipeline(stores, share, self._wall_clock, self.metrics, meta.run)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -205,6 +209,8 @@ class Gateway:
         self._members_changed()
         self._group.start_soon(self._expire_idle_sessions)
         self._group.start_soon(self.audit.maintain)
+        if self._serving:
+            self._group.start_soon(self.shared.follow, self.follow_registrations)
         self._started.set()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -294,8 +300,15 @@ class Gateway:
 
     def _load_stored_groups(self) -> None:
         """Add the groups registered through the API; a name the file uses stays the file's."""
+        for group in self._stored_groups().values():
+            self._groups.add(group)
+
+    def _stored_groups(self) -> dict[str, Group]:
+        """The groups registered through the API, as stored; a name the file uses stays the file's."""
+        stored: dict[str, Group] = {}
         for name, entry in self.registrations.entries("group").items():
-            if name in self._groups:
+            current = self._groups.get(name)
+            if current is not None and current.source == "file":
                 log.warning("group %r registered through the API is skipped: the configuration file defines it", name)
                 continue
             try:
@@ -303,7 +316,8 @@ class Gateway:
             except ConfigError as error:
                 log.warning("group %r registered through the API is skipped: %s", name, error)
                 continue
-            self._groups.add(group)
+            stored[name] = group
+        return stored
 
     def groups(self) -> list[Group]:
         """Every group: the configuration file's, then those registered through the API."""
@@ -319,6 +333,7 @@ class Gateway:
         group, stored = parse_group(entry, source_file=API_SOURCE, source="api")
         self._groups.add(group)
         self.registrations.save("group", group.name, stored)
+        await self.shared.announce()
         await self._group_changed(group.name)
         return group
 
@@ -327,6 +342,7 @@ class Gateway:
         are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
         self._groups.remove(name)
         self.registrations.remove("group", name)
+        await self.shared.announce()
         await self._group_changed(name)
 
     def group_tools(self, name: str, role: str | None) -> list[ToolRecord]:
@@ -349,25 +365,40 @@ class Gateway:
         async with self.servers.lock:
             status = await self.servers.register(entry)
             self._members_changed()
-            return status
+        await self.shared.announce()
+        return status
 
     async def change_server(self, name: str, changes: Mapping[str, Any]) -> Status:
         """Replace keys of a registered server's entry (`{"enabled": false}` disables it) and reconnect it."""
         async with self.servers.lock:
             status = await self.servers.change(name, changes)
             self._members_changed()
-            return status
+        await self.shared.announce()
+        return status
 
     async def remove_server(self, name: str) -> None:
         """Remove a registered server once its running calls finished (or ran out of `call_timeout`)."""
         async with self.servers.lock:
             await self.servers.unregister(name)
             self._members_changed()
+        await self.shared.announce()
 
     async def restart_server(self, name: str) -> Status:
         """Reconnect an enabled server, from the config file or the API."""
         async with self.servers.lock:
             return await self.servers.restart(name)
+
+    async def follow_registrations(self) -> None:
+        """Apply the API registrations as stored now: another replica changed them (see `gateway.shared`).
+        Servers are added, replaced or removed as the store says; groups likewise; clients are told."""
+        await self._started.wait()
+        async with self.servers.lock:
+            await self.servers.follow_store()
+            self._members_changed()
+            changed_groups = self._groups.follow_api(self._stored_groups())
+        for name in changed_groups:
+            await self._group_changed(name)
+        await self._catalog_changed()
 
     async def reload_from_file(self) -> bool:
         """Read `config.path` again and apply it; an invalid file is logged and kept in

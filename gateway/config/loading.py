@@ -45,6 +45,7 @@ from gateway.errors import ConfigError
 from gateway.groups import Group, parse_groups
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.sandbox import SandboxLimits
+from gateway.shared.settings import StoreSettings
 from gateway.tools import Risk
 
 _T = TypeVar("_T")
@@ -90,6 +91,11 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     policy, confirmation, auth, groups, registration = _access_sections(
         data if kind == "gateway" else {}, source, base_dir, access_problems
     )
+    store = StoreSettings()
+    try:
+        store = StoreSettings.from_config(data.get("store") if kind == "gateway" else None, source_file=source)
+    except ConfigError as error:
+        access_problems.append((error.path, error.problem))
     if problems:
         _raise_all(source, problems, access_problems)
     renames: dict[str, str] = {}
@@ -109,6 +115,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         auth=auth,
         groups=groups,
         registration=registration,
+        store=store,
     )
 
 
