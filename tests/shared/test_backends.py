@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -26,7 +27,7 @@ from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
 from gateway.tools import ToolRecord
 
-SETTINGS = GatewaySettings(data_dir="/unused", loop_window=10, loop_repeat_limit=3, skill_capacity=2)
+SETTINGS = GatewaySettings(data_dir=Path("/unused"), loop_window=10, loop_repeat_limit=3, skill_capacity=2)
 pytestmark = pytest.mark.anyio
 
 

@@ -85,7 +85,8 @@ frontend mcp
 backend gateways
     balance hdr(Mcp-Session-Id)
     hash-type consistent
-    option httpchk GET /healthz
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
 {servers}
 """
 
@@ -96,14 +97,14 @@ def haproxy(backends: Sequence[int], workdir: Path) -> Iterator[int]:
     port = free_port()
     config = workdir / "haproxy.cfg"
     config.write_text(haproxy_config(port, backends), "utf-8")
-    process = subprocess.Popen(
-        [binary("haproxy"), "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    log = workdir / "haproxy.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen([binary("haproxy"), "-db", "-f", str(config)], stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_LIMIT
         while not _accepts(port):
             if process.poll() is not None:
-                raise RuntimeError(f"haproxy exited: {process.stderr.read().decode() if process.stderr else ''}")
+                raise RuntimeError(f"haproxy exited: {log.read_text()}")
             if time.monotonic() > deadline:
                 raise TimeoutError("haproxy did not listen in time")
             time.sleep(0.05)
