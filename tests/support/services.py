@@ -62,8 +62,9 @@ def redis_server() -> Iterator[str]:
 
 
 def haproxy_config(port: int, backends: Sequence[int]) -> str:
-    """HAProxy in front of gateway replicas: handshake-era sessions hashed on `Mcp-Session-Id`
-    (requests without one, the 2026 era's, round-robin), dead replicas taken out by health checks."""
+    """HAProxy in front of gateway replicas, as docs/replicas.md gives it: a handshake-era session
+    kept on the replica that answered its `initialize` (the `Mcp-Session-Id` it returned is
+    learnt in a stick table), every other request round-robin, dead replicas taken out by health checks."""
     servers = "\n".join(
         f"    server r{n} 127.0.0.1:{backend} check inter 500ms fall 2 rise 1" for n, backend in enumerate(backends)
     )
@@ -83,8 +84,10 @@ frontend mcp
     default_backend gateways
 
 backend gateways
-    balance hdr(Mcp-Session-Id)
-    hash-type consistent
+    balance roundrobin
+    stick-table type string len 128 size 100k expire 2h
+    stick store-response res.hdr(Mcp-Session-Id)
+    stick match req.hdr(Mcp-Session-Id)
     option httpchk
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
 {servers}
