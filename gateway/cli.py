@@ -34,19 +34,19 @@ from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.stdio import serve_stdio
 from gateway.logformat import LOG_FORMATS, formatter
 from gateway.pipeline.approvals import (
-    APPROVALS_FILE,
     ApprovalClosedError,
     ApprovalNotFoundError,
     ApprovalStore,
     ApprovalStoreError,
     decision_entry,
 )
-from gateway.pipeline.audit import AuditStore
+from gateway.pipeline.audit import AuditError, AuditStore
 from gateway.redaction import Redactor, configure_logging
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
 from gateway.reload import reload_on_hangup
 from gateway.sandbox import image as sandbox_image
 from gateway.service import START_GRACE, Gateway
+from gateway.stores import DatabaseError
 from gateway.upstreams.connection import State
 from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
 
@@ -241,7 +241,11 @@ def _group_known(config: GatewayConfig, name: str) -> bool:
     if not, says so on stderr, naming the groups there are."""
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    try:
+        store = RegistrationStore.open(config.store, data_dir)
+    except DatabaseError as error:
+        print(f"error: cannot open the registrations: {error.message}", file=sys.stderr)
+        return False
     try:
         names = [*config.groups, *(name for name in store.entries("group") if name not in config.groups)]
     finally:
@@ -381,7 +385,11 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 
 def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
-    store = AuditStore(Path(config.settings.data_dir) / "audit.db")
+    try:
+        store = AuditStore.open(config.store, Path(config.settings.data_dir))
+    except AuditError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return 1
 
     async def run() -> int:
         entries = await store.recent(args.limit, session=args.session, tool=args.tool)
@@ -403,7 +411,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        store = ApprovalStore(data_dir / APPROVALS_FILE)
+        store = ApprovalStore.open(config.store, data_dir)
     except ApprovalStoreError as error:
         print(f"error: {error.message}", file=sys.stderr)
         return 1
@@ -426,7 +434,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
             return 1
     finally:
         store.close()
-    audit = AuditStore(data_dir / "audit.db")
+    audit = AuditStore.open(config.store, data_dir)
     try:
         anyio.run(audit.record, decision_entry(decided))
     finally:

@@ -178,7 +178,10 @@ class Gateway:
     async def _start(self) -> None:
         if self._serving:
             await anyio.to_thread.run_sync(children.end_leftovers, self.data_dir)
-        stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
+        # In a worker thread: with PostgreSQL, opening connects and migrates over the network.
+        stores = await anyio.to_thread.run_sync(
+            builder.open_stores, self.config.store, self.data_dir, self.redact, self._wall_clock, self._stack
+        )
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
         self._stack.push_async_callback(self.shared.aclose)

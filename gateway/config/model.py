@@ -12,7 +12,7 @@ from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.groups import Group
 from gateway.pipeline.confirmation import ConfirmationSettings
-from gateway.shared.settings import StoreSettings
+from gateway.stores import StoreSettings
 from gateway.tools import Layer, Risk
 
 SandboxMode = Literal["per-call", "per-session"]
@@ -163,6 +163,7 @@ class GatewayConfig:
     registration: RegistrationPolicy = field(default_factory=RegistrationPolicy)
     """What the admin API may register; by default nothing."""
     store: StoreSettings = field(default_factory=StoreSettings)
-    """The `store` section: where replicas keep the state they share; by default this process."""
+    """The `store` section: where the durable stores live (SQLite under `data_dir` by default) and
+    the state replicas share (this process by default)."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

@@ -1,4 +1,4 @@
-"""The audit trail survives the gateway process being killed with SIGKILL right after the calls."""
+"""The audit trail survives the gateway process being killed with SIGKILL right after the calls, on each backend."""
 
 from __future__ import annotations
 
@@ -16,17 +16,19 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from gateway.pipeline.audit import AuditStore
+from tests.support.databases import Backend
 from tests.support.harness import REPO
 
 pytestmark = pytest.mark.anyio
 
 
-def write_config(tmp_path: Path) -> Path:
-    """A gateway configuration with only the local test tools, its data under `tmp_path`."""
+def write_config(tmp_path: Path, backend: Backend) -> Path:
+    """A gateway configuration with only the local test tools, its data under `tmp_path`, its stores on `backend`."""
     path = tmp_path / "gateway.yaml"
     config = {
         "gateway": {"data_dir": str(tmp_path / "data"), "call_timeout": 5},
         "local_tools": ["tests.support.localfns:greet", "tests.support.localfns"],
+        **({"store": backend.config_section()} if backend.settings.url else {}),
     }
     path.write_text(yaml.safe_dump(config))
     return path
@@ -49,8 +51,10 @@ EXPECTED = [
 ]
 
 
-async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(tmp_path: Path) -> None:
-    config = write_config(tmp_path)
+async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    config = write_config(tmp_path, store_backend)
     with anyio.fail_after(30):
         async with Client(gateway_process(config)) as client:
             reply = (await client.call_tool("local__process_id", {})).content[0]
@@ -66,7 +70,7 @@ async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(tmp_
             # Killed with replies delivered and nothing shut down: only committed rows can survive.
             os.kill(pid, signal.SIGKILL)
 
-    store = AuditStore(tmp_path / "data" / "audit.db")
+    store = AuditStore.open(store_backend.settings, tmp_path / "data")
     try:
         rows = await store.recent(limit=100)
     finally:
