@@ -20,10 +20,13 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   export NEEDRESTART_SUSPEND=1
   apt-get update -qq
-  # policy-rc.d keeps the packages' own services from starting: we start what we need, where we need it.
-  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
-  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  # policy-rc.d keeps the packages' own services from starting: we start what we need, where we
+  # need it. One the machine already has is left as it is.
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 

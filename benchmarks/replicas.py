@@ -5,7 +5,8 @@ Run `python -m benchmarks.replicas [--seconds 10] [--sessions 16]` from the repo
 `.cache/postgres/url`). Each run starts N `python -m gateway serve` processes with one stdio
 upstream (`servers.echo`), `store.url` on a fresh PostgreSQL schema and `store.redis` on an
 emptied Redis database, and drives them with 2026-07-28 clients, each its own caller (an API key
-of a role with a budget, so every call passes the budget script and carries its loop window),
+of a role with a per-minute budget, so every call passes the budget script and carries its loop
+window; a `concurrent` limit would add one round trip, freeing the slot),
 spread over the replicas in turn. It reads, per call: the Redis commands by name (INFO
 commandstats), the PostgreSQL transactions committed (pg_stat_database) and audit rows written,
 and each replica's CPU time from /proc. No load balancer: its CPU would blur the replicas'.
@@ -77,7 +78,7 @@ def _config(directory: Path, name: str, keys: Sequence[str], redis_url: str, pos
                 for n, key in enumerate(keys)
             ]
         },
-        "roles": {"user": {"allow": ["*"], "budget": {"calls_per_minute": 1_000_000, "concurrent": 100}}},
+        "roles": {"user": {"allow": ["*"], "budget": {"calls_per_minute": 1_000_000}}},
         "store": {"url": postgres_url, "redis": redis_url},
     }
     path = directory / name / "gateway.yaml"

@@ -41,7 +41,8 @@ RESUBSCRIBE_SECONDS = 1.0
 # KEYS: session total, session window, caller window, caller running.
 # ARGV: now, window cutoff, lease cutoff, max per session, per minute, caller per minute,
 # concurrent (-1: no limit), ticket, session ttl, window ttl, lease ttl.
-# Returns {limit, oldest score}: an empty limit admits the call.
+# Returns {limit, oldest score}: an empty limit admits the call. Only a budget with a concurrency
+# limit holds a slot among the running calls, so the others need no round trip to free one.
 _ADMIT = """
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
@@ -67,11 +68,13 @@ end
 redis.call('INCR', KEYS[1])
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[8])
 redis.call('ZADD', KEYS[3], ARGV[1], ARGV[8])
-redis.call('ZADD', KEYS[4], ARGV[1], ARGV[8])
 redis.call('EXPIRE', KEYS[1], ARGV[9])
 redis.call('EXPIRE', KEYS[2], ARGV[10])
 redis.call('EXPIRE', KEYS[3], ARGV[10])
-redis.call('EXPIRE', KEYS[4], ARGV[11])
+if concurrent >= 0 then
+  redis.call('ZADD', KEYS[4], ARGV[1], ARGV[8])
+  redis.call('EXPIRE', KEYS[4], ARGV[11])
+end
 return {'', '0'}
 """
 
@@ -110,7 +113,8 @@ class RedisBudgets:
         self._admit = client.register_script(_ADMIT)
 
     async def admit(self, session_id: str, caller: str, budget: Budget) -> str:
-        """Admit one call or raise `BudgetExceededError`; the ticket names the call's slot."""
+        """Admit one call or raise `BudgetExceededError`; the ticket names the call's concurrency slot
+        (empty when the budget limits no concurrency)."""
         now = self._clock()
         ticket = uuid4().hex
         keys = [
@@ -135,7 +139,7 @@ class RedisBudgets:
         async with _reachable(self._url):
             limit, oldest = await self._admit(keys=keys, args=args)
         if not limit:
-            return ticket
+            return ticket if budget.concurrent is not None else ""
         caps = {
             "max_calls_per_session": budget.max_calls_per_session,
             "calls_per_minute": budget.calls_per_minute,
@@ -148,7 +152,9 @@ class RedisBudgets:
         raise refusal(limit, cap, wait)
 
     async def free(self, caller: str, ticket: str) -> None:
-        """Give the call's concurrency slot back."""
+        """Give the call's concurrency slot back (an empty ticket holds none)."""
+        if not ticket:
+            return
         async with _reachable(self._url):
             await self._redis.zrem(f"gw:b:c:{state_key(caller)}:running", ticket)
 
