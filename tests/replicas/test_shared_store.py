@@ -114,3 +114,36 @@ async def test_an_approval_parked_on_one_replica_and_approved_on_the_other_runs_
                 group.start_soon(retry, url)
     assert [result.is_error for result in results].count(False) == 1
     assert launches(log) == ["moon"]
+
+
+async def test_groups_added_and_servers_removed_on_one_replica_follow_on_the_other(
+    tmp_path: Path, redis_url: str, postgres_url: str
+) -> None:
+    registration = {"allow_commands": [sys.executable], "sandbox_stdio": False}
+    configs = _configs(tmp_path, redis_url, postgres_url, registration=registration)
+    headers = {"Authorization": f"Bearer {KEYS['admin']}"}
+    async with (
+        cluster(configs, tmp_path) as gateways,
+        httpx2.AsyncClient(headers=headers, timeout=30) as admin,
+    ):
+        first, second = (r.url for r in gateways.replicas)
+        entry = {"name": "extra", **toy_stdio("extra"), "cwd": str(REPO)}
+        assert (await admin.post(f"{first}/api/v1/servers", json=entry)).status_code == 201
+        group = await admin.post(f"{first}/api/v1/groups", json={"name": "maths", "allow": ["toy__add"]})
+        assert group.status_code == 201, group.text
+        await _until_status(admin, f"{second}/api/v1/groups/maths", 200)
+        await _until_status(admin, f"{second}/api/v1/servers/extra", 200)
+        async with http_client(second, KEYS["intern"], path="/mcp/g/maths") as grouped:
+            in_group = [tool.name for tool in (await grouped.list_tools()).tools]
+        assert (await admin.delete(f"{first}/api/v1/servers/extra")).status_code == 204
+        await _until_status(admin, f"{second}/api/v1/servers/extra", 404)
+        async with http_client(second, KEYS["intern"]) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+    assert "toy__add" in in_group and "toy__echo" not in in_group
+    assert "extra__echo" not in listed and "toy__echo" in listed
+
+
+async def _until_status(admin: httpx2.AsyncClient, url: str, status: int) -> None:
+    with anyio.fail_after(SEEN_LIMIT):
+        while (await admin.get(url)).status_code != status:
+            await anyio.sleep(0.02)

@@ -16,7 +16,9 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import Budget
+from gateway.config.loading import parse_config
 from gateway.config.model import GatewaySettings
+from gateway.errors import ConfigError, StateUnavailableError
 from gateway.pipeline.budgets import BudgetExceededError, Budgets
 from gateway.pipeline.chain import Pipeline, ToolCall
 from gateway.pipeline.loops import DetectLoops
@@ -26,6 +28,7 @@ from gateway.shared.state import LocalState, SharedState, ShareSessionState, ses
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
 from gateway.tools import ToolRecord
+from tests.support.harness import free_port
 
 SETTINGS = GatewaySettings(data_dir=Path("/unused"), loop_window=10, loop_repeat_limit=3, skill_capacity=2)
 pytestmark = pytest.mark.anyio
@@ -179,3 +182,21 @@ async def test_a_concurrency_slot_of_a_replica_that_died_frees_after_its_lease(r
         await state.budgets.admit("s2", "alice", Budget(concurrent=1))
     finally:
         await state.aclose()
+
+
+async def test_an_unreachable_redis_fails_the_call_naming_where_without_its_password() -> None:
+    port = free_port()
+    state = RedisState(f"redis://:hunter2@127.0.0.1:{port}/0", session_ttl=600, lease=120)
+    try:
+        with pytest.raises(StateUnavailableError) as failed:
+            await state.budgets.admit("s1", "alice", Budget(calls_per_minute=5))
+    finally:
+        await state.aclose()
+    assert f"redis 127.0.0.1:{port} is unreachable" in failed.value.message
+    assert "hunter2" not in failed.value.client_text()
+
+
+def test_a_store_redis_that_is_not_a_redis_url_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"store": {"redis": "http://redis:6379"}, "servers": {}}, source="gw.yaml", base_dir=tmp_path)
+    assert "store.redis" in refused.value.message
