@@ -13,6 +13,7 @@ from pathlib import Path
 from gateway.auth.policy import derive_risk
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewayConfig, ServerConfig
+from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
@@ -28,6 +29,7 @@ from gateway.redaction import Redactor
 from gateway.registrations import RegistrationStore
 from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
+from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.stores import StoreSettings
 from gateway.upstreams.clientside import Notice
@@ -128,11 +130,38 @@ def open_stores(
     return Stores(audit, confirmations, approvals, registrations)
 
 
+def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> SharedState:
+    """The state replicas share: in Redis when `store.redis` names one, else in this process.
+
+    Redis windows run on the wall clock, which every replica reads alike; a running call's
+    concurrency slot is given back at the latest when every attempt of it has timed out.
+    """
+    settings = config.settings
+    if config.store.redis is None:
+        return LocalState(clock)
+    try:
+        from gateway.shared.redisstate import RedisState
+    except ImportError:
+        raise ConfigError(
+            str(config.path or "the configuration"),
+            "store.redis",
+            "names Redis, but its client is not installed: pip install 'mcp-gateway[replicas]'",
+        ) from None
+    lease = settings.call_timeout * (settings.retries + 1) + 60
+    return RedisState(config.store.redis, clock=wall_clock, session_ttl=settings.session_idle_timeout, lease=lease)
+
+
+def share_step(config: GatewayConfig, state: SharedState) -> ShareSessionState:
+    """The step moving a stateless-era session's state through the seam, kept as long as an idle session."""
+    return ShareSessionState(state, session_codecs(config.settings), config.settings.session_idle_timeout)
+
+
 def pipeline(
     config: GatewayConfig,
     stores: Stores,
     skills: SkillHost,
     budgets: Budgets,
+    share: Step,
     sandboxes: Sandboxes,
     wall_clock: Clock,
     metrics: Metrics,
@@ -150,6 +179,7 @@ def pipeline(
     )
     steps: list[Step] = [
         AuditCalls(stores.audit, wall_clock, observer(metrics)),
+        share,
         ValidateArguments(),
         SkillAccess(skills),
         budgets,
@@ -164,9 +194,9 @@ def pipeline(
     return Pipeline(steps, terminal)
 
 
-def meta_pipeline(stores: Stores, wall_clock: Clock, metrics: Metrics, terminal: CallNext) -> Pipeline:
-    """The meta-tools' short pipeline: audit and validation."""
-    return Pipeline([AuditCalls(stores.audit, wall_clock, observer(metrics)), ValidateArguments()], terminal)
+def meta_pipeline(stores: Stores, share: Step, wall_clock: Clock, metrics: Metrics, terminal: CallNext) -> Pipeline:
+    """The meta-tools' short pipeline: audit, the session's shared state (skills load and leave), validation."""
+    return Pipeline([AuditCalls(stores.audit, wall_clock, observer(metrics)), share, ValidateArguments()], terminal)
 
 
 def observer(metrics: Metrics) -> Callable[[AuditEntry, str], None]:

@@ -120,7 +120,7 @@ class PassThrough:
         session = downstream.session
         outcome, refusal = kind, None
         try:
-            self._budgets.charge(session)
+            await self._budgets.charge(session)
         except GatewayError as error:
             outcome, refusal = "refused:budget", error.message
         await self._audit().record(

@@ -163,6 +163,7 @@ class GatewayConfig:
     registration: RegistrationPolicy = field(default_factory=RegistrationPolicy)
     """What the admin API may register; by default nothing."""
     store: StoreSettings = field(default_factory=StoreSettings)
-    """The `store` section: where the durable stores live (SQLite under `data_dir` by default)."""
+    """The `store` section: where the durable stores live (SQLite under `data_dir` by default) and
+    the state replicas share (this process by default)."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

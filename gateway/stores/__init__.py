@@ -1,5 +1,6 @@
 """Where the durable stores keep their rows: SQLite files under `data_dir` by default, or the
-PostgreSQL database that `store.url` names, which several gateway processes share (docs/replicas.md)."""
+PostgreSQL database that `store.url` names, which several gateway processes share (docs/replicas.md).
+The same section's `redis` names the Redis of the fast state replicas share (`gateway.shared`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ STORE_SCHEMA: dict[str, Any] = {
             "pattern": "^postgres(ql)?://",
             "description": "a PostgreSQL connection URL, postgresql://user:password@host:port/database",
         },
+        "redis": {
+            "type": "string",
+            "pattern": "^(rediss?|unix)://",
+            "description": "a Redis URL, redis://[:password@]host:port/db",
+        },
     },
 }
 """The JSON Schema of the `store` section."""
@@ -28,9 +34,12 @@ STORE_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class StoreSettings:
-    """The `store` section: `url` names the PostgreSQL database, None keeps SQLite under `data_dir`."""
+    """The `store` section: `url` names the PostgreSQL database, None keeps SQLite under `data_dir`;
+    `redis` names the Redis of budgets, stateless-era session state and change fan-out, None keeps
+    them in this process."""
 
     url: str | None = None
+    redis: str | None = None
 
     @classmethod
     def from_config(cls, section: Any, *, source_file: str) -> StoreSettings:
@@ -39,7 +48,7 @@ class StoreSettings:
             return cls()
         # The URL may hold a password, so no message echoes a value.
         validate_section(section, STORE_SCHEMA, section="store", source_file=source_file, hide_values=True)
-        return cls(url=section.get("url"))
+        return cls(url=section.get("url"), redis=section.get("redis"))
 
 
 def open_database(settings: StoreSettings, data_dir: Path, store: str, *, manual_checkpoints: bool = False) -> Database:
