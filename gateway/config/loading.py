@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from gateway.api.registration import RegistrationPolicy
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
@@ -27,6 +26,7 @@ from gateway.config.model import (
     Transport,
 )
 from gateway.config.reader import read_config_file
+from gateway.config.registration import RegistrationPolicy
 from gateway.config.schema import (
     NAME_PATTERN,
     NAME_RULE,

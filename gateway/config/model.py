@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from gateway.api.registration import RegistrationPolicy
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
+from gateway.config.registration import RegistrationPolicy
 from gateway.groups import Group
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.stores import StoreSettings

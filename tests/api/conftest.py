@@ -11,8 +11,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from gateway.api.registration import RegistrationPolicy
 from gateway.config.model import GatewayConfig
+from gateway.config.registration import RegistrationPolicy
 from gateway.service import Gateway
 from tests.support.access import KEYS, access_config, auth_section, toy_entry
 from tests.support.harness import http_gateway, in_memory

@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import pytest
 
-from gateway.api.registration import RegistrationPolicy
+from gateway.config.registration import RegistrationPolicy
 from tests.api.conftest import ADMIN, ANALYST, INTERN, Served, api, api_config
 from tests.support.harness import http_gateway, make_config, toy_stdio
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.api.registration import RegistrationPolicy, glob_match
 from gateway.config.loading import parse_config
+from gateway.config.registration import RegistrationPolicy, glob_match
 from gateway.errors import ConfigError, ForbiddenError
 
 POLICY = RegistrationPolicy(

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.api.registration import RegistrationPolicy
 from gateway.config.loading import load_config
+from gateway.config.registration import RegistrationPolicy
 from tests.support.access import KEYS, access_config, auth_section, http_client, recording_upstream, toy_entry
 from tests.support.harness import http_gateway, in_memory, until_listed
 from tests.support.launches import launches
