@@ -101,10 +101,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     settings = config.settings
     limits = SessionLimits(per_caller=settings.max_sessions_per_caller, total=settings.max_sessions)
-    # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
-    # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
-    # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
-    # answered with plain JSON in the 2026 era. `http_json_responses` trades those for speed.
+    # A request gets an event stream only when one can carry something to its client (progress,
+    # log messages, requests put to the client): see `responsemode`. `http_json_responses` answers
+    # every request with a JSON body, giving those up.
     sessions = LimitedSessionManager(
         server,
         limits,
