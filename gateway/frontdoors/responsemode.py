@@ -11,7 +11,9 @@ roots). So a request gets a stream only when one of those can happen:
   or the gateway's confirmation of a risky call, may ask it something), or it set a log level
   (it asked for log messages, which travel on the request's stream).
 
-Otherwise it is answered with one JSON body, as `http_json_responses: true` answers everything.
+Otherwise it is answered with one JSON body, as `http_json_responses: true` answers everything,
+unless it runs past `KEEPALIVE_INTERVAL`: then a stream after all, kept alive until the answer comes,
+so that a long call does not run into the client's read timeout.
 
 The 2026-07-28 era needs nothing of this: the SDK already answers a request with a JSON body unless
 the handler emits a notification first (requests for the user travel as `InputRequiredResult`).
@@ -30,7 +32,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.streamable_http import (
-    REQUEST_STREAM_BUFFER_SIZE,
+    MCP_SESSION_ID_HEADER,
     EventMessage,
     StreamableHTTPServerTransport,
     check_accept_headers,
@@ -42,6 +44,10 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 log = logging.getLogger(__name__)
+
+KEEPALIVE_INTERVAL = 15.0
+"""Seconds a request answered without a stream may run before its answer becomes a stream kept alive
+by comment lines (as the SDK does in the 2026 era), and between those lines."""
 
 MESSAGE_STATE = "gateway.message"
 """Where the envelope check leaves a POST's parsed JSON-RPC message in the request's state."""
@@ -125,8 +131,9 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
         if not await self._validate_request_headers(request, send):
             return
         request_id = str(message.id)
-        self._request_streams[request_id] = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
-        reader = self._request_streams[request_id][1]
+        inbox = _Inbox()
+        # The SDK's router sends the request's messages to the first of the pair; its clean-up closes both.
+        self._request_streams[request_id] = (inbox, inbox)  # type: ignore[assignment]
         metadata = ServerMessageMetadata(
             request_context=request,
             on_request_unanswered=partial(self._terminate_unanswered_request, message.id),
@@ -135,21 +142,72 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
         )
         await writer.send(SessionMessage(message, metadata=metadata))
         try:
-            event = await reader.receive()
-            # A message related to the request (a log line) has no wire in a JSON body.
-            while not isinstance(event.message, types.JSONRPCResponse | types.JSONRPCError):
-                event = await reader.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            answer = await inbox.response_within(KEEPALIVE_INTERVAL)
+            if answer is None:
+                # Still running: an idle body would run into the client's read timeout, so the answer
+                # becomes a stream after all, kept alive by comment lines until the response comes.
+                await self._answer_with_keepalive_stream(send, inbox)
+                return
+            response = self._create_json_response(answer)
+        except anyio.EndOfStream:
             response = self._create_error_response(
                 "Session terminated before the request completed",
                 HTTPStatus.INTERNAL_SERVER_ERROR,
                 types.INTERNAL_ERROR,
             )
-        else:
-            response = self._create_json_response(event.message)
         finally:
             await self._clean_up_memory_streams(request_id)
         await response(scope, receive, send)
+
+    async def _answer_with_keepalive_stream(self, send: Send, inbox: _Inbox) -> None:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform")]
+        if self.mcp_session_id:
+            headers.append((MCP_SESSION_ID_HEADER.lower().encode(), self.mcp_session_id.encode()))
+        await send({"type": "http.response.start", "status": HTTPStatus.OK, "headers": headers})
+        try:
+            answer = None
+            while answer is None:
+                await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                answer = await inbox.response_within(KEEPALIVE_INTERVAL)
+        except anyio.EndOfStream:
+            # The session ended with the request in flight: the stream ends without an answer.
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        data = answer.model_dump_json(by_alias=True, exclude_unset=True)
+        frame = f"event: message\r\ndata: {data}\r\n\r\n".encode()
+        await send({"type": "http.response.body", "body": frame, "more_body": False})
+
+
+class _Inbox:
+    """Where the SDK's router delivers one JSON-answered request's messages: keeps the response, drops
+    the rest (a log line has no wire in a JSON body). Waiting on it with a timeout loses nothing, as a
+    cancelled receive from a memory stream could."""
+
+    def __init__(self) -> None:
+        self._answer: types.JSONRPCResponse | types.JSONRPCError | None = None
+        self._closed = False
+        self._settled = anyio.Event()
+
+    async def send(self, event: EventMessage) -> None:
+        """Take one message the router sends for the request."""
+        if isinstance(event.message, types.JSONRPCResponse | types.JSONRPCError):
+            self._answer = event.message
+            self._settled.set()
+
+    async def aclose(self) -> None:
+        """The request is over, or its session: wake a waiter."""
+        self._closed = True
+        self._settled.set()
+
+    async def response_within(self, seconds: float) -> types.JSONRPCResponse | types.JSONRPCError | None:
+        """The response, or None when it has not come within `seconds`; EndOfStream when none will."""
+        with anyio.move_on_after(seconds):
+            await self._settled.wait()
+        if self._answer is not None:
+            return self._answer
+        if self._closed:
+            raise anyio.EndOfStream
+        return None
 
 
 def _parsed(scope: Scope) -> Mapping[str, Any] | None:

@@ -10,6 +10,7 @@ import httpx2
 import pytest
 from mcp import Client
 
+from gateway.frontdoors import responsemode
 from gateway.frontdoors.responsemode import needs_stream
 from tests.support.harness import http_gateway, in_memory, make_config, placeholder
 from tests.support.toy import build_server as toy
@@ -133,3 +134,21 @@ def test_only_progress_an_askable_client_or_wanted_logs_call_for_a_stream() -> N
     assert needs_stream(call, askable=True, logs_wanted=False)
     assert needs_stream(call, askable=False, logs_wanted=True)
     assert not needs_stream({**call, "params": {"_meta": {"progressToken": None}}}, askable=False, logs_wanted=False)
+
+
+async def test_a_call_outlasting_the_keepalive_interval_becomes_a_kept_alive_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A short interval stands in for the 15 s a client's read timeout is measured against.
+    monkeypatch.setattr(responsemode, "KEEPALIVE_INTERVAL", 0.05)
+    config = make_config(tmp_path, placeholder(["toy"]))
+    async with http_gateway(config, transports=in_memory({"toy": toy()})) as (_, url), httpx2.AsyncClient() as http:
+        session = RawSession(http, f"{url}/mcp")
+        await session.open()
+        answer = await session.post("tools/call", {"name": "toy__sleep", "arguments": {"seconds": 0.5}})
+        quick = await session.post("tools/call", {"name": "toy__echo", "arguments": {"text": "quick"}})
+    assert _content_type(answer) == "text/event-stream"
+    assert ": ping" in answer.text
+    (message,) = _events(answer)
+    assert not message["result"].get("isError") and message["id"] == 2
+    assert _content_type(quick) == "application/json"
