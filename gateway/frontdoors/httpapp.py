@@ -151,12 +151,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             return JSONResponse({"error": "Metrics are shown to admins only"}, status_code=403)
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
+    mcp = StreamableHTTPASGIApp(sessions)
+    # MCP first: Starlette tries routes in order, and nearly every request is a call to `/mcp`.
+    routes = [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
+    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator.settings))
     routes += api_routes(service, security, sessions.end)
     routes += registry_routes(service)
-    mcp = StreamableHTTPASGIApp(sessions)
-    routes += [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
     app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)
