@@ -26,9 +26,13 @@ from gateway.sandbox import DEFAULT_IMAGE, DockerSandbox, SandboxLimits
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = ["python3", "-m", "servers.python"]
+
+
 def arguments(n: int) -> dict[str, str]:
     """`print(6 * 7)` with a comment of its own: the gateway refuses a session's repeated identical calls."""
     return {"code": f"print(6 * 7)  # {n}"}
+
+
 TARGET_P50_MS = 100.0
 
 
