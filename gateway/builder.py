@@ -1,6 +1,6 @@
 """The composition root: the gateway's parts wired from its configuration, clocks and transports.
 
-Building opens nothing; the SQLite stores open in `open_stores`, which the gateway's lifespan calls.
+Building opens nothing; the durable stores open in `open_stores`, which the gateway's lifespan calls.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 from gateway.auth.policy import derive_risk
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewayConfig, ServerConfig
+from gateway.errors import ConfigError
 from gateway.metrics import Metrics
-from gateway.pipeline.approvals import APPROVALS_FILE, ApprovalStore
+from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import CallNext, Pipeline, Step
@@ -25,10 +26,12 @@ from gateway.pipeline.ordering import SessionOrdering
 from gateway.pipeline.shaping import ShapeResult
 from gateway.pipeline.validation import ValidateArguments
 from gateway.redaction import Redactor
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
 from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
+from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
+from gateway.stores import StoreSettings
 from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.localtools import LocalToolSource, local_sources
@@ -102,7 +105,7 @@ def sources(
 
 @dataclass(frozen=True)
 class Stores:
-    """The embedded databases: the audit trail, confirmation tokens, parked approvals, API registrations."""
+    """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
@@ -110,18 +113,47 @@ class Stores:
     registrations: RegistrationStore
 
 
-def open_stores(data_dir: Path, redact: Redactor, wall_clock: Clock, stack: AsyncExitStack) -> Stores:
-    """Open the stores under `data_dir`; `stack` closes them."""
-    audit = AuditStore(data_dir / "audit.db", redact)
+def open_stores(
+    settings: StoreSettings, data_dir: Path, redact: Redactor, wall_clock: Clock, stack: AsyncExitStack
+) -> Stores:
+    """Open the stores where `settings` put them (SQLite files under `data_dir`, or PostgreSQL),
+    their migrations applied; `stack` closes them."""
+    audit = AuditStore.open(settings, data_dir, redact)
     stack.callback(audit.close)
-    confirmations = ConfirmationStore(data_dir / "confirmations.db")
+    confirmations = ConfirmationStore.open(settings, data_dir)
     stack.callback(confirmations.close)
     # Wall-clock time: confirmation tokens and parked calls outlive the process.
-    approvals = ApprovalStore(data_dir / APPROVALS_FILE, wall_clock)
+    approvals = ApprovalStore.open(settings, data_dir, wall_clock)
     stack.callback(approvals.close)
-    registrations = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    registrations = RegistrationStore.open(settings, data_dir)
     stack.callback(registrations.close)
     return Stores(audit, confirmations, approvals, registrations)
+
+
+def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> SharedState:
+    """The state replicas share: in Redis when `store.redis` names one, else in this process.
+
+    Redis windows run on the wall clock, which every replica reads alike; a running call's
+    concurrency slot is given back at the latest when every attempt of it has timed out.
+    """
+    settings = config.settings
+    if config.store.redis is None:
+        return LocalState(clock)
+    try:
+        from gateway.shared.redisstate import RedisState
+    except ImportError:
+        raise ConfigError(
+            str(config.path or "the configuration"),
+            "store.redis",
+            "names Redis, but its client is not installed: pip install 'mcp-gateway[replicas]'",
+        ) from None
+    lease = settings.call_timeout * (settings.retries + 1) + 60
+    return RedisState(config.store.redis, clock=wall_clock, session_ttl=settings.session_idle_timeout, lease=lease)
+
+
+def share_step(config: GatewayConfig, state: SharedState) -> ShareSessionState:
+    """The step moving a stateless-era session's state through the seam, kept as long as an idle session."""
+    return ShareSessionState(state, session_codecs(config.settings), config.settings.session_idle_timeout)
 
 
 def pipeline(
@@ -129,6 +161,7 @@ def pipeline(
     stores: Stores,
     skills: SkillHost,
     budgets: Budgets,
+    share: Step,
     sandboxes: Sandboxes,
     wall_clock: Clock,
     metrics: Metrics,
@@ -146,6 +179,7 @@ def pipeline(
     )
     steps: list[Step] = [
         AuditCalls(stores.audit, wall_clock, observer(metrics)),
+        share,
         ValidateArguments(),
         SkillAccess(skills),
         budgets,
@@ -160,9 +194,9 @@ def pipeline(
     return Pipeline(steps, terminal)
 
 
-def meta_pipeline(stores: Stores, wall_clock: Clock, metrics: Metrics, terminal: CallNext) -> Pipeline:
-    """The meta-tools' short pipeline: audit and validation."""
-    return Pipeline([AuditCalls(stores.audit, wall_clock, observer(metrics)), ValidateArguments()], terminal)
+def meta_pipeline(stores: Stores, share: Step, wall_clock: Clock, metrics: Metrics, terminal: CallNext) -> Pipeline:
+    """The meta-tools' short pipeline: audit, the session's shared state (skills load and leave), validation."""
+    return Pipeline([AuditCalls(stores.audit, wall_clock, observer(metrics)), share, ValidateArguments()], terminal)
 
 
 def observer(metrics: Metrics) -> Callable[[AuditEntry, str], None]:

@@ -16,7 +16,6 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote
 
 import anyio
 import uvicorn
@@ -25,7 +24,7 @@ from gateway import admincli
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.auth.identity import Identity
 from gateway.auth.policy import derive_risk
-from gateway.config.clientfiles import CLIENTS, client_snippet
+from gateway.config.clientfiles import CLIENTS, gateway_snippet
 from gateway.config.loading import default_config_path, load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
@@ -34,19 +33,19 @@ from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.stdio import serve_stdio
 from gateway.logformat import LOG_FORMATS, formatter
 from gateway.pipeline.approvals import (
-    APPROVALS_FILE,
     ApprovalClosedError,
     ApprovalNotFoundError,
     ApprovalStore,
     ApprovalStoreError,
     decision_entry,
 )
-from gateway.pipeline.audit import AuditStore
+from gateway.pipeline.audit import AuditError, AuditStore
 from gateway.redaction import Redactor, configure_logging
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
 from gateway.reload import reload_on_hangup
 from gateway.sandbox import image as sandbox_image
 from gateway.service import START_GRACE, Gateway
+from gateway.stores import DatabaseError
 from gateway.upstreams.connection import State
 from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
 
@@ -248,7 +247,11 @@ def _group_known(config: GatewayConfig, name: str) -> bool:
     if not, says so on stderr, naming the groups there are."""
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    try:
+        store = RegistrationStore.open(config.store, data_dir)
+    except DatabaseError as error:
+        print(f"error: cannot open the registrations: {error.message}", file=sys.stderr)
+        return False
     try:
         names = [*config.groups, *(name for name in store.entries("group") if name not in config.groups)]
     finally:
@@ -266,17 +269,14 @@ def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
     if args.client == "claude-desktop" and not stdio:
         print("error: Claude Desktop's file starts servers as commands; leave out --url", file=sys.stderr)
         return 2
-    name = "gateway" if args.group is None else f"gateway-{args.group}"
-    group = ["--group", args.group] if args.group is not None else []
     if stdio:
         if args.group is not None and not _group_known(config, args.group):
             return 2
         own_config = ["--config", str(config.path)] if args.config is not None else []
-        command = [sys.executable, "-m", "gateway", "stdio", *own_config, *group]
-        snippet = client_snippet(args.client, name, command=command)
+        command = [sys.executable, "-m", "gateway", "stdio", *own_config]
+        snippet = gateway_snippet(args.client, args.group, stdio_command=command)
     else:
-        path = "/mcp" if args.group is None else f"/mcp/g/{quote(args.group, safe='')}"
-        snippet = client_snippet(args.client, name, url=(args.url or DEFAULT_URL).rstrip("/") + path)
+        snippet = gateway_snippet(args.client, args.group, base_url=args.url or DEFAULT_URL)
     print(json.dumps(snippet, indent=2))
     return 0
 
@@ -388,7 +388,11 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 
 def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
-    store = AuditStore(Path(config.settings.data_dir) / "audit.db")
+    try:
+        store = AuditStore.open(config.store, Path(config.settings.data_dir))
+    except AuditError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return 1
 
     async def run() -> int:
         entries = await store.recent(args.limit, session=args.session, tool=args.tool)
@@ -410,7 +414,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        store = ApprovalStore(data_dir / APPROVALS_FILE)
+        store = ApprovalStore.open(config.store, data_dir)
     except ApprovalStoreError as error:
         print(f"error: {error.message}", file=sys.stderr)
         return 1
@@ -433,7 +437,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
             return 1
     finally:
         store.close()
-    audit = AuditStore(data_dir / "audit.db")
+    audit = AuditStore.open(config.store, data_dir)
     try:
         anyio.run(audit.record, decision_entry(decided))
     finally:

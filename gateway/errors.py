@@ -13,6 +13,7 @@
         ├── ToolInputError            arguments do not match the tool's input schema
         ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
         ├── ToolTimeoutError          the call ran past its deadline
+        ├── StateUnavailableError     the state replicas share (Redis) cannot be reached
         ├── UpstreamUnavailableError  the server behind the tool is not connected
         │   └── UpstreamRestartingError   it is restarting and was not back within the call's deadline
         └── ToolExecutionError        the tool failed while running
@@ -136,6 +137,12 @@ class ToolTimeoutError(ToolError):
     """The call ran past its deadline and was abandoned."""
 
     hint = "The tool took too long; try a smaller request or a narrower query."
+
+
+class StateUnavailableError(ToolError):
+    """The state replicas share (Redis) cannot be reached, so the call cannot be counted or run."""
+
+    hint = "Retry in a moment; if it persists, tell the user the gateway's shared state is down."
 
 
 class UpstreamUnavailableError(ToolError):

@@ -129,6 +129,16 @@ class GroupSet:
             name for name in before.keys() | self._groups.keys() if before.get(name) != self._groups.get(name)
         )
 
+    def follow_api(self, groups: Mapping[str, Group]) -> list[str]:
+        """Take `groups` as the API's groups in place of the old ones (registrations another replica
+        changed), the file's staying; the names that changed."""
+        before = dict(self._groups)
+        files = {name: group for name, group in before.items() if group.source == "file"}
+        self._groups = {**files, **{name: group for name, group in groups.items() if name not in files}}
+        return sorted(
+            name for name in before.keys() | self._groups.keys() if before.get(name) != self._groups.get(name)
+        )
+
     def remove(self, name: str) -> Group:
         """Remove an API group; `NotFoundError`, or `ConflictError` for a group of the config file."""
         group = self.require(name)

@@ -34,8 +34,21 @@ class LiveGroups:
 
     def load_stored(self, store: RegistrationStore) -> None:
         """Add the groups registered through the API; a name the file uses stays the file's."""
+        for group in self._stored(store).values():
+            self.set.add(group)
+
+    async def follow_store(self, store: RegistrationStore) -> None:
+        """Take the API's groups as `store` holds them now (another replica changed them); each
+        changed group is told."""
+        for name in self.set.follow_api(self._stored(store)):
+            await self._changed(name)
+
+    def _stored(self, store: RegistrationStore) -> dict[str, Group]:
+        """The groups registered through the API, as stored; a name the file uses stays the file's."""
+        stored: dict[str, Group] = {}
         for name, entry in store.entries("group").items():
-            if name in self.set:
+            current = self.set.get(name)
+            if current is not None and current.source == "file":
                 log.warning("group %r registered through the API is skipped: the configuration file defines it", name)
                 continue
             try:
@@ -43,7 +56,8 @@ class LiveGroups:
             except ConfigError as error:
                 log.warning("group %r registered through the API is skipped: %s", name, error)
                 continue
-            self.set.add(group)
+            stored[name] = group
+        return stored
 
     async def add(self, entry: Mapping[str, Any], store: RegistrationStore) -> Group:
         """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's

@@ -216,6 +216,28 @@ class LiveServers:
         if self._store is not None:
             self.load_registered()
 
+    async def follow_store(self) -> None:
+        """Make the API's servers those the store holds now (another replica changed them): gone
+        ones removed, changed ones replaced, new ones added."""
+        assert self._store is not None
+        stored = self._store.entries("server")
+        for name, member in list(self.members.items()):
+            if member.source == "api" and name not in stored:
+                log.info("registered server %r was removed on another replica", name)
+                await self.drop(name)
+        for name, entry in stored.items():
+            current = self.members.get(name)
+            if current is None or current.source == "file" or current.entry == entry:
+                continue
+            try:
+                member = self._parse({**entry, "name": name})
+            except ConfigError as error:
+                log.warning("registered server %r skipped: %s", name, error.message)
+                continue
+            log.info("registered server %r was changed on another replica", name)
+            await self.put(member)
+        self.load_registered()
+
     # The operations of the API
 
     async def register(self, entry: Mapping[str, Any]) -> Status:

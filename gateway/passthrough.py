@@ -1,12 +1,12 @@
 """What passes from upstreams to clients beyond answers: requests for the user, log messages,
-resource updates, each to the right client session and within its limits.
+resource updates, task status, each to the right client session and within its limits.
 
 The front door binds the client of each request (`gateway.downstream`); this module is the
 gateway's side of it. Sampling and elicitation count against the caller's budget like a call and
 are audited (outcome `sampling` or `elicitation`). Log messages reach the client whose request
 caused them, or, outside a request, every session that can see the server, at most `LOG_RATE` a
 second per session and server (`LogThrottle`). Resource updates reach the sessions subscribed to
-the resource, under the URI they know it by.
+the resource, under the URI they know it by; a task's status, the session that created the task.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gateway.errors import GatewayError
 from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets
 from gateway.session import SessionContext
+from gateway.tasks import TaskBook
 from gateway.upstreams.clientside import Notice
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,8 @@ class PassThrough:
         self._clock = clock
         self._wall_clock = wall_clock
         self._subscriptions: dict[tuple[str, str], list[Subscription]] = {}
+        self.tasks = TaskBook(wall_clock)
+        """Every session's task-augmented calls, under the gateway's own task ids."""
         self.deliver: Deliver | None = None
         """How a notice reaches a session's client; set by the front door."""
 
@@ -117,7 +120,7 @@ class PassThrough:
         session = downstream.session
         outcome, refusal = kind, None
         try:
-            self._budgets.charge(session)
+            await self._budgets.charge(session)
         except GatewayError as error:
             outcome, refusal = "refused:budget", error.message
         await self._audit().record(
@@ -170,12 +173,25 @@ class PassThrough:
             for session in sessions:
                 await self.log(session, server, notice.params)
             return
+        if isinstance(notice, types.TaskStatusNotification):
+            await self._task_status(server, notice.params, owner)
+            return
         for subscription in list(self._subscriptions.get((server, notice.params.uri), ())):
             if owner is not None and subscription.session is not owner:
                 continue
             if self.deliver is not None:
                 params = notice.params.model_copy(update={"uri": subscription.exposed})
                 await self.deliver(subscription.session, types.ResourceUpdatedNotification(params=params))
+
+    async def _task_status(
+        self, server: str, params: types.TaskStatusNotificationParams, owner: SessionContext | None
+    ) -> None:
+        """Tell the session that created the task its new status, under the gateway's id for it."""
+        for entry in self.tasks.running_on(server, params.task_id):
+            if self.deliver is None or (owner is not None and entry.session is not owner):
+                continue
+            told = types.TaskStatusNotificationParams.model_validate(self.tasks.seen(entry, params).model_dump())
+            await self.deliver(entry.session, types.TaskStatusNotification(params=told))
 
     def subscribe(self, subscription: Subscription) -> bool:
         """Record a subscription; True when it is the first to that resource, which the server must be told of."""

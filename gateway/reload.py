@@ -31,7 +31,7 @@ def needs_restart(old: GatewayConfig, new: GatewayConfig) -> list[str]:
         for field in fields(GatewaySettings)
         if field.name not in LIVE_SETTINGS and getattr(old.settings, field.name) != getattr(new.settings, field.name)
     ]
-    sections = ("auth", "confirmation", "local_tools")
+    sections = ("auth", "confirmation", "local_tools", "store")
     names += [section for section in sections if getattr(old, section) != getattr(new, section)]
     return names
 

@@ -17,6 +17,7 @@ from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes
 from gateway.session import SessionContext
+from gateway.tasks import TASK_NOTE, TaskOrder
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
@@ -90,6 +91,12 @@ class Router:
                 source = await self.upstream(call.session, Route(name, call.tool.original_name))
             if source is None:
                 raise UpstreamUnavailableError(f"No source '{name}' serves {call.tool.name}")
+            order = call.notes.get(TASK_NOTE)
+            if isinstance(order, TaskOrder) and isinstance(source, Upstream):
+                # A source that runs no tasks runs the call now; the front door makes its result a finished task.
+                task = await source.create_task(call.tool, call.arguments, order.metadata)
+                if task is not None:
+                    return order.placed(task)
             return await source.call_tool(call.tool, call.arguments, call.progress)
 
     async def upstream(self, session: SessionContext, route: Route) -> Upstream:

@@ -132,12 +132,14 @@ class Gateway:
         )
         self._members_changed()
         self.sessions = SessionRegistry(settings.session_idle_timeout)
+        self.shared = builder.shared_state(config, clock, wall_clock)
         # Through the facade, so that a reloaded `roles` section applies to budgets at once.
-        self.budgets = Budgets(lambda role: self.policy.budget(role), clock)
+        self.budgets = Budgets(lambda role: self.policy.budget(role), clock, self.shared.budgets)
         self.passthrough = PassThrough(
             self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
         )
         self.workspaces.notices = self.passthrough.notice
+        self.tasks = self.passthrough.tasks
         self.resources = Resources(self.visibility, self.catalog, self.router, self.skills, self.passthrough)
         """Resources, templates, prompts and completion as each session may see them."""
         self._listeners: list[ChangeListener] = []
@@ -146,6 +148,10 @@ class Gateway:
         self._stack = AsyncExitStack()
         self._started = anyio.Event()
         self.metrics.watch(Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals))
+
+    def wall_now(self) -> float:
+        """Now, in epoch seconds, by the gateway's wall clock (what audit rows and approvals are stamped with)."""
+        return self._wall_clock()
 
     def wall_time(self, instant: float) -> float:
         """An instant of the monotonic clock (when a session started or was last seen) as epoch seconds."""
@@ -179,22 +185,28 @@ class Gateway:
     async def _start(self) -> None:
         if self._serving:
             await anyio.to_thread.run_sync(children.end_leftovers, self.data_dir)
-        stores = builder.open_stores(self.data_dir, self.redact, self._wall_clock, self._stack)
+        # In a worker thread: with PostgreSQL, opening connects and migrates over the network.
+        stores = await anyio.to_thread.run_sync(
+            builder.open_stores, self.config.store, self.data_dir, self.redact, self._wall_clock, self._stack
+        )
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
+        self._stack.push_async_callback(self.shared.aclose)
         self.live_groups.load_stored(self.registrations)
+        share = builder.share_step(self.config, self.shared)
         self.pipeline = builder.pipeline(
             self.config,
             stores,
             self.skills,
             self.budgets,
+            share,
             self.sandboxes,
             self._wall_clock,
             self.metrics,
             self.router.execute,
         )
         meta = MetaTools(self.skills, self.call_tool)
-        self._meta_pipeline = builder.meta_pipeline(stores, self._wall_clock, self.metrics, meta.run)
+        self._meta_pipeline = builder.meta_pipeline(stores, share, self._wall_clock, self.metrics, meta.run)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -207,6 +219,8 @@ class Gateway:
         self._members_changed()
         self._group.start_soon(self._expire_idle_sessions)
         self._group.start_soon(self.audit.maintain)
+        if self._serving:
+            self._group.start_soon(self.shared.follow, self.follow_registrations)
         self._started.set()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -305,12 +319,15 @@ class Gateway:
     async def add_group(self, entry: Mapping[str, Any]) -> Group:
         """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
         (`ConfigError`), kept across restarts; `ConflictError` when the name is taken."""
-        return await self.live_groups.add(entry, self.registrations)
+        group = await self.live_groups.add(entry, self.registrations)
+        await self.shared.announce()
+        return group
 
     async def remove_group(self, name: str) -> None:
         """Remove a group registered through the API (`ConflictError` for the file's); its sessions
         are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
         await self.live_groups.remove(name, self.registrations)
+        await self.shared.announce()
 
     def group_tools(self, name: str, role: str | None) -> list[ToolRecord]:
         """The catalog tools of group `name` that `role` may see, in catalog order (meta-tools aside)."""
@@ -325,25 +342,38 @@ class Gateway:
         async with self.servers.lock:
             status = await self.servers.register(entry)
             self._members_changed()
-            return status
+        await self.shared.announce()
+        return status
 
     async def change_server(self, name: str, changes: Mapping[str, Any]) -> Status:
         """Replace keys of a registered server's entry (`{"enabled": false}` disables it) and reconnect it."""
         async with self.servers.lock:
             status = await self.servers.change(name, changes)
             self._members_changed()
-            return status
+        await self.shared.announce()
+        return status
 
     async def remove_server(self, name: str) -> None:
         """Remove a registered server once its running calls finished (or ran out of `call_timeout`)."""
         async with self.servers.lock:
             await self.servers.unregister(name)
             self._members_changed()
+        await self.shared.announce()
 
     async def restart_server(self, name: str) -> Status:
         """Reconnect an enabled server, from the config file or the API."""
         async with self.servers.lock:
             return await self.servers.restart(name)
+
+    async def follow_registrations(self) -> None:
+        """Apply the API registrations as stored now: another replica changed them (see `gateway.shared`).
+        Servers are added, replaced or removed as the store says; groups likewise; clients are told."""
+        await self._started.wait()
+        async with self.servers.lock:
+            await self.servers.follow_store()
+            self._members_changed()
+        await self.live_groups.follow_store(self.registrations)
+        await self._catalog_changed()
 
     async def reload_from_file(self) -> bool:
         """Read `config.path` again and apply it; an invalid file is logged and kept in

@@ -13,6 +13,7 @@ from gateway.passthrough import PassThrough, Subscription
 from gateway.pipeline.audit import AuditStore
 from gateway.pipeline.budgets import Budgets
 from gateway.session import SessionContext
+from gateway.stores import StoreSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +26,7 @@ def passthrough(
     tmp_path: Path, sessions: list[SessionContext], sees: dict[str, set[str]]
 ) -> tuple[PassThrough, list[Any]]:
     """A pass-through over `sessions`, each seeing the servers `sees` names, and what it delivered."""
-    store = AuditStore(tmp_path / "audit.db")
+    store = AuditStore.open(StoreSettings(), tmp_path)
     clock = lambda: 0.0  # noqa: E731
     route = PassThrough(Budgets(lambda role: None), lambda: store, lambda: sessions, lambda s: sees[s.id], clock, clock)
     delivered: list[Any] = []

@@ -87,6 +87,17 @@ class Caller:
             )
 
 
+def caller_of(gateway: Gateway, identity: Identity) -> Caller:
+    """`identity` as a caller of `gateway`, with whether it may operate the gateway."""
+    if gateway.authenticator.settings.enabled:
+        admin = gateway.policy.is_admin(identity.role)
+    else:
+        # Without authentication anyone who reaches the port would operate the gateway, and
+        # registering a stdio server runs a command on the host: only by explicit opt-in.
+        admin = gateway.config.settings.admin_without_auth
+    return Caller(identity, admin)
+
+
 class Api:
     """The gateway and the edge checks every route runs before its own work."""
 
@@ -98,14 +109,7 @@ class Api:
         """The caller of `request` (the AuthMiddleware protects the API and always leaves one)."""
         identity = request.state.identity
         assert isinstance(identity, Identity)
-        gateway = self.gateway
-        if gateway.authenticator.settings.enabled:
-            admin = gateway.policy.is_admin(identity.role)
-        else:
-            # Without authentication anyone who reaches the port would operate the gateway, and
-            # registering a stdio server runs a command on the host: only by explicit opt-in.
-            admin = gateway.config.settings.admin_without_auth
-        return Caller(identity, admin)
+        return caller_of(self.gateway, identity)
 
     def route(self, endpoint: Endpoint) -> Endpoint:
         """`endpoint` behind the Host/Origin checks (and, for a body, `Content-Type: application/json`),

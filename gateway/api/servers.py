@@ -16,37 +16,72 @@ from starlette.routing import Route
 from gateway.api.common import API_PREFIX, Api, Caller, json_object, read_json
 from gateway.api.formats import Registration, registrations
 from gateway.errors import ConflictError, NotFoundError
+from gateway.service import Gateway
 from gateway.upstreams.connection import Status
 
 PATH = f"{API_PREFIX}/servers"
+
+
+def shown(status: Status, caller: Caller) -> dict[str, Any]:
+    """A server's state as `caller` may read it: its last error for admins only."""
+    row = {"name": status.name, **status.as_dict()}
+    if not caller.admin:
+        row.pop("error", None)
+    return row
+
+
+def visible_statuses(gateway: Gateway, caller: Caller) -> list[Status]:
+    """The servers `caller` may see: all without roles or for admins, else those with a tool its role sees."""
+    statuses = gateway.statuses()
+    if caller.admin or gateway.policy.roles is None:
+        return statuses
+    sources = {tool.source for tool in gateway.visibility.tools(caller.session())}
+    return [status for status in statuses if status.name in sources]
+
+
+async def register(gateway: Gateway, caller: Caller, body: dict[str, Any]) -> list[Status]:
+    """Add the servers of a registration body (any of the three forms), all or none; admins only."""
+    caller.require_admin()
+    wanted = registrations(body)
+    taken = {status.name for status in gateway.statuses()}
+    names = [registration.name for registration in wanted]
+    for registration in wanted:
+        if registration.name in taken or names.count(registration.name) > 1:
+            raise ConflictError(f"a server named {registration.name!r} exists already")
+    # Every server is judged before any is added, so a refused one leaves nothing half-registered.
+    admitted = [_admit(gateway, registration) for registration in wanted]
+    return [await gateway.add_server({"name": name, **entry}) for name, entry in admitted]
+
+
+def _admit(gateway: Gateway, registration: Registration) -> tuple[str, dict[str, Any]]:
+    entry = gateway.config.registration.admit(registration.name, registration.entry, container=registration.container)
+    return registration.name, entry
+
+
+async def change(gateway: Gateway, caller: Caller, name: str, changes: dict[str, Any]) -> Status:
+    """Change a server's entry (`{"enabled": false}` disables it); admins only."""
+    caller.require_admin()
+    stored = gateway.registrations.entries("server").get(name)
+    if stored is not None:
+        # The changed entry is judged as a new registration would be, its sandbox included.
+        merged = gateway.config.registration.admit(name, {**stored, **changes})
+        changes = {key: value for key, value in merged.items() if key in changes or stored.get(key) != value}
+    return await gateway.change_server(name, changes)
 
 
 def server_routes(api: Api) -> list[Route]:
     """The routes of `/api/v1/servers`."""
     gateway = api.gateway
 
-    def shown(status: Status, caller: Caller) -> dict[str, Any]:
-        row = {"name": status.name, **status.as_dict()}
-        if not caller.admin:
-            row.pop("error", None)
-        return row
-
-    def visible(caller: Caller) -> list[Status]:
-        statuses = gateway.statuses()
-        if caller.admin or gateway.policy.roles is None:
-            return statuses
-        sources = {tool.source for tool in gateway.visibility.tools(caller.session())}
-        return [status for status in statuses if status.name in sources]
-
     def one(caller: Caller, name: str) -> Status:
-        found = next((status for status in visible(caller) if status.name == name), None)
+        found = next((status for status in visible_statuses(gateway, caller) if status.name == name), None)
         if found is None:
             raise NotFoundError(f"No such server: {name!r}")
         return found
 
     async def listing(request: Request) -> Response:
         caller = api.caller(request)
-        body: dict[str, Any] = {"servers": [shown(status, caller) for status in visible(caller)]}
+        body: dict[str, Any] = {"servers": [shown(status, caller) for status in visible_statuses(gateway, caller)]}
         body["reload_errors"] = list(gateway.reload_errors) if caller.admin else []
         return JSONResponse(body)
 
@@ -54,37 +89,17 @@ def server_routes(api: Api) -> list[Route]:
         caller = api.caller(request)
         return JSONResponse({"server": shown(one(caller, request.path_params["name"]), caller)})
 
-    async def register(request: Request) -> Response:
+    async def add(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
-        wanted = registrations(json_object(await read_json(request)))
-        taken = {status.name for status in gateway.statuses()}
-        names = [registration.name for registration in wanted]
-        for registration in wanted:
-            if registration.name in taken or names.count(registration.name) > 1:
-                raise ConflictError(f"a server named {registration.name!r} exists already")
-        # Every server is judged before any is added, so a refused one leaves nothing half-registered.
-        admitted = [admit(registration) for registration in wanted]
-        added = [await gateway.add_server({"name": name, **entry}) for name, entry in admitted]
+        added = await register(gateway, caller, json_object(await read_json(request)))
         return JSONResponse({"servers": [shown(status, caller) for status in added]}, status_code=201)
 
-    def admit(registration: Registration) -> tuple[str, dict[str, Any]]:
-        entry = gateway.config.registration.admit(
-            registration.name, registration.entry, container=registration.container
-        )
-        return registration.name, entry
-
-    async def change(request: Request) -> Response:
+    async def patch(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
-        name: str = request.path_params["name"]
         changes = json_object(await read_json(request))
-        stored = gateway.registrations.entries("server").get(name)
-        if stored is not None:
-            # The changed entry is judged as a new registration would be, its sandbox included.
-            merged = gateway.config.registration.admit(name, {**stored, **changes})
-            changes = {key: value for key, value in merged.items() if key in changes or stored.get(key) != value}
-        status = await gateway.change_server(name, changes)
+        status = await change(gateway, caller, request.path_params["name"], changes)
         return JSONResponse({"server": shown(status, caller)})
 
     async def restart(request: Request) -> Response:
@@ -101,9 +116,9 @@ def server_routes(api: Api) -> list[Route]:
     item = PATH + "/{name}"
     return [
         Route(PATH, api.route(listing), methods=["GET"]),
-        Route(PATH, api.route(register), methods=["POST"]),
+        Route(PATH, api.route(add), methods=["POST"]),
         Route(item, api.route(detail), methods=["GET"]),
-        Route(item, api.route(change), methods=["PATCH"]),
+        Route(item, api.route(patch), methods=["PATCH"]),
         Route(item, api.route(remove), methods=["DELETE"]),
         Route(item + "/restart", api.route(restart), methods=["POST"]),
     ]

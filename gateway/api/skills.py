@@ -15,9 +15,28 @@ from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, Caller
 from gateway.errors import NotFoundError
+from gateway.service import Gateway
 from gateway.skills.folder import Skill
 
 PATH = f"{API_PREFIX}/skills"
+
+
+def skill_problems(gateway: Gateway, skill: Skill) -> list[str]:
+    """What is wrong with `skill` in today's catalog: `allowed-tools` entries that select no tool."""
+    names = [tool.name for tool in gateway.catalog.tools]
+    return [
+        f"allowed-tools entry {pattern!r} selects no tool in the catalog"
+        for pattern in skill.allowed_tools
+        if not any(fnmatchcase(name, pattern) for name in names)
+    ]
+
+
+def visible_skill(gateway: Gateway, caller: Caller, name: str) -> Skill:
+    """The skill `name` if `caller`'s role may see it; `NotFoundError` otherwise."""
+    skill = next((s for s in gateway.skills.visible_skills(caller.session()) if s.name == name), None)
+    if skill is None:
+        raise NotFoundError(f"No such skill: {name!r}")
+    return skill
 
 
 def skill_routes(api: Api) -> list[Route]:
@@ -26,19 +45,11 @@ def skill_routes(api: Api) -> list[Route]:
 
     def shown(skill: Skill, caller: Caller) -> dict[str, Any]:
         tools = gateway.skills.skill_tools(caller.session(), skill)
-        problems: list[str] = []
-        if caller.admin:
-            names = [tool.name for tool in gateway.catalog.tools]
-            problems = [
-                f"allowed-tools entry {pattern!r} selects no tool in the catalog"
-                for pattern in skill.allowed_tools
-                if not any(fnmatchcase(name, pattern) for name in names)
-            ]
         return {
             "name": skill.name,
             "description": skill.description,
             "tools": [tool.name for tool in tools],
-            "problems": problems,
+            "problems": skill_problems(gateway, skill) if caller.admin else [],
         }
 
     async def listing(request: Request) -> Response:
@@ -51,10 +62,7 @@ def skill_routes(api: Api) -> list[Route]:
 
     async def detail(request: Request) -> Response:
         caller = api.caller(request)
-        name: str = request.path_params["name"]
-        skill = next((s for s in gateway.skills.visible_skills(caller.session()) if s.name == name), None)
-        if skill is None:
-            raise NotFoundError(f"No such skill: {name!r}")
+        skill = visible_skill(gateway, caller, request.path_params["name"])
         return JSONResponse({"skill": {**shown(skill, caller), "instructions": skill.body}})
 
     return [

@@ -7,7 +7,7 @@ on server, tag, risk, layer and group, paged with the catalog's cursors.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ class ToolQuery:
     layer: str | None = None
     members: Collection[str] | None = None
     """The names the `group` filter admits."""
+    sandboxed: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,8 @@ def search(entries: Iterable[Entry], query: ToolQuery) -> list[ToolRecord]:
         if query.members is not None and tool.name not in query.members:
             continue
         if query.risk is not None and entry.risk != query.risk:
+            continue
+        if query.sandboxed is not None and (tool.sandbox is not None) != query.sandboxed:
             continue
         if needle is not None and needle not in entry.text:
             continue
@@ -115,6 +118,49 @@ def summary(tool: ToolRecord) -> dict[str, Any]:
     }
 
 
+def tool_query(gateway: Gateway, caller: Caller, params: Mapping[str, str]) -> ToolQuery:
+    """The search `params` ask for (q, server, tag, risk, layer, group); 400 naming a bad value."""
+    for key, allowed in (("risk", RISKS), ("layer", LAYERS)):
+        if params.get(key, allowed[0]) not in allowed:
+            raise BadRequestError(f"{key} must be one of {', '.join(allowed)}")
+    group = params.get("group")
+    members = None
+    if group is not None:
+        members = {tool.name for tool in gateway.group_tools(group, caller.identity.role)}
+    return ToolQuery(
+        q=params.get("q") or None,
+        server=params.get("server"),
+        tag=params.get("tag"),
+        risk=params.get("risk"),
+        layer=params.get("layer"),
+        members=members,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDetail:
+    """One tool as `caller` may see it, with the skills and groups that carry it for that caller."""
+
+    tool: ToolRecord
+    skills: list[str]
+    groups: list[str]
+
+
+def tool_detail(gateway: Gateway, caller: Caller, name: str) -> ToolDetail:
+    """The tool `name`; `NotFoundError` for a tool `caller` may not see, as for one that does not exist."""
+    session = caller.session()
+    tool = gateway.catalog.tool(name)
+    if tool is None or not gateway.visibility.may_see(session, tool):
+        raise NotFoundError(f"No such tool: {name!r}")
+    skills = {skill.name for skill in gateway.skills.visible_skills(session)}
+    groups = [
+        group.name
+        for group in gateway.groups()
+        if any(member.name == name for member in gateway.group_tools(group.name, caller.identity.role))
+    ]
+    return ToolDetail(tool, [skill for skill in gateway.skills.carriers(name) if skill in skills], groups)
+
+
 def tool_routes(api: Api) -> list[Route]:
     """The routes of `/api/v1/tools`."""
     gateway = api.gateway
@@ -124,22 +170,7 @@ def tool_routes(api: Api) -> list[Route]:
         caller = api.caller(request)
         params = request.query_params
         limit = query_int(request, "limit", DEFAULT_LIMIT, MAX_LIMIT)
-        for key, allowed in (("risk", RISKS), ("layer", LAYERS)):
-            if params.get(key, allowed[0]) not in allowed:
-                raise BadRequestError(f"{key} must be one of {', '.join(allowed)}")
-        group = params.get("group")
-        members = None
-        if group is not None:
-            members = {tool.name for tool in gateway.group_tools(group, caller.identity.role)}
-        query = ToolQuery(
-            q=params.get("q") or None,
-            server=params.get("server"),
-            tag=params.get("tag"),
-            risk=params.get("risk"),
-            layer=params.get("layer"),
-            members=members,
-        )
-        found = search(visible.entries(caller), query)
+        found = search(visible.entries(caller), tool_query(gateway, caller, params))
         try:
             chunk, next_cursor = page(found, params.get("cursor"), limit, lambda tool: tool.name)
         except ProtocolError as error:
@@ -149,26 +180,16 @@ def tool_routes(api: Api) -> list[Route]:
         )
 
     async def detail(request: Request) -> Response:
-        caller = api.caller(request)
-        session = caller.session()
-        name: str = request.path_params["name"]
-        tool = gateway.catalog.tool(name)
-        if tool is None or not gateway.visibility.may_see(session, tool):
-            raise NotFoundError(f"No such tool: {name!r}")
-        skills = {skill.name for skill in gateway.skills.visible_skills(session)}
-        groups = [
-            group.name
-            for group in gateway.groups()
-            if any(member.name == name for member in gateway.group_tools(group.name, caller.identity.role))
-        ]
+        found = tool_detail(gateway, api.caller(request), request.path_params["name"])
+        tool = found.tool
         annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
         body = {
             **summary(tool),
             "input_schema": dict(tool.input_schema),
             "output_schema": dict(tool.output_schema) if tool.output_schema is not None else None,
             "annotations": annotations,
-            "skills": [skill for skill in gateway.skills.carriers(name) if skill in skills],
-            "groups": groups,
+            "skills": found.skills,
+            "groups": found.groups,
         }
         return JSONResponse({"tool": body})
 

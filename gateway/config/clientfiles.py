@@ -7,6 +7,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from gateway.config.schema import NAME_PATTERN, Problem
 
@@ -96,3 +97,20 @@ def client_snippet(client: str, name: str, *, url: str | None = None, command: S
         if client == "vscode":
             server = {"type": "stdio", **server}
     return {"servers" if client == "vscode" else "mcpServers": {name: server}}
+
+
+def endpoint_path(group: str | None) -> str:
+    """The path of the gateway's MCP endpoint (`/mcp`), or of tool group `group`'s."""
+    return "/mcp" if group is None else f"/mcp/g/{quote(group, safe='')}"
+
+
+def gateway_snippet(
+    client: str, group: str | None, *, base_url: str | None = None, stdio_command: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The snippet connecting `client` to the gateway (or group `group`): its HTTP endpoint under
+    `base_url`, or without one the stdio `stdio_command` that launches it (`--group` added)."""
+    name = "gateway" if group is None else f"gateway-{group}"
+    if base_url is None:
+        command = [*stdio_command, *(("--group", group) if group is not None else ())]
+        return client_snippet(client, name, command=command)
+    return client_snippet(client, name, url=base_url.rstrip("/") + endpoint_path(group))

@@ -45,6 +45,7 @@ from gateway.errors import ConfigError
 from gateway.groups import Group, parse_groups
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.sandbox import SandboxLimits
+from gateway.stores import StoreSettings
 from gateway.tools import Risk
 
 _T = TypeVar("_T")
@@ -87,7 +88,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
     problems += schema_problems(data, kind)
     access_problems: list[tuple[str, str]] = []
-    policy, confirmation, auth, groups, registration = _access_sections(
+    policy, confirmation, auth, groups, registration, store = _sections(
         data if kind == "gateway" else {}, source, base_dir, access_problems
     )
     if problems:
@@ -109,6 +110,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         auth=auth,
         groups=groups,
         registration=registration,
+        store=store,
     )
 
 
@@ -144,10 +146,11 @@ def _variables(env: Mapping[str, str], base_dir: Path) -> dict[str, str]:
     return {**env, "GATEWAY_PYTHON": sys.executable, "CONFIG_DIR": str(base_dir)}
 
 
-def _access_sections(
+def _sections(
     document: Mapping[str, Any], source: str, base_dir: Path, problems: list[tuple[str, str]]
-) -> tuple[Policy, ConfirmationSettings, AuthSettings, dict[str, Group], RegistrationPolicy]:
-    """The `roles`, `confirmation`, `auth`, `groups` and `registration` sections, each problem with its path."""
+) -> tuple[Policy, ConfirmationSettings, AuthSettings, dict[str, Group], RegistrationPolicy, StoreSettings]:
+    """The `roles`, `confirmation`, `auth`, `groups`, `registration` and `store` sections, each problem
+    with its path."""
     roles = document.get("roles")
 
     def parse(build: Callable[[], _T], default: _T) -> _T:
@@ -179,7 +182,8 @@ def _access_sections(
     registration = parse(
         lambda: RegistrationPolicy.from_config(document.get("registration"), source_file=source), RegistrationPolicy()
     )
-    return policy or Policy(), confirmation, auth, groups, registration
+    store = parse(lambda: StoreSettings.from_config(document.get("store"), source_file=source), StoreSettings())
+    return policy or Policy(), confirmation, auth, groups, registration, store
 
 
 def _raise_all(source: str, problems: list[Problem], written: list[tuple[str, str]]) -> None:

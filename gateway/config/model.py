@@ -12,6 +12,7 @@ from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.groups import Group
 from gateway.pipeline.confirmation import ConfirmationSettings
+from gateway.stores import StoreSettings
 from gateway.tools import Layer, Risk
 
 SandboxMode = Literal["per-call", "per-session"]
@@ -161,5 +162,8 @@ class GatewayConfig:
     confirmation: ConfirmationSettings = field(default_factory=ConfirmationSettings)
     registration: RegistrationPolicy = field(default_factory=RegistrationPolicy)
     """What the admin API may register; by default nothing."""
+    store: StoreSettings = field(default_factory=StoreSettings)
+    """The `store` section: where the durable stores live (SQLite under `data_dir` by default) and
+    the state replicas share (this process by default)."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from gateway.config.model import GatewayConfig, ServerConfig
 
 
 def secrets_of(config: GatewayConfig) -> Iterator[str]:
     """Every secret value in `config`: servers' `env` and `headers` values, the query values and
-    password of their URLs, plain API keys and the JWT secret."""
+    password of their URLs, plain API keys, the JWT secret and the store URL's password."""
     for server in config.servers:
         yield from server_secrets(server)
     yield from config.auth.plain_keys
     if config.auth.jwt is not None and config.auth.jwt.hs256_secret is not None:
         yield config.auth.jwt.hs256_secret
+    if config.store.url is not None and (password := urlsplit(config.store.url).password):
+        # Written percent-encoded in the URL, sent decoded: either form may show up in an error.
+        yield password
+        yield unquote(password)
 
 
 def server_secrets(server: ServerConfig) -> Iterator[str]:

@@ -1,5 +1,6 @@
 """The HTTP edge: streamable HTTP MCP at `/mcp` and each tool group's `/mcp/g/<group>`, the admin API
-under `/api/v1`, the registry read API at `/v0.1`, `/healthz`, `/readyz`, `/metrics`, and Host and Origin checks."""
+under `/api/v1`, the registry read API at `/v0.1`, `/healthz`, `/readyz`, `/metrics`, the web page at
+`/`, and Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.common import API_PREFIX
@@ -28,6 +29,7 @@ from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
 from gateway.metrics import CONTENT_TYPE
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
+from gateway.web.app import web_app
 
 METRICS_PATH = "/metrics"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -153,11 +155,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     mcp = StreamableHTTPASGIApp(sessions)
     # MCP first: Starlette tries routes in order, and nearly every request is a call to `/mcp`.
-    routes = [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
+    routes: list[BaseRoute] = [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
     routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator.settings))
     routes += api_routes(service, security, sessions.end)
     routes += registry_routes(service)
+    # Last: the web page answers every path no other route does.
+    routes.append(web_app(service))
     app = Starlette(routes=routes, lifespan=lifespan)
     # Innermost: only an authenticated request gets its body read.
     app.add_middleware(EnvelopeGuard)

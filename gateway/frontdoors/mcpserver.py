@@ -38,6 +38,7 @@ from gateway.auth.middleware import current_identity
 from gateway.catalog import page
 from gateway.downstream import bound
 from gateway.errors import ProtocolError, ToolError, clip
+from gateway.frontdoors import tasks
 from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.frontdoors.notifications import Coalescer, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
@@ -46,6 +47,7 @@ from gateway.redaction import Redactor
 from gateway.service import Gateway
 from gateway.session import SessionContext, Transport
 from gateway.skills.metatools import STATE_TOOLS
+from gateway.tasks import TASK_NOTE
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,22 @@ class GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or changes, experimental_capabilities, extensions
         )
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The SDK's capabilities, and tasks in the handshake era once they are served (`tasks.install`)."""
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if protocol_version not in MODERN_PROTOCOL_VERSIONS and self.get_request_handler("tasks/get") is not None:
+            capabilities.tasks = tasks.CAPABILITY
+        return capabilities
 
 
 def _connection(ctx: Context) -> Connection:
@@ -262,6 +280,9 @@ def build_server(
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ProgressThrottle(ctx.session.report_progress, clock)
         notes = client_notes(ctx)
+        order = tasks.task_order(ctx, gateway, session, params)
+        if order is not None:
+            notes[TASK_NOTE] = order
         if modern and params.request_state is not None:
             # The retry after the person answered the approval the gateway asked for below.
             if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
@@ -389,6 +410,9 @@ def build_server(
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call
     # that buys nothing until a tracer is installed.
     server.middleware.clear()
+    tasks.install(
+        server, gateway, lambda ctx: session_of(gateway, ctx), lambda r: redacted_error(r, gateway.redact), page_size
+    )
 
     async def notify() -> None:
         await notify_tools_changed(gateway, bus)

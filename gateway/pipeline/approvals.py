@@ -1,21 +1,22 @@
 """Pending approvals: risky calls parked until a person approves or declines them out of the model's reach.
 
-A client that cannot ask its user (no elicitation) gets no token: its call is parked as a row in
-SQLite (`approvals.db` under `data_dir`), bound to the caller, the session, the tool and the exact
-arguments, with a TTL. The model only learns the approval's id. A person decides through a channel
-the model does not hold (the `approvals` command on the host, or `/api/v1/approvals` with a
-credential), and when the model calls again with the same arguments the call runs once.
+A client that cannot ask its user (no elicitation) gets no token: its call is parked as a row
+behind the store seam (`approvals.db` under `data_dir`, or PostgreSQL), bound to the caller, the
+session, the tool and the exact arguments, with a TTL. The model only learns the approval's id. A
+person decides through a channel the model does not hold (the `approvals` command on the host, or
+`/api/v1/approvals` with a credential), and when the model calls again with the same arguments the
+call runs once.
 
 Every change of status is a compare-and-set on the persisted row (pending -> approved or
-declined, approved -> used), inside an immediate transaction, so two approvals, two retries or
-two gateway processes sharing the file can never run a call twice.
+declined, approved -> used): an UPDATE whose WHERE names the status it changes from, inside a
+transaction, so two approvals, two retries or two gateway processes sharing the database can
+never run a call twice (SQLite takes the write lock first; PostgreSQL makes the second UPDATE
+wait for the first and then find the status changed).
 """
 
 from __future__ import annotations
 
 import secrets
-import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,25 +28,10 @@ from typing import Any
 from gateway.auth.policy import Policy
 from gateway.errors import GatewayError, ToolRefusedError
 from gateway.pipeline.audit import AuditEntry
-from gateway.pipeline.storage import open_database
+from gateway.stores import Database, DatabaseError, Queries, StoreSettings, migrate, open_database
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS approvals (
-    id TEXT PRIMARY KEY,
-    caller TEXT NOT NULL,
-    role TEXT,
-    session TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    args_digest TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    created REAL NOT NULL,
-    expires REAL NOT NULL,
-    status TEXT NOT NULL,
-    decided_by TEXT,
-    decided REAL
-);
-CREATE INDEX IF NOT EXISTS approvals_by_call ON approvals (caller, session, tool, args_digest);
-"""
+STORE = "approvals"
+"""The approvals' name in the store seam."""
 APPROVALS_FILE = "approvals.db"
 """The approvals database, under the gateway's `data_dir`."""
 API_PATH = "/api/v1/approvals"
@@ -148,21 +134,28 @@ def decision_entry(approval: Approval) -> AuditEntry:
 
 
 class ApprovalStore:
-    """Pending approvals in SQLite; `clock` gives wall-clock seconds, as approvals outlive the process."""
+    """Pending approvals in `db`; `clock` gives wall-clock seconds, as approvals outlive the process."""
 
-    def __init__(self, path: str | Path, clock: Callable[[], float] = time.time) -> None:
-        self.path = Path(path)
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
         self.clock = clock
-        self._lock = threading.Lock()
         try:
-            self._db = open_database(self.path, _SCHEMA)
-        except sqlite3.Error as error:
-            raise ApprovalStoreError(f"Cannot open the approvals database {self.path}: {error}") from None
+            migrate(db, STORE)
+        except DatabaseError as error:
+            db.close()
+            raise ApprovalStoreError(f"Cannot open the approvals database {db.where}: {error.message}") from None
+
+    @classmethod
+    def open(cls, settings: StoreSettings, data_dir: Path, clock: Callable[[], float] = time.time) -> ApprovalStore:
+        """The approvals where `settings` put them: `approvals.db` under `data_dir`, or PostgreSQL."""
+        try:
+            return cls(open_database(settings, data_dir, STORE), clock)
+        except DatabaseError as error:
+            raise ApprovalStoreError(f"Cannot open the approvals database {error.message}") from None
 
     def close(self) -> None:
         """Close the database; later operations fail."""
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def checkpoint(self, binding: Binding, role: str | None, arguments: str, ttl: float) -> tuple[Approval, bool]:
         """The live approval of this exact call, and whether it was parked just now (none was live).
@@ -171,24 +164,24 @@ class ApprovalStore:
         call may run now, exactly once. `PENDING` and `DECLINED` mean it may not.
         """
         now = self.clock()
-        with self._transaction():
-            row = self._db.execute(
+        with self._transaction() as tx:
+            row = tx.fetch_one(
                 f"SELECT {_COLUMNS} FROM approvals WHERE caller = ? AND session = ? AND tool = ? AND args_digest = ?"
                 " AND status != ? AND expires > ? ORDER BY created DESC LIMIT 1",
-                (binding.caller, binding.session, binding.tool, binding.args_digest, Status.USED, now),
-            ).fetchone()
+                (binding.caller, binding.session, binding.tool, binding.args_digest, Status.USED.value, now),
+            )
             if row is not None:
                 approval = _approval(row)
                 if approval.status != Status.APPROVED:
                     return approval, False
-                cursor = self._db.execute(
+                changed = tx.execute(
                     "UPDATE approvals SET status = ? WHERE id = ? AND status = ?",
-                    (Status.USED, approval.id, Status.APPROVED),
+                    (Status.USED.value, approval.id, Status.APPROVED.value),
                 )
-                if cursor.rowcount == 1:
+                if changed == 1:
                     return replace(approval, status=Status.USED), False
             # Nothing expired can be approved any more, so parking is a good moment to forget it.
-            self._db.execute("DELETE FROM approvals WHERE expires <= ?", (now,))
+            tx.execute("DELETE FROM approvals WHERE expires <= ?", (now,))
             fresh = Approval(
                 id=f"ap-{secrets.token_hex(6)}",
                 caller=binding.caller,
@@ -201,25 +194,22 @@ class ApprovalStore:
                 expires=now + ttl,
                 status=Status.PENDING,
             )
-            self._db.execute(
-                f"INSERT INTO approvals ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                _row(fresh),
-            )
+            tx.execute(f"INSERT INTO approvals ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _row(fresh))
             return fresh, True
 
     def get(self, approval_id: str) -> Approval | None:
         """The approval with that id, whatever its status."""
-        with self._transaction():
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+        with self._transaction() as tx:
+            row = tx.fetch_one(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,))
         return _approval(row) if row is not None else None
 
     def pending(self) -> list[Approval]:
         """Every approval still waiting for a person, oldest first."""
-        with self._transaction():
-            rows = self._db.execute(
+        with self._transaction() as tx:
+            rows = tx.fetch_all(
                 f"SELECT {_COLUMNS} FROM approvals WHERE status = ? AND expires > ? ORDER BY created",
-                (Status.PENDING, self.clock()),
-            ).fetchall()
+                (Status.PENDING.value, self.clock()),
+            )
         return [_approval(row) for row in rows]
 
     def decide(self, approval_id: str, approve: bool, decided_by: str) -> Approval:
@@ -230,36 +220,28 @@ class ApprovalStore:
         """
         now = self.clock()
         status = Status.APPROVED if approve else Status.DECLINED
-        with self._transaction():
-            cursor = self._db.execute(
+        with self._transaction() as tx:
+            changed = tx.execute(
                 "UPDATE approvals SET status = ?, decided_by = ?, decided = ?"
                 " WHERE id = ? AND status = ? AND expires > ?",
-                (status, decided_by, now, approval_id, Status.PENDING, now),
+                (status.value, decided_by, now, approval_id, Status.PENDING.value, now),
             )
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+            row = tx.fetch_one(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval_id,))
         if row is None:
             raise ApprovalNotFoundError(f"No approval {approval_id}")
         approval = _approval(row)
-        if cursor.rowcount != 1:
+        if changed != 1:
             state = "has expired" if approval.status == Status.PENDING else f"was already {approval.status.value}"
             raise ApprovalClosedError(f"Approval {approval_id} {state}")
         return approval
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        # Immediate: the write lock is taken before any read, so another process sharing the file
-        # cannot change a row between a read and the update that depends on it.
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                raise ApprovalStoreError(f"Cannot use the approvals database {self.path}: {error}") from None
+    def _transaction(self) -> Iterator[Queries]:
+        try:
+            with self._db.transaction() as tx:
+                yield tx
+        except DatabaseError as error:
+            raise ApprovalStoreError(f"Cannot use the approvals database {self._db.where}: {error.message}") from None
 
 
 def _approval(row: tuple[Any, ...]) -> Approval:

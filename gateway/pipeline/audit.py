@@ -1,23 +1,28 @@
-"""The audit trail: one SQLite row per tool call, written before the call's result is returned.
+"""The audit trail: one row per tool call, written before the call's result is returned.
 
-Durability: the database runs in WAL mode with `synchronous=NORMAL`. A commit then has
-written its row into the WAL file (the operating system's page cache) before it returns, so
-the row survives the gateway being killed, `kill -9` included; only a power loss or kernel
-crash can take back the last commits. `synchronous=FULL` would add an fsync to every call
-(about 0.35 ms here against 0.02 ms) for that last case, which an audit trail of tool calls
-does not need.
+The rows live behind the store seam (`gateway.stores`): a SQLite file by default, or the
+PostgreSQL database several replicas share.
 
-Batching: while `maintain` runs, a call's row is queued and one writer task on the event loop
-commits everything queued since its last commit in one transaction (group commit): the caller
-waits for that commit, so "committed before the result is returned" still holds, and under load
-a commit is shared by every call that finished in the same turn of the loop (about 14 us a row
-in a batch against 20 to 80 us for a row committed alone). Without `maintain` (the command line,
-tests of the store alone) a row is committed inline.
+Durability: SQLite runs in WAL mode with `synchronous=NORMAL`. A commit then has written its
+row into the WAL file (the operating system's page cache) before it returns, so the row
+survives the gateway being killed, `kill -9` included; only a power loss or kernel crash can
+take back the last commits. `synchronous=FULL` would add an fsync to every call (about 0.35 ms
+here against 0.02 ms) for that last case, which an audit trail of tool calls does not need.
+PostgreSQL has committed (and flushed) the row when the insert returns.
 
-Threading: the writer runs on the event loop (a hop to a worker thread and back costs about
-100 us a call). What can stall for milliseconds is a WAL checkpoint, so automatic checkpoints
-are off and `maintain` runs them in a worker thread on a connection of its own; reads for
-`recent` also run in a worker thread.
+Batching: while `maintain` runs, a call's row is queued and one writer task commits everything
+queued since its last commit in one transaction (group commit): the caller waits for that
+commit, so "committed before the result is returned" still holds, and under load a commit is
+shared by every call that finished in the same turn of the event loop (about 14 us a row in a
+batch against 20 to 80 us for a SQLite row committed alone; one network round trip a batch for
+PostgreSQL). Without `maintain` (the command line, tests of the store alone) a row is committed
+at once.
+
+Threading: a SQLite batch is committed on the event loop (a hop to a worker thread and back
+costs about 100 us); one that crosses the network to PostgreSQL in a worker thread. What can
+stall SQLite for milliseconds is a WAL checkpoint, so automatic checkpoints are off and
+`maintain` runs them in a worker thread on a connection of its own; reads for `recent` also run
+in a worker thread.
 """
 
 from __future__ import annotations
@@ -25,10 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
-import threading
 from collections.abc import Callable, Mapping
-from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,33 +51,16 @@ from gateway.errors import (
     describe_error,
 )
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.pipeline.storage import open_database
 from gateway.redaction import NO_SECRETS, Redactor
+from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 
 # Enough to say what went wrong; full results and arguments never go into the audit trail.
 _MAX_DETAIL_CHARS = 1000
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY,
-    time TEXT NOT NULL,
-    epoch REAL NOT NULL,
-    session TEXT NOT NULL,
-    caller TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    args_digest TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    duration_ms REAL NOT NULL,
-    detail TEXT NOT NULL,
-    request_id TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS audit_by_session ON audit (session, id);
-CREATE INDEX IF NOT EXISTS audit_by_tool ON audit (tool, id);
-"""
 log = logging.getLogger(__name__)
 _COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id"
-# Columns added since the first release, created in a database written by an older gateway.
-_ADDED_COLUMNS = {"request_id": "TEXT NOT NULL DEFAULT ''"}
+STORE = "audit"
+"""The audit trail's name in the store seam (its SQLite file is `audit.db`)."""
 
 
 _INSERT = f"INSERT INTO audit (time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
@@ -120,29 +105,37 @@ CallObserver = Callable[[AuditEntry, str], None]
 
 
 class AuditStore:
-    """An append-only SQLite audit trail; `redact` keeps the configured secrets out of every row."""
+    """An append-only audit trail in `db`; `redact` keeps the configured secrets out of every row.
 
-    def __init__(self, path: str | Path, redact: Redactor = NO_SECRETS) -> None:
-        self.path = Path(path)
+    For SQLite, open `db` with manual checkpoints and run `maintain`.
+    """
+
+    def __init__(self, db: Database, redact: Redactor = NO_SECRETS) -> None:
+        self._db = db
         self._redact = redact
-        self._lock = threading.Lock()
         self._batch = _Batch()
         self._wake = anyio.Event()
         self._writing = False
         try:
-            self._db = open_database(self.path, _SCHEMA)
-            _add_missing_columns(self._db)
-            # Checkpoints copy the WAL into the database and can take milliseconds; `maintain` runs
-            # them in a worker thread so that the insert on the event loop stays a short append.
-            self._db.execute("PRAGMA wal_autocheckpoint=0")
-        except sqlite3.Error as error:
-            raise AuditError(f"Cannot open the audit database {self.path}: {error}") from None
+            migrate(db, STORE)
+        except DatabaseError as error:
+            db.close()
+            raise AuditError(f"Cannot open the audit database {db.where}: {error.message}") from None
+
+    @classmethod
+    def open(cls, settings: StoreSettings, data_dir: Path, redact: Redactor = NO_SECRETS) -> AuditStore:
+        """The audit trail where `settings` put it: `audit.db` under `data_dir`, or PostgreSQL."""
+        try:
+            db = open_database(settings, data_dir, STORE, manual_checkpoints=True)
+        except DatabaseError as error:
+            raise AuditError(f"Cannot open the audit database {error.message}") from None
+        return cls(db, redact)
 
     async def record(self, entry: AuditEntry) -> None:
         """Append `entry`; once this returns the row is committed (see Batching above)."""
         row = self._row(entry)
         if not self._writing:
-            self._insert([row])
+            await self._commit([row])
             return
         batch = self._batch
         batch.rows.append(row)
@@ -152,13 +145,13 @@ class AuditStore:
             raise batch.error
 
     async def maintain(self, interval: float = 5.0) -> None:
-        """Until cancelled: commit queued rows in batches, and checkpoint the WAL in a worker thread
-        every `interval` seconds."""
+        """Until cancelled: commit queued rows in batches, and the database's upkeep (SQLite's WAL
+        checkpoint) in a worker thread every `interval` s."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._write_batches)
             while True:
                 await anyio.sleep(interval)
-                await anyio.to_thread.run_sync(self._checkpoint)
+                await anyio.to_thread.run_sync(self._upkeep)
 
     async def _write_batches(self) -> None:
         """The one writer: each time rows are queued, commit all of them in one transaction."""
@@ -167,39 +160,49 @@ class AuditStore:
             while True:
                 await self._wake.wait()
                 self._wake = anyio.Event()
-                batch, self._batch = self._batch, _Batch()
-                try:
-                    self._insert(batch.rows)
-                except AuditError as error:
-                    batch.error = error
-                batch.committed.set()
+                await self._commit_batch()
         finally:
-            # Rows queued after the last commit are written inline, with their callers still waiting.
+            # Rows queued after the last commit are written at once, their callers still waiting.
             self._writing = False
             if self._batch.rows:
-                batch, self._batch = self._batch, _Batch()
-                try:
-                    self._insert(batch.rows)
-                except AuditError as error:
-                    batch.error = error
-                batch.committed.set()
+                with anyio.CancelScope(shield=True):
+                    await self._commit_batch()
 
-    def _checkpoint(self) -> None:
-        # Its own connection: a passive checkpoint never blocks the writer on the event loop.
+    async def _commit_batch(self) -> None:
+        batch, self._batch = self._batch, _Batch()
         try:
-            with closing(sqlite3.connect(self.path, isolation_level=None)) as db:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as error:
-            log.warning("audit checkpoint failed: %s", error)
+            await self._commit(batch.rows)
+        except AuditError as error:
+            batch.error = error
+        batch.committed.set()
 
-    async def recent(self, limit: int = 50, session: str | None = None, tool: str | None = None) -> list[AuditEntry]:
-        """The newest entries first, optionally only one session's or one tool's."""
-        return await anyio.to_thread.run_sync(self._select, limit, session, tool)
+    async def _commit(self, rows: list[tuple[Any, ...]]) -> None:
+        """Commit `rows` in one transaction: on the event loop when local, else in a worker thread."""
+        if self._db.inline_writes:
+            self._insert(rows)
+        else:
+            await anyio.to_thread.run_sync(self._insert, rows)
+
+    def _upkeep(self) -> None:
+        try:
+            self._db.maintain()
+        except DatabaseError as error:
+            log.warning("audit checkpoint failed: %s", error.message)
+
+    async def recent(
+        self,
+        limit: int = 50,
+        session: str | None = None,
+        tool: str | None = None,
+        caller: str | None = None,
+        outcome: str | None = None,
+    ) -> list[AuditEntry]:
+        """The newest entries first, optionally only those of one session, tool, caller or outcome."""
+        return await anyio.to_thread.run_sync(self._select, limit, session, tool, caller, outcome)
 
     def close(self) -> None:
         """Close the database; later calls fail."""
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def _row(self, entry: AuditEntry) -> tuple[Any, ...]:
         redact = self._redact
@@ -218,33 +221,30 @@ class AuditStore:
         )
 
     def _insert(self, rows: list[tuple[Any, ...]]) -> None:
-        """Commit `rows` in one transaction."""
         try:
-            with self._lock:
-                if len(rows) == 1:
-                    self._db.execute(_INSERT, rows[0])
-                else:
-                    # The connection autocommits each statement; one transaction makes the batch one commit.
-                    self._db.execute("BEGIN")
-                    try:
-                        self._db.executemany(_INSERT, rows)
-                        self._db.execute("COMMIT")
-                    except sqlite3.Error:
-                        self._db.execute("ROLLBACK")
-                        raise
-        except sqlite3.Error as error:
-            raise AuditError(f"Cannot write to the audit database {self.path}: {error}") from None
+            if len(rows) == 1:
+                self._db.execute(_INSERT, rows[0])
+            else:
+                with self._db.transaction() as queries:
+                    for row in rows:
+                        queries.execute(_INSERT, row)
+        except DatabaseError as error:
+            raise AuditError(f"Cannot write to the audit database {self._db.where}: {error.message}") from None
 
-    def _select(self, limit: int, session: str | None, tool: str | None) -> list[AuditEntry]:
+    def _select(
+        self, limit: int, session: str | None, tool: str | None, caller: str | None, outcome: str | None
+    ) -> list[AuditEntry]:
         clauses, params = [], []
-        for column, value in (("session", session), ("tool", tool)):
+        for column, value in (("session", session), ("tool", tool), ("caller", caller), ("outcome", outcome)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         query = f"SELECT {_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?"
-        with self._lock:
-            rows = self._db.execute(query, (*params, limit)).fetchall()
+        try:
+            rows = self._db.fetch_all(query, (*params, limit))
+        except DatabaseError as error:
+            raise AuditError(f"Cannot read the audit database {self._db.where}: {error.message}") from None
         return [AuditEntry(*row) for row in rows]
 
 
@@ -296,14 +296,6 @@ class AuditCalls:
         await self._store.record(entry)
         if self._observe is not None:
             self._observe(entry, call.tool.source)
-
-
-def _add_missing_columns(db: sqlite3.Connection) -> None:
-    """Bring an audit table written by an older gateway up to the current columns; old rows get the defaults."""
-    present = {row[1] for row in db.execute("PRAGMA table_info(audit)")}
-    for column, definition in _ADDED_COLUMNS.items():
-        if column not in present:
-            db.execute(f"ALTER TABLE audit ADD COLUMN {column} {definition}")
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:

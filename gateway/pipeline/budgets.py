@@ -9,8 +9,9 @@ Four limits, each optional, taken from the role of the session making the call:
 For the two caller-wide limits every anonymous caller counts as one caller.
 
 Only admitted calls count; a refused call uses nothing. A call counts when it starts, whatever
-its outcome. `BudgetTracker` is the pure core (the caller passes the clock); `Budgets` is the
-pipeline step around it.
+its outcome. `Budgets` is the pipeline step; it counts through a `BudgetCounter`, the seam of
+where the counts live: `BudgetTracker`, the pure in-process core (the caller passes the clock), or
+the Redis counter shared by replicas (`gateway.shared.redisstate`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import mcp_types as types
 
@@ -56,8 +58,26 @@ class _CallerUsage:
     recent: deque[float] = field(default_factory=deque)
 
 
+class BudgetCounter(Protocol):
+    """Where calls are counted: admit one against a budget, free its concurrency slot, forget a session."""
+
+    async def admit(self, session_id: str, caller: str, budget: Budget) -> str:
+        """Admit one call or raise `BudgetExceededError`; the ticket returned is what `free` takes."""
+        ...
+
+    async def free(self, caller: str, ticket: str) -> None:
+        """End one admitted call of `caller`, freeing its concurrency slot."""
+        ...
+
+    async def forget(self, session_id: str) -> None:
+        """A session ended on this process; its caller's counts stay."""
+        ...
+
+
 class BudgetTracker:
-    """Counts calls per session and per caller against budgets. Pure: `clock` gives seconds."""
+    """Counts calls per session and per caller against budgets. Pure: `clock` gives seconds.
+
+    Its async methods make it the in-process `BudgetCounter`."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -89,6 +109,19 @@ class BudgetTracker:
         """Forget a session that ended; its caller's counts stay."""
         self._sessions.pop(session_id, None)
 
+    async def admit(self, session_id: str, caller: str, budget: Budget) -> str:
+        """`acquire`, as a `BudgetCounter`; calls in one process need no ticket."""
+        self.acquire(session_id, caller, budget)
+        return ""
+
+    async def free(self, caller: str, ticket: str) -> None:
+        """`release`, as a `BudgetCounter`."""
+        self.release(caller)
+
+    async def forget(self, session_id: str) -> None:
+        """`end_session`, as a `BudgetCounter`."""
+        self.end_session(session_id)
+
     def _sweep(self, now: float) -> None:
         # Callers come and go; drop the idle ones once a window so the map cannot grow without end.
         if now - self._last_sweep < WINDOW_SECONDS:
@@ -108,44 +141,57 @@ def _expire(recent: deque[float], now: float) -> None:
 def _check(budget: Budget, session: _SessionUsage, owner: _CallerUsage, now: float) -> None:
     limit = budget.max_calls_per_session
     if limit is not None and session.total >= limit:
-        raise BudgetExceededError(
-            "max_calls_per_session",
-            f"Refused: this session has used all {limit} calls its role allows (max_calls_per_session).",
+        raise refusal("max_calls_per_session", limit, None)
+    for name, recent, cap in (
+        ("calls_per_minute", session.recent, budget.calls_per_minute),
+        ("caller_calls_per_minute", owner.recent, budget.caller_calls_per_minute),
+    ):
+        if cap is not None and len(recent) >= cap:
+            raise refusal(name, cap, max(1, math.ceil(recent[0] + WINDOW_SECONDS - now)))
+    cap = budget.concurrent
+    if cap is not None and owner.running >= cap:
+        raise refusal("concurrent", cap, None)
+
+
+def refusal(limit: str, cap: int, wait: int | None) -> BudgetExceededError:
+    """The error refusing a call past `limit` (whose value is `cap`); `wait` is when a window frees a call."""
+    if limit == "max_calls_per_session":
+        return BudgetExceededError(
+            limit,
+            f"Refused: this session has used all {cap} calls its role allows (max_calls_per_session).",
             None,
             hint="No more calls are possible in this session; tell the user the budget is spent.",
         )
-    for name, recent, cap, whose in (
-        ("calls_per_minute", session.recent, budget.calls_per_minute, "this session"),
-        ("caller_calls_per_minute", owner.recent, budget.caller_calls_per_minute, "your sessions together"),
-    ):
-        if cap is not None and len(recent) >= cap:
-            wait = max(1, math.ceil(recent[0] + WINDOW_SECONDS - now))
-            raise BudgetExceededError(
-                name,
-                f"Refused: {whose} made {cap} calls in the last minute, the most its role allows ({name}); "
-                f"retry in {wait} seconds.",
-                float(wait),
-                hint="Wait before calling again, or tell the user the call budget is reached.",
-            )
-    cap = budget.concurrent
-    if cap is not None and owner.running >= cap:
-        raise BudgetExceededError(
-            "concurrent",
+    if limit == "concurrent":
+        return BudgetExceededError(
+            limit,
             f"Refused: {cap} of your calls are already running, the most your role allows at once (concurrent); "
             "retry when one of them has finished.",
             None,
             hint="Wait for your running calls, then call again.",
         )
+    whose = "this session" if limit == "calls_per_minute" else "your sessions together"
+    seconds = wait or 1
+    return BudgetExceededError(
+        limit,
+        f"Refused: {whose} made {cap} calls in the last minute, the most its role allows ({limit}); "
+        f"retry in {seconds} seconds.",
+        float(seconds),
+        hint="Wait before calling again, or tell the user the call budget is reached.",
+    )
 
 
 class Budgets:
     """Pipeline step: refuse calls past the budget of the session's role."""
 
     def __init__(
-        self, budget_of: Callable[[str | None], Budget | None], clock: Callable[[], float] = time.monotonic
+        self,
+        budget_of: Callable[[str | None], Budget | None],
+        clock: Callable[[], float] = time.monotonic,
+        counter: BudgetCounter | None = None,
     ) -> None:
         self._budget_of = budget_of
-        self.tracker = BudgetTracker(clock)
+        self.tracker: BudgetCounter = counter or BudgetTracker(clock)
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Admit the call against the role's budget, run it, then free its concurrency slot."""
@@ -157,16 +203,16 @@ class Budgets:
         # start a fresh budget.
         session = call.session
         caller = session.principal or session.caller
-        self.tracker.acquire(session.id, caller, budget)
+        ticket = await self.tracker.admit(session.id, caller, budget)
         if not session.state.get(STATE_KEY):
             session.state[STATE_KEY] = True
             session.on_close(self._forget(session.id))
         try:
             return await call_next(call)
         finally:
-            self.tracker.release(caller)
+            await self.tracker.free(caller, ticket)
 
-    def charge(self, session: SessionContext) -> None:
+    async def charge(self, session: SessionContext) -> None:
         """Count one request an upstream made of the session's client (sampling, elicitation) like a
         call that ends at once; raise `BudgetExceededError` when the role's budget refuses it. The
         call that caused it already holds a concurrency slot, so concurrency is not checked again."""
@@ -174,11 +220,11 @@ class Budgets:
         if budget is None:
             return
         caller = session.principal or session.caller
-        self.tracker.acquire(session.id, caller, replace(budget, concurrent=None))
-        self.tracker.release(caller)
+        ticket = await self.tracker.admit(session.id, caller, replace(budget, concurrent=None))
+        await self.tracker.free(caller, ticket)
 
     def _forget(self, session_id: str) -> Closer:
         async def forget() -> None:
-            self.tracker.end_session(session_id)
+            await self.tracker.forget(session_id)
 
         return forget

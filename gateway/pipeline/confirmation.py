@@ -16,9 +16,10 @@ Three ways to ask, decided per call by what the front door put in `call.notes`:
    sends can stand for a person's approval.
 
 Tokens are bound to the caller, the session, the tool and the exact arguments (sha256 of their
-canonical JSON), expire after the TTL, and work once. They live in SQLite (WAL, autocommit; only
-a hash of each token is stored), so one issued before a restart works once after it and a used
-one stays used. A wrong caller or session is refused before anything else about the token is said.
+canonical JSON), expire after the TTL, and work once. They live behind the store seam (a SQLite
+file, or PostgreSQL; only a hash of each token is stored), so one issued before a restart works
+once after it, on any replica sharing the database, and a used one stays used. A wrong caller or
+session is refused before anything else about the token is said.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ import hashlib
 import json
 import math
 import secrets
-import sqlite3
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.pipeline.audit import arguments_digest
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.pipeline.storage import open_database
+from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 from gateway.tools import Risk, ToolRecord
 
 ARGUMENT = "_confirmation"
@@ -69,19 +68,8 @@ CONFIRMATION_SCHEMA: dict[str, Any] = {
 }
 """The JSON Schema of the `confirmation` section."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS confirmations (
-    token_hash TEXT PRIMARY KEY,
-    caller TEXT NOT NULL,
-    session TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    args_digest TEXT NOT NULL,
-    issued REAL NOT NULL,
-    expires REAL NOT NULL,
-    used REAL
-);
-CREATE INDEX IF NOT EXISTS confirmations_by_expiry ON confirmations (expires);
-"""
+STORE = "confirmations"
+"""The tokens' name in the store seam (their SQLite file is `confirmations.db`)."""
 
 
 class ConfirmationDeclinedError(ToolRefusedError):
@@ -169,16 +157,23 @@ def refusal(issued: Issued | None, binding: Binding, now: float) -> str | None:
 
 
 class ConfirmationStore:
-    """One-time confirmation tokens in SQLite; operations run in a worker thread."""
+    """One-time confirmation tokens in `db`; operations run in a worker thread."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
+    def __init__(self, db: Database) -> None:
+        self._db = db
         try:
-            # Autocommit, so a token marked used is committed before the call it confirms runs.
-            self._db = open_database(self.path, _SCHEMA)
-        except sqlite3.Error as error:
-            raise ConfirmationStoreError(f"Cannot open the confirmation database {self.path}: {error}") from None
+            migrate(db, STORE)
+        except DatabaseError as error:
+            db.close()
+            raise ConfirmationStoreError(f"Cannot open the confirmation database {db.where}: {error.message}") from None
+
+    @classmethod
+    def open(cls, settings: StoreSettings, data_dir: Path) -> ConfirmationStore:
+        """The tokens where `settings` put them: `confirmations.db` under `data_dir`, or PostgreSQL."""
+        try:
+            return cls(open_database(settings, data_dir, STORE))
+        except DatabaseError as error:
+            raise ConfirmationStoreError(f"Cannot open the confirmation database {error.message}") from None
 
     async def issue(self, binding: Binding, now: float, ttl: float) -> str:
         """A new token for `binding`, valid from `now` for `ttl` seconds."""
@@ -194,39 +189,40 @@ class ConfirmationStore:
 
     def close(self) -> None:
         """Close the database; later operations fail."""
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def _insert(self, token_hash: str, binding: Binding, now: float, ttl: float) -> None:
         row = (token_hash, binding.caller, binding.session, binding.tool, binding.args_digest, now, now + ttl)
         try:
-            with self._lock:
-                # No expired token can confirm anything, so issuing is a good moment to forget them.
-                self._db.execute("DELETE FROM confirmations WHERE expires <= ?", (now,))
-                self._db.execute(
-                    "INSERT INTO confirmations (token_hash, caller, session, tool, args_digest, issued, expires)"
-                    " VALUES (?,?,?,?,?,?,?)",
-                    row,
-                )
-        except sqlite3.Error as error:
-            raise ConfirmationStoreError(f"Cannot write to the confirmation database {self.path}: {error}") from None
+            # No expired token can confirm anything, so issuing is a good moment to forget them.
+            self._db.execute("DELETE FROM confirmations WHERE expires <= ?", (now,))
+            self._db.execute(
+                "INSERT INTO confirmations (token_hash, caller, session, tool, args_digest, issued, expires)"
+                " VALUES (?,?,?,?,?,?,?)",
+                row,
+            )
+        except DatabaseError as error:
+            raise ConfirmationStoreError(
+                f"Cannot write to the confirmation database {self._db.where}: {error.message}"
+            ) from None
 
     def _use(self, token_hash: str, binding: Binding, now: float) -> str | None:
         query = "SELECT caller, session, tool, args_digest, expires, used FROM confirmations WHERE token_hash = ?"
         try:
-            with self._lock:
-                row = self._db.execute(query, (token_hash,)).fetchone()
-                issued = Issued(Binding(*row[:4]), row[4], row[5]) if row is not None else None
-                problem = refusal(issued, binding, now)
-                if problem is not None:
-                    return problem
-                # Conditional, so a second gateway process sharing the file cannot use it twice either.
-                cursor = self._db.execute(
-                    "UPDATE confirmations SET used = ? WHERE token_hash = ? AND used IS NULL", (now, token_hash)
-                )
-                return None if cursor.rowcount == 1 else "was already used; each confirmation works once"
-        except sqlite3.Error as error:
-            raise ConfirmationStoreError(f"Cannot read the confirmation database {self.path}: {error}") from None
+            row = self._db.fetch_one(query, (token_hash,))
+            issued = Issued(Binding(*row[:4]), row[4], row[5]) if row is not None else None
+            problem = refusal(issued, binding, now)
+            if problem is not None:
+                return problem
+            # Conditional, so a second gateway process sharing the database cannot use it twice either.
+            changed = self._db.execute(
+                "UPDATE confirmations SET used = ? WHERE token_hash = ? AND used IS NULL", (now, token_hash)
+            )
+            return None if changed == 1 else "was already used; each confirmation works once"
+        except DatabaseError as error:
+            raise ConfirmationStoreError(
+                f"Cannot read the confirmation database {self._db.where}: {error.message}"
+            ) from None
 
 
 class ConfirmRiskyCalls:

@@ -110,6 +110,19 @@ class LoopDetector:
         self._window.append(attempt)
         return attempt
 
+    def snapshot(self) -> dict[str, Any]:
+        """The window and the blocked fingerprints as JSON-ready data, for a store replicas share."""
+        window = [[attempt.tool, attempt.fingerprint, attempt.outcome] for attempt in self._window]
+        return {"window": window, "blocked": sorted(self._blocked)}
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any], window: int = 20, repeat_limit: int = 5) -> LoopDetector:
+        """A detector holding what `snapshot` gave (the newest `window` attempts of it)."""
+        detector = cls(window, repeat_limit)
+        detector._window.extend(Attempt(str(tool), str(key), outcome) for tool, key, outcome in data["window"])
+        detector._blocked.update(map(str, data["blocked"]))
+        return detector
+
     @staticmethod
     def settle(attempt: Attempt, outcome: str) -> None:
         """Note the digest of what the call returned (see `result_digest`, `error_digest`)."""

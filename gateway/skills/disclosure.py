@@ -7,8 +7,9 @@ order of those events, so no clock is needed. The exact rules are written in doc
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from gateway.errors import ToolRefusedError
 from gateway.skills.folder import Lifecycle
@@ -100,6 +101,18 @@ class ActiveSkills:
     def tools(self) -> set[str]:
         """Every tool name the active skills bring, each once."""
         return {tool for entry in self._entries.values() for tool in entry.tools}
+
+    def snapshot(self) -> dict[str, Any]:
+        """The active skills, least recently used first, as JSON-ready data for a store replicas share."""
+        return {"skills": [[name, sorted(entry.tools), entry.lifecycle] for name, entry in self._entries.items()]}
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any], capacity: int = 3, max_extended_tools: int = 40) -> ActiveSkills:
+        """The active skills `snapshot` gave, in their order."""
+        active = cls(capacity, max_extended_tools)
+        for name, tools, lifecycle in data["skills"]:
+            active._entries[str(name)] = _Entry(frozenset(map(str, tools)), cast(Lifecycle, lifecycle))
+        return active
 
     def _remove(self, lifecycle: Lifecycle) -> list[str]:
         """Remove every skill of `lifecycle`; their names, most recently used first."""

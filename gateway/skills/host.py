@@ -94,8 +94,10 @@ class SkillHost:
 
     def _search_item(self, tool: ToolRecord) -> SearchItem:
         """What Find_Tools matches `tool` by: its name, description and parameters, its server, and
-        the names and descriptions of the skills carrying it."""
+        the names and descriptions of the skills carrying it that name no roles. The index is one for
+        every caller: the words of a skill some roles may not see must not move results for them."""
         carriers = [self.skills.skills[name] for name in self._carriers.get(tool.name, [])]
+        carriers = [skill for skill in carriers if not skill.roles]
         return SearchItem(
             tool.name,
             tool.description,

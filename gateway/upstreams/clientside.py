@@ -5,7 +5,8 @@ from a client without them) and puts each such request to the client whose reque
 (`gateway.downstream`). A client that cannot be told, or does not support the request, makes
 the server get the protocol's error at once. Roots outside any request are the instance's
 workspace, if it has one. Log messages and resource updates go to the client of the request in
-flight, or, outside one, to `notices`, which knows the sessions that can see the server.
+flight, or, outside one, to `notices`, which knows the sessions that can see the server; so do
+task status notifications, which `notices` gives the session that created the task.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientRequestContext
 
 from gateway.downstream import ClientAnswer, ClientRequest, InFlight
 from gateway.session import SessionContext
 
-Notice = types.LoggingMessageNotification | types.ResourceUpdatedNotification
+Notice = types.LoggingMessageNotification | types.ResourceUpdatedNotification | types.TaskStatusNotification
 NoticeHandler = Callable[[str, Notice], Awaitable[None]]
 SessionNotices = Callable[[str, Notice, SessionContext | None], Awaitable[None]]
 """The gateway's handler of notices outside a request: the server, the notice, and the one session
@@ -60,6 +62,14 @@ class ClientSide:
             "elicitation_callback": self._elicit,
             "list_roots_callback": self._roots,
             "logging_callback": self._log,
+            # Task status is no notification the SDK knows; a binding receives what it does not.
+            "notification_bindings": [
+                NotificationBinding(
+                    method="notifications/tasks/status",
+                    params_type=types.TaskStatusNotificationParams,
+                    handler=self._task_status,
+                )
+            ],
         }
 
     async def on_message(self, message: Any) -> None:
@@ -93,6 +103,9 @@ class ClientSide:
         answer = await self._ask(types.ListRootsRequest())
         assert isinstance(answer, types.ListRootsResult | types.ErrorData)
         return answer
+
+    async def _task_status(self, params: types.TaskStatusNotificationParams) -> None:
+        await self._notices(self.server, types.TaskStatusNotification(params=params))
 
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         downstream = self.in_flight.caller()

@@ -38,7 +38,7 @@ from gateway.errors import (
 )
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
-from gateway.upstreams import faults
+from gateway.upstreams import faults, tasking
 from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
@@ -431,6 +431,25 @@ class Upstream:
         try:
             with self.client_side.in_flight.request():
                 return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
+        except MCPError as error:
+            raise _translate(self.name, error) from None
+
+    async def create_task(
+        self, tool: ToolRecord, arguments: Mapping[str, Any], metadata: types.TaskMetadata
+    ) -> types.Task | None:
+        """Ask the server to run `tool` as a task; its task, or None when it runs no tasks."""
+        session = await self._live_session()
+        if not tasking.runs_tasks(session.server_capabilities):
+            return None
+        answer = await self.send_as_is(tasking.task_call(tool.original_name, arguments, metadata))
+        return tasking.created_task(self.name, answer)
+
+    async def send_as_is(self, request: types.Request[Any, Any]) -> dict[str, Any]:
+        """Send a task-augmented call or a `tasks/*` request, which the SDK neither sends nor reads."""
+        session = await self._live_session()
+        try:
+            with self.client_side.in_flight.request():
+                return await tasking.send_as_is(session, request)
         except MCPError as error:
             raise _translate(self.name, error) from None
 

@@ -1,6 +1,7 @@
 """Pending approvals through a real gateway over real HTTP with real API keys: a call of a client that
 cannot elicit is parked, a person decides it through the CLI or `/api/v1/approvals`, and the model's
-retry runs it exactly once; nothing the model sends can stand for that decision."""
+retry runs it exactly once; nothing the model sends can stand for that decision. Each test runs on
+each store backend; two gateways sharing one database run an approved call once between them."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.pipeline.chain import ToolCall
 from gateway.pipeline.confirmation import APPROVAL_KEY, ARGUMENT, binding_of
+from gateway.stores import Database, open_database
 from tests.support.access import KEYS, auth_section, http_client
+from tests.support.databases import Backend
 from tests.support.harness import REPO, http_gateway
 from tests.support.launches import launches
 from tests.support.skills import text, write_skill
@@ -55,9 +58,9 @@ class Clock:
 
 
 class Setup:
-    """A configuration file (for the gateway and the CLI), its data directory, and the launch log."""
+    """A configuration file (for the gateway and the CLI), its data directory and store, and the launch log."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, backend: Backend) -> None:
         skills = write_skill(tmp_path / "skills", "notes").parent
         document = {
             # A skill, so that the meta-tools (Use_Tool among them) are served.
@@ -66,7 +69,9 @@ class Setup:
             "auth": auth_section(),
             "roles": ROLES,
             "confirmation": {"ttl_seconds": TTL},
+            "store": backend.config_section(),
         }
+        self.backend = backend
         self.file = tmp_path / "gateway.yaml"
         self.file.write_text(yaml.safe_dump(document), encoding="utf-8")
         self.data_dir = tmp_path / "data"
@@ -75,6 +80,10 @@ class Setup:
     def config(self) -> GatewayConfig:
         """The configuration as the gateway loads it."""
         return load_config(self.file)
+
+    def database(self, store: str) -> Database:
+        """A connection to `store`'s database, where the gateway keeps it."""
+        return open_database(self.backend.settings, self.data_dir, store)
 
     def arguments(self, target: str = "moon") -> dict[str, Any]:
         """The arguments of one launch."""
@@ -91,9 +100,9 @@ class Setup:
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Setup:
-    """A fresh configuration and data directory."""
-    return Setup(tmp_path)
+def setup(tmp_path: Path, store_backend: Backend) -> Setup:
+    """A fresh configuration, data directory and store."""
+    return Setup(tmp_path, store_backend)
 
 
 def approval_of(result: types.CallToolResult) -> str:
@@ -130,10 +139,13 @@ async def listed(url: str, key: str) -> list[str]:
     return [entry["id"] for entry in response.json()["approvals"]]
 
 
-def approval_rows(data_dir: Path) -> list[tuple[Any, ...]]:
+def approval_rows(setup: Setup) -> list[tuple[Any, ...]]:
     """Every row of the approvals database: id and status."""
-    with closing(sqlite3.connect(data_dir / "approvals.db")) as db:
-        return db.execute("SELECT id, status FROM approvals ORDER BY created").fetchall()
+    db = setup.database("approvals")
+    try:
+        return db.fetch_all("SELECT id, status FROM approvals ORDER BY created")
+    finally:
+        db.close()
 
 
 async def test_a_parked_call_runs_exactly_once_after_a_person_approves_it(setup: Setup) -> None:
@@ -144,7 +156,7 @@ async def test_a_parked_call_runs_exactly_once_after_a_person_approves_it(setup:
         first = approval_of(await client.call_tool(TOOL, setup.arguments()))
         again = await client.call_tool(TOOL, setup.arguments())
         assert approval_of(again) == first and "Still waiting" in text(again)
-        assert approval_rows(setup.data_dir) == [(first, "pending")]
+        assert approval_rows(setup) == [(first, "pending")]
         assert setup.runs() == []
         assert (await decide(url, ADMIN, first)).status_code == 200
         ran = await client.call_tool(TOOL, setup.arguments())
@@ -267,7 +279,7 @@ async def test_a_token_the_model_sends_never_runs_the_call(setup: Setup) -> None
     assert setup.runs() == []
     for retry in (by_argument, forged, by_meta, through_use_tool):
         assert approval_of(retry) == approval
-    assert approval_rows(setup.data_dir) == [(approval, "pending")]
+    assert approval_rows(setup) == [(approval, "pending")]
 
 
 async def test_the_cli_lists_approves_and_declines_parked_calls(setup: Setup) -> None:
@@ -343,14 +355,25 @@ async def test_the_approvals_api_has_the_same_guards_as_mcp(setup: Setup) -> Non
     assert setup.runs() == []
 
 
-def every_value(data_dir: Path) -> Iterator[str]:
-    """Every value of every row of every table of every SQLite file under `data_dir`, as text."""
-    for path in sorted(data_dir.rglob("*.db")):
-        with closing(sqlite3.connect(path)) as db:
-            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            for table in tables:
-                for row in db.execute(f'SELECT * FROM "{table}"'):
-                    yield from (str(value) for value in row)
+def every_value(setup: Setup) -> Iterator[str]:
+    """Every value of every row of every table the stores wrote (the SQLite files under the data
+    directory, or the test's PostgreSQL schema), as text."""
+    if setup.backend.kind == "sqlite":
+        for path in sorted(setup.data_dir.rglob("*.db")):
+            with closing(sqlite3.connect(path)) as db:
+                tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                for table in tables:
+                    for row in db.execute(f'SELECT * FROM "{table}"'):
+                        yield from (str(value) for value in row)
+        return
+    db = setup.database("audit")
+    try:
+        query = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        for (table,) in db.fetch_all(query):
+            for row in db.fetch_all(f'SELECT * FROM "{table}"'):
+                yield from (str(value) for value in row)
+    finally:
+        db.close()
 
 
 async def test_no_token_is_kept_in_clear_in_any_database_or_the_log(
@@ -384,7 +407,7 @@ async def test_no_token_is_kept_in_clear_in_any_database_or_the_log(
             await client.call_tool(
                 "Use_Tool", {"name": TOOL, "arguments": {**setup.arguments("b"), ARGUMENT: tokens[0]}}
             )
-        stored = list(every_value(gateway.data_dir))
+        stored = list(every_value(setup))
     assert not asked.is_error
     assert len(tokens) >= 2
     assert stored
@@ -394,3 +417,28 @@ async def test_no_token_is_kept_in_clear_in_any_database_or_the_log(
     gateway_log = [record.getMessage() for record in caplog.records if not record.name.startswith(CLIENT_LOGGERS)]
     assert gateway_log
     assert [token for token in tokens for line in gateway_log if token in line] == []
+
+
+async def test_two_gateways_sharing_the_store_run_an_approved_call_once_between_them(setup: Setup) -> None:
+    async with http_gateway(setup.config()) as (_, first), http_gateway(setup.config()) as (_, second):
+
+        async def call(url: str) -> types.CallToolResult:
+            # The stateless era keys the session on the caller, so both gateways bind the same call.
+            async with http_client(url, INTERN, mode="2026-07-28") as client:
+                return await client.call_tool(TOOL, setup.arguments())
+
+        approval = approval_of(await call(first))
+        assert approval_of(await call(second)) == approval
+        approved = await decide(second, ADMIN, approval)
+        again = await decide(first, ADMIN, approval)
+        results: list[types.CallToolResult] = []
+
+        async def retry(url: str) -> None:
+            results.append(await call(url))
+
+        async with anyio.create_task_group() as group:
+            for url in (first, second, first, second):
+                group.start_soon(retry, url)
+    assert approved.status_code == 200 and again.status_code == 409
+    assert [result.is_error for result in results].count(False) == 1
+    assert setup.runs() == ["moon"]

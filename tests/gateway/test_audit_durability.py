@@ -1,13 +1,11 @@
-"""The audit trail survives the gateway process being killed with SIGKILL, after the calls or in mid-load."""
+"""The audit trail survives the gateway process being killed with SIGKILL, after calls or mid-load, on each backend."""
 
 from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
-from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -22,17 +20,19 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.pipeline.audit import AuditStore, arguments_digest
 from tests.support.access import http_client
+from tests.support.databases import Backend
 from tests.support.harness import REPO, free_port
 
 pytestmark = pytest.mark.anyio
 
 
-def write_config(tmp_path: Path) -> Path:
-    """A gateway configuration with only the local test tools, its data under `tmp_path`."""
+def write_config(tmp_path: Path, backend: Backend) -> Path:
+    """A gateway configuration with only the local test tools, its data under `tmp_path`, its stores on `backend`."""
     path = tmp_path / "gateway.yaml"
     config = {
         "gateway": {"data_dir": str(tmp_path / "data"), "call_timeout": 5},
         "local_tools": ["tests.support.localfns:greet", "tests.support.localfns"],
+        **({"store": backend.config_section()} if backend.settings.url else {}),
     }
     path.write_text(yaml.safe_dump(config))
     return path
@@ -55,8 +55,10 @@ EXPECTED = [
 ]
 
 
-async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(tmp_path: Path) -> None:
-    config = write_config(tmp_path)
+async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    config = write_config(tmp_path, store_backend)
     with anyio.fail_after(30):
         async with Client(gateway_process(config)) as client:
             reply = (await client.call_tool("local__process_id", {})).content[0]
@@ -72,7 +74,7 @@ async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(tmp_
             # Killed with replies delivered and nothing shut down: only committed rows can survive.
             os.kill(pid, signal.SIGKILL)
 
-    store = AuditStore(tmp_path / "data" / "audit.db")
+    store = AuditStore.open(store_backend.settings, tmp_path / "data")
     try:
         rows = await store.recent(limit=100)
     finally:
@@ -90,10 +92,10 @@ async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(tmp_
 
 
 async def test_every_answered_call_of_a_load_is_in_the_audit_trail_after_the_gateway_is_killed_mid_load(
-    tmp_path: Path,
+    tmp_path: Path, store_backend: Backend
 ) -> None:
     """Rows are committed in batches shared by concurrent calls; a call's answer still waits for its own."""
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, store_backend)
     port = free_port()
     command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(port)]
     answered: list[dict[str, str]] = []
@@ -125,8 +127,11 @@ async def test_every_answered_call_of_a_load_is_in_the_audit_trail_after_the_gat
             finally:
                 if process.returncode is None:
                     process.kill()
-    with closing(sqlite3.connect(tmp_path / "data" / "audit.db")) as db:
-        digests = {row[0] for row in db.execute("SELECT args_digest FROM audit WHERE tool = 'local__greet'")}
+    store = AuditStore.open(store_backend.settings, tmp_path / "data")
+    try:
+        digests = {row.args_digest for row in await store.recent(limit=100_000, tool="local__greet")}
+    finally:
+        store.close()
     assert len(answered) >= 300
     assert [arguments for arguments in answered if arguments_digest(arguments) not in digests] == []
 

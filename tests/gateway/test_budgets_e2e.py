@@ -1,9 +1,10 @@
 """Call budgets through a real gateway over HTTP: per session, per caller, at once, per session ever,
-reset after the window, and every refusal audited with its reason."""
+reset after the window, and every refusal audited with its reason. The counting tests run on both
+budget counters: in the process, and in a real Redis (`store.redis`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,18 @@ from typing import Any
 import anyio
 import pytest
 
-from gateway.pipeline.budgets import BudgetTracker
+from gateway.pipeline.budgets import BudgetCounter, BudgetTracker
 from gateway.service import Gateway
+from gateway.shared.redisstate import RedisState
 from tests.support.access import KEYS, ROLES, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.probe import wait_until
+from tests.support.services import redis_service, redis_url
 from tests.support.skills import text
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
+__all__ = ["redis_service", "redis_url"]
 
 INTERN = KEYS["intern"]
 
@@ -36,16 +40,39 @@ class ManualClock:
         return self.now
 
 
+Counter = Callable[[ManualClock], BudgetCounter]
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def counter(request: pytest.FixtureRequest) -> AsyncIterator[Counter]:
+    """How the gateway counts calls: in the process, or in the test run's Redis."""
+    if request.param == "memory":
+        yield BudgetTracker
+        return
+    url: str = request.getfixturevalue("redis_url")
+    opened: list[RedisState] = []
+
+    def in_redis(clock: ManualClock) -> BudgetCounter:
+        opened.append(RedisState(url, clock=clock, session_ttl=600, lease=120))
+        return opened[-1].budgets
+
+    yield in_redis
+    for state in opened:
+        await state.aclose()
+
+
 @asynccontextmanager
-async def metered(tmp_path: Path, **budget: int) -> AsyncIterator[tuple[Gateway, str, ManualClock]]:
-    """A gateway whose intern role has `budget`, counting calls on a manual clock."""
+async def metered(
+    tmp_path: Path, counter: Counter = BudgetTracker, **budget: int
+) -> AsyncIterator[tuple[Gateway, str, ManualClock]]:
+    """A gateway whose intern role has `budget`, counting calls with `counter` on a manual clock."""
     roles = {**ROLES, "intern": {"allow": ["toy__echo", "toy__sleep"], "budget": budget}}
     config = access_config(tmp_path, {"toy": toy_entry()}, roles=roles)
     async with http_gateway(config, transports=in_memory({"toy": toy()})) as (gateway, url):
         clock = ManualClock()
         # The Gateway builds its Budgets step on the real monotonic clock and takes no clock for it;
         # the tracker is swapped before any call so that the window can pass at once.
-        gateway.budgets.tracker = BudgetTracker(clock)
+        gateway.budgets.tracker = counter(clock)
         yield gateway, url, clock
 
 
@@ -54,8 +81,11 @@ async def _echo(client: Any, word: str = "hi") -> tuple[bool, str]:
     return bool(result.is_error), text(result)
 
 
-async def test_a_session_past_its_calls_per_minute_is_told_when_to_retry(tmp_path: Path) -> None:
-    async with metered(tmp_path, calls_per_minute=3) as (gateway, url, clock), http_client(url, INTERN) as client:
+async def test_a_session_past_its_calls_per_minute_is_told_when_to_retry(tmp_path: Path, counter: Counter) -> None:
+    async with (
+        metered(tmp_path, counter, calls_per_minute=3) as (gateway, url, clock),
+        http_client(url, INTERN) as client,
+    ):
         admitted = [await _echo(client, str(n)) for n in range(3)]
         clock.now += 20
         refused, message = await _echo(client, "fourth")
@@ -68,17 +98,17 @@ async def test_a_session_past_its_calls_per_minute_is_told_when_to_retry(tmp_pat
     assert "calls_per_minute" in refusal.detail
 
 
-async def test_the_window_passing_admits_calls_again(tmp_path: Path) -> None:
-    async with metered(tmp_path, calls_per_minute=2) as (_, url, clock), http_client(url, INTERN) as client:
+async def test_the_window_passing_admits_calls_again(tmp_path: Path, counter: Counter) -> None:
+    async with metered(tmp_path, counter, calls_per_minute=2) as (_, url, clock), http_client(url, INTERN) as client:
         assert [await _echo(client) for _ in range(2)] == [(False, "hi")] * 2
         assert (await _echo(client))[0]
         clock.now += 61
         assert await _echo(client, "again") == (False, "again")
 
 
-async def test_a_caller_is_counted_across_its_sessions(tmp_path: Path) -> None:
+async def test_a_caller_is_counted_across_its_sessions(tmp_path: Path, counter: Counter) -> None:
     async with (
-        metered(tmp_path, caller_calls_per_minute=3) as (gateway, url, _),
+        metered(tmp_path, counter, caller_calls_per_minute=3) as (gateway, url, _),
         http_client(url, INTERN) as first,
         http_client(url, INTERN) as second,
         http_client(url, KEYS["admin"]) as other_caller,
@@ -108,14 +138,14 @@ async def test_anonymous_clients_count_together_against_caller_wide_limits(tmp_p
     assert refused and "caller_calls_per_minute" in message
 
 
-async def test_a_caller_cannot_run_more_calls_at_once_than_its_budget(tmp_path: Path) -> None:
+async def test_a_caller_cannot_run_more_calls_at_once_than_its_budget(tmp_path: Path, counter: Counter) -> None:
     started = anyio.Event()
 
     async def progress(progress: float, total: float | None, message: str | None) -> None:
         started.set()
 
     async with (
-        metered(tmp_path, concurrent=1) as (_, url, _),
+        metered(tmp_path, counter, concurrent=1) as (_, url, _),
         http_client(url, INTERN) as first,
         http_client(url, INTERN) as second,
     ):
@@ -135,8 +165,10 @@ async def test_a_caller_cannot_run_more_calls_at_once_than_its_budget(tmp_path: 
     assert after == (False, "after")
 
 
-async def test_a_session_that_spent_its_calls_stays_refused_and_a_new_one_starts_fresh(tmp_path: Path) -> None:
-    async with metered(tmp_path, max_calls_per_session=2) as (gateway, url, clock):
+async def test_a_session_that_spent_its_calls_stays_refused_and_a_new_one_starts_fresh(
+    tmp_path: Path, counter: Counter
+) -> None:
+    async with metered(tmp_path, counter, max_calls_per_session=2) as (gateway, url, clock):
         async with http_client(url, INTERN) as client:
             assert [await _echo(client) for _ in range(2)] == [(False, "hi")] * 2
             clock.now += 3600

@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer
 
+from gateway.config.loading import parse_config
 from gateway.service import Gateway
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.skills import structured, text, write_skill
@@ -122,3 +123,24 @@ async def test_list_skills_costs_at_most_80_bytes_per_skill_and_a_query_shows_wh
 
 def _size(result: types.CallToolResult) -> int:
     return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+async def test_the_words_of_a_skill_a_role_may_not_see_do_not_find_tools_for_that_role(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    folder = write_skill(root, "secret-ops", "weather__forecast", roles="ops")
+    (folder / "SKILL.md").write_text(
+        (folder / "SKILL.md").read_text(encoding="utf-8").replace("Helps with secret-ops work.", "Zebracorn drills."),
+        encoding="utf-8",
+    )
+    servers = {name: {**entry, "layer": "extended"} for name, entry in placeholder(list(TOOLS)).items()}
+    document = {
+        "gateway": {"data_dir": str(tmp_path / "data"), "skill_dirs": [str(root)], "stdio_role": "dev"},
+        "servers": servers,
+        "roles": {"dev": {"allow": ["*"]}, "ops": {"allow": ["*"]}},
+    }
+    config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+    transports = in_memory({name: _server(name, tools) for name, tools in TOOLS.items()})
+    async with gateway_client(config, transports=transports) as (_, client):
+        found = await client.call_tool("Find_Tools", {"query": "zebracorn drills"})
+
+    assert "weather__forecast" not in text(found)

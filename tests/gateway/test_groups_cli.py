@@ -16,7 +16,8 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from gateway.config.loading import parse_config
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
+from gateway.stores import StoreSettings
 from tests.support.harness import REPO, run_cli, toy_stdio, until_listed
 
 GROUPS = {"adding": {"allow": ["toy__add", "toy__echo"]}}
@@ -39,7 +40,7 @@ def stdio_command(config: Path, *extra: str) -> list[str]:
 async def test_stdio_with_a_group_serves_only_that_group_s_tools(tmp_path: Path, group: str) -> None:
     config = write_config(tmp_path)
     (tmp_path / "data").mkdir()
-    store = RegistrationStore(tmp_path / "data" / REGISTRATIONS_FILE)
+    store = RegistrationStore.open(StoreSettings(), tmp_path / "data")
     store.save("group", "stored", {"allow": ["toy__add", "toy__echo"]})
     store.close()
     command = stdio_command(config, "--group", group)

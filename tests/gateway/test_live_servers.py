@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -14,9 +15,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.errors import ConfigError, ConflictError, NotFoundError
-from gateway.registrations import REGISTRATIONS_FILE, RegistrationStore
+from gateway.registrations import RegistrationStore
+from gateway.stores import StoreSettings
 from gateway.upstreams.connection import State
 from gateway.upstreams.transports import TransportFactory
+from tests.support.databases import Backend
 from tests.support.harness import (
     collector,
     gateway_client,
@@ -91,8 +94,8 @@ async def test_a_server_registered_while_a_stateless_era_client_listens_reaches_
         assert "late__echo" not in names_of(await client.list_tools(cache_mode="refresh"))
 
 
-async def test_a_registration_survives_a_restart_of_the_gateway(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {})
+async def test_a_registration_survives_a_restart_of_the_gateway(tmp_path: Path, store_backend: Backend) -> None:
+    config = replace(make_config(tmp_path, {}), store=store_backend.settings)
     transports = in_memory({"kept": toy("kept")})
     async with gateway_client(config, transports=transports) as (gateway, _):
         await gateway.add_server({"name": "kept", "command": "unused", "tags": ["saved"]})
@@ -214,7 +217,7 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
 def seed(data_dir: Path, entries: dict[str, dict[str, str]]) -> None:
     """Registrations as an earlier run of the gateway left them."""
     data_dir.mkdir(parents=True)
-    store = RegistrationStore(data_dir / REGISTRATIONS_FILE)
+    store = RegistrationStore.open(StoreSettings(), data_dir)
     for name, entry in entries.items():
         store.save("server", name, entry)
     store.close()

@@ -16,6 +16,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 
 from gateway.naming import exposed_name
+from gateway.upstreams.tasking import send_as_is
 from tests.support.harness import http_gateway, make_config
 from tests.support.node import require_node_command
 
@@ -144,3 +145,36 @@ async def test_a_third_party_server_s_tool_answers_through_the_gateway(
         result = await client.call_tool(exposed_name(server.name, server.tool), server.arguments)
     assert not result.is_error, result.content
     assert any(isinstance(item, types.TextContent) and server.answer in item.text for item in result.content)
+
+
+async def test_server_everything_s_research_runs_as_a_task_through_the_gateway(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def clarify(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"interpretation": "technical"})
+
+    config = make_config(tmp_path, {EVERYTHING.name: _entry(EVERYTHING)})
+    tool = exposed_name(EVERYTHING.name, "simulate-research-query")
+    async with (
+        http_gateway(config) as (gateway, url),
+        Client(f"{url}/mcp", mode="legacy", elicitation_callback=clarify) as client,
+    ):
+        listed = {item.name: item for item in (await client.list_tools()).tools}
+        # An ambiguous topic makes the server ask for a clarification while the client waits for the result.
+        params = {"name": tool, "arguments": {"topic": "python", "ambiguous": True}, "task": {"ttl": 60000}}
+        call = types.Request[dict[str, Any], str](method="tools/call", params=params)
+        created = await send_as_is(client.session, call)
+        task_id = created["task"]["taskId"]
+        status = await send_as_is(client.session, _task_request("tasks/get", task_id))
+        result = await send_as_is(client.session, _task_request("tasks/result", task_id))
+        done = await send_as_is(client.session, _task_request("tasks/get", task_id))
+        outcomes = [row.outcome for row in await gateway.audit.recent(tool=tool)]
+    assert listed[tool].execution == types.ToolExecution(task_support="required")
+    assert status["status"] in ("working", "input_required") and done["status"] == "completed"
+    assert len(asked) == 1 and "Research Report: python (technical)" in result["content"][0]["text"]
+    assert sorted(outcomes) == ["elicitation", "ok"]
+
+
+def _task_request(method: str, task_id: str) -> types.Request[dict[str, Any], str]:
+    return types.Request[dict[str, Any], str](method=method, params={"taskId": task_id})

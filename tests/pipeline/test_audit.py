@@ -1,4 +1,4 @@
-"""The audit trail: real SQLite files, durable across restarts and kill -9."""
+"""The audit trail on each store backend (real SQLite files, a real PostgreSQL), durable across restarts and kill -9."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from gateway.errors import ToolTimeoutError, UnknownToolError
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditError, AuditStore, arguments_digest
 from gateway.pipeline.chain import ToolCall
 from gateway.pipeline.loops import LoopRefusedError
+from gateway.stores import StoreSettings
+from tests.support.databases import Backend
+from tests.support.harness import free_port
 
 from .conftest import MakeCall, make_tool, text_result
 
@@ -39,10 +42,15 @@ def entry(n: int, session: str = "s1", tool: str = "echo", outcome: str = "ok") 
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[AuditStore]:
-    audit = AuditStore(tmp_path / "audit.db")
+async def store(store_backend: Backend) -> AsyncIterator[AuditStore]:
+    audit = AuditStore(store_backend.open("audit"))
     yield audit
     audit.close()
+
+
+def sqlite_store(data_dir: Path) -> AuditStore:
+    """The audit trail as the default configuration opens it: `audit.db` under `data_dir`."""
+    return AuditStore.open(StoreSettings(), data_dir)
 
 
 class Ticks:
@@ -66,32 +74,36 @@ async def test_entries_come_back_newest_first_and_filtered(store: AuditStore) ->
     assert len(await store.recent(limit=2)) == 2
 
 
-async def test_the_database_runs_in_wal_mode_with_iso_and_epoch_times(tmp_path: Path, store: AuditStore) -> None:
+async def test_the_sqlite_database_runs_in_wal_mode_with_iso_and_epoch_times(tmp_path: Path) -> None:
+    store = sqlite_store(tmp_path)
     await store.record(entry(0))
+    store.close()
     with sqlite3.connect(tmp_path / "audit.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert db.execute("SELECT time, epoch FROM audit").fetchone() == ("2026-09-21T14:13:20.000+00:00", 1.79e9)
 
 
-async def test_rows_survive_closing_and_reopening(tmp_path: Path) -> None:
-    first = AuditStore(tmp_path / "audit.db")
+async def test_rows_survive_closing_and_reopening(store_backend: Backend) -> None:
+    first = AuditStore(store_backend.open("audit"))
     await first.record(entry(1))
     first.close()
-    second = AuditStore(tmp_path / "audit.db")
+    second = AuditStore(store_backend.open("audit"))
     await second.record(entry(2))
     assert [e.epoch for e in await second.recent()] == [1_790_000_002.0, 1_790_000_001.0]
     second.close()
 
 
-async def test_committed_rows_survive_kill_9_of_the_process(tmp_path: Path) -> None:
-    path = tmp_path / "audit.db"
+async def test_committed_rows_survive_kill_9_of_the_process(store_backend: Backend) -> None:
+    path = store_backend.data_dir / "audit.db"
     child = textwrap.dedent(
         f"""
         import os, signal, anyio
+        from pathlib import Path
         from gateway.pipeline.audit import AuditEntry, AuditStore
+        from gateway.stores import StoreSettings
 
         async def main():
-            store = AuditStore({str(path)!r})
+            store = AuditStore.open(StoreSettings({store_backend.settings.url!r}), Path({str(path.parent)!r}))
             for n in range(25):
                 await store.record(AuditEntry(float(n), "s", "c", "t", "d", "ok", 1.0, f"row {{n}}"))
             os.kill(os.getpid(), signal.SIGKILL)
@@ -104,9 +116,10 @@ async def test_committed_rows_survive_kill_9_of_the_process(tmp_path: Path) -> N
             [sys.executable, "-c", child], cwd=REPO, env={"PYTHONPATH": str(REPO)}, check=False
         )
     assert done.returncode == -signal.SIGKILL
-    # The rows were never checkpointed into the main file: the WAL alone carried them.
-    assert await anyio.Path(f"{path}-wal").exists()
-    reopened = AuditStore(path)
+    if store_backend.kind == "sqlite":
+        # The rows were never checkpointed into the main file: the WAL alone carried them.
+        assert await anyio.Path(f"{path}-wal").exists()
+    reopened = AuditStore(store_backend.open("audit"))
     rows = await reopened.recent(limit=100)
     reopened.close()
     assert [row.detail for row in rows] == [f"row {n}" for n in reversed(range(25))]
@@ -114,11 +127,20 @@ async def test_committed_rows_survive_kill_9_of_the_process(tmp_path: Path) -> N
 
 async def test_an_unopenable_database_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match=r"Cannot open the audit database .*missing"):
-        AuditStore(tmp_path / "missing" / "audit.db")
+        sqlite_store(tmp_path / "missing")
+
+
+async def test_an_unreachable_postgresql_is_a_clear_error_that_hides_the_password(tmp_path: Path) -> None:
+    port = free_port()
+    settings = StoreSettings(url=f"postgresql://gateway:hunter2@127.0.0.1:{port}/gateway")
+    where = rf"postgresql://gateway:\*\*\*@127.0.0.1:{port}/gateway"
+    with pytest.raises(AuditError, match=rf"Cannot open the audit database {where}: .*refused") as raised:
+        AuditStore.open(settings, tmp_path)
+    assert "hunter2" not in raised.value.message
 
 
 async def test_a_successful_call_is_recorded_with_a_digest_not_the_arguments(
-    store: AuditStore, make_call: MakeCall, tmp_path: Path
+    store: AuditStore, make_call: MakeCall, store_backend: Backend
 ) -> None:
     async def answer(call: ToolCall) -> types.CallToolResult:
         return text_result("fine")
@@ -137,7 +159,9 @@ async def test_a_successful_call_is_recorded_with_a_digest_not_the_arguments(
         duration_ms=250.0,
         detail="",
     )
-    assert b"hunter2" not in (tmp_path / "audit.db").read_bytes() + (tmp_path / "audit.db-wal").read_bytes()
+    if store_backend.kind == "sqlite":
+        files = (store_backend.data_dir / "audit.db", store_backend.data_dir / "audit.db-wal")
+        assert b"hunter2" not in b"".join(path.read_bytes() for path in files)
 
 
 @pytest.mark.parametrize(
@@ -211,7 +235,7 @@ async def test_a_database_written_before_request_ids_gains_the_column_and_keeps_
     path = tmp_path / "audit.db"
     with closing(sqlite3.connect(path)) as db:
         db.executescript(OLD_SCHEMA)
-    store = AuditStore(path)
+    store = sqlite_store(tmp_path)
     try:
         await store.record(AuditEntry(1_790_000_001.0, "s1", "alice", "echo", "d", "ok", 2.0, "after", "abc123"))
         newest, oldest = await store.recent()
@@ -220,11 +244,11 @@ async def test_a_database_written_before_request_ids_gains_the_column_and_keeps_
     assert (oldest.detail, oldest.request_id) == ("before", "")
     assert (newest.detail, newest.request_id) == ("after", "abc123")
     # Opening it again finds the column present and changes nothing.
-    AuditStore(path).close()
+    sqlite_store(tmp_path).close()
 
 
 async def test_rows_recorded_together_are_each_committed_before_their_record_returns(tmp_path: Path) -> None:
-    store = AuditStore(tmp_path / "audit.db")
+    store = sqlite_store(tmp_path)
     committed: dict[int, int] = {}
 
     async def one(n: int) -> None:

@@ -1,13 +1,10 @@
-"""Confirmation of risky calls: elicitation, request-state tokens in SQLite that survive a restart,
-pending approvals with a compare-and-set on their status, and refusals."""
+"""Confirmation of risky calls: elicitation, request-state tokens that survive a restart (on each
+store backend), pending approvals with a compare-and-set on their status, and refusals."""
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -33,6 +30,7 @@ from gateway.pipeline.confirmation import (
 )
 from gateway.session import SessionContext
 from gateway.tools import Risk, ToolRecord
+from tests.support.databases import Backend
 
 TTL = 300.0
 DROP = ToolRecord(
@@ -87,13 +85,8 @@ def text(result: types.CallToolResult) -> str:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "confirmations.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[ConfirmationStore]:
-    opened = ConfirmationStore(db)
+def store(store_backend: Backend) -> Iterator[ConfirmationStore]:
+    opened = ConfirmationStore(store_backend.open("confirmations"))
     yield opened
     opened.close()
 
@@ -104,8 +97,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def approvals(tmp_path: Path, clock: Clock) -> Iterator[ApprovalStore]:
-    opened = ApprovalStore(tmp_path / "approvals.db", clock)
+def approvals(store_backend: Backend, clock: Clock) -> Iterator[ApprovalStore]:
+    opened = ApprovalStore(store_backend.open("approvals"), clock)
     yield opened
     opened.close()
 
@@ -123,19 +116,19 @@ def test_a_confirmation_argument_is_taken_out_of_the_arguments_and_kept_nowhere(
 
 
 @pytest.mark.anyio
-async def test_a_token_issued_before_a_restart_works_once_after_it(db: Path) -> None:
+async def test_a_token_issued_before_a_restart_works_once_after_it(store_backend: Backend) -> None:
     now = 1000.0
-    first = ConfirmationStore(db)
+    first = ConfirmationStore(store_backend.open("confirmations"))
     token = await first.issue(binding(), now, TTL)
     first.close()
 
-    second = ConfirmationStore(db)
+    second = ConfirmationStore(store_backend.open("confirmations"))
     await second.redeem(token, binding(), now + 10)
     with pytest.raises(ConfirmationInvalidError, match="already used"):
         await second.redeem(token, binding(), now + 11)
     second.close()
 
-    third = ConfirmationStore(db)
+    third = ConfirmationStore(store_backend.open("confirmations"))
     with pytest.raises(ConfirmationInvalidError, match="already used"):
         await third.redeem(token, binding(), now + 12)
     third.close()
@@ -174,10 +167,11 @@ async def test_an_unknown_token_is_refused(store: ConfirmationStore) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_database_keeps_only_a_hash_of_each_token(store: ConfirmationStore, db: Path) -> None:
+async def test_the_database_keeps_only_a_hash_of_each_token(store: ConfirmationStore, store_backend: Backend) -> None:
     token = await store.issue(binding(), 1000.0, TTL)
-    with closing(sqlite3.connect(db)) as reader:
-        stored = [row[0] for row in reader.execute("SELECT token_hash FROM confirmations")]
+    reader = store_backend.open("confirmations")
+    stored = [row[0] for row in reader.fetch_all("SELECT token_hash FROM confirmations")]
+    reader.close()
     assert len(stored) == 1 and token not in stored[0]
 
 
@@ -333,8 +327,9 @@ def test_an_expired_approval_can_no_longer_be_decided_nor_used(approvals: Approv
         approvals.decide("ap-unknown", True, "ops")
 
 
-def test_a_second_store_on_the_same_file_cannot_use_an_approval_twice(tmp_path: Path, clock: Clock) -> None:
-    first, second = ApprovalStore(tmp_path / "a.db", clock), ApprovalStore(tmp_path / "a.db", clock)
+def test_a_second_store_on_the_same_database_cannot_use_an_approval_twice(store_backend: Backend, clock: Clock) -> None:
+    first = ApprovalStore(store_backend.open("approvals"), clock)
+    second = ApprovalStore(store_backend.open("approvals"), clock)
     try:
         parked, _ = first.checkpoint(binding(), None, "{}", TTL)
         second.decide(parked.id, True, "ops")

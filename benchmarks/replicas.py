@@ -1,0 +1,241 @@
+"""Replicas sharing Redis and PostgreSQL: round trips per call, CPU per call and calls/s, with 1 and 2 replicas.
+
+Run `python -m benchmarks.replicas [--seconds 10] [--sessions 16]` from the repository root after
+`.ci/redis.sh` and `.ci/postgres.sh` (their servers are the ones used: `--redis`, `--postgres`, or
+`.cache/postgres/url`). Each run starts N `python -m gateway serve` processes with one stdio
+upstream (`servers.echo`), `store.url` on a fresh PostgreSQL schema and `store.redis` on an
+emptied Redis database, and drives them with 2026-07-28 clients, each its own caller (an API key
+of a role with a per-minute budget, so every call passes the budget script and carries its loop
+window; a `concurrent` limit would add one round trip, freeing the slot),
+spread over the replicas in turn. It reads, per call: the Redis commands by name (INFO
+commandstats), the PostgreSQL transactions committed (pg_stat_database) and audit rows written,
+and each replica's CPU time from /proc. No load balancer: its CPU would blur the replicas'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import psycopg
+import redis
+import yaml
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from benchmarks.gateway_latency import REPO, _interrupt, cpu_seconds, free_port, started, wait_until_ready
+
+MODE = "2026-07-28"
+WARMUP_CALLS = 20
+URL_FILE = REPO / ".cache" / "postgres" / "url"
+# The commands the gateway sends; commandstats also counts those its budget script runs inside
+# Redis (zadd, expire, ...), which cost no round trip. Each is one round trip, except that the
+# SETs of one call's session state go in one pipeline (here one SET a call: only the loop window).
+_SENT = ("evalsha", "eval", "mget", "set", "zrem", "publish")
+
+
+@dataclass
+class Run:
+    """What one run measured."""
+
+    replicas: int
+    calls: int
+    seconds: float
+    cpu_per_replica: list[float]
+    redis_commands: Counter[str]
+    pg_commits: int
+    audit_rows: int
+    redis_cpu: float
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.calls / self.seconds
+
+
+def _config(directory: Path, name: str, keys: Sequence[str], redis_url: str, postgres_url: str) -> Path:
+    document: dict[str, Any] = {
+        "gateway": {"data_dir": str(directory / name / "data")},
+        "servers": {
+            "echo": {"command": sys.executable, "args": ["-m", "servers.echo"], "cwd": str(REPO), "required": True}
+        },
+        "auth": {
+            "api_keys": [
+                {"caller": f"caller-{n}", "role": "user", "key_sha256": hashlib.sha256(key.encode()).hexdigest()}
+                for n, key in enumerate(keys)
+            ]
+        },
+        "roles": {"user": {"allow": ["*"], "budget": {"calls_per_minute": 1_000_000}}},
+        "store": {"url": postgres_url, "redis": redis_url},
+    }
+    path = directory / name / "gateway.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document), "utf-8")
+    return path
+
+
+async def _drive(
+    urls: Sequence[str], keys: Sequence[str], seconds: float, pids: Sequence[int]
+) -> tuple[int, float, list[float]]:
+    counts = [0] * len(keys)
+    async with AsyncExitStack() as stack:
+        clients: list[Client] = []
+        for n, key in enumerate(keys):
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}))
+            transport = streamable_http_client(f"{urls[n % len(urls)]}/mcp", http_client=http)
+            clients.append(await stack.enter_async_context(Client(transport, mode=MODE)))
+        for n, client in enumerate(clients):
+            for i in range(WARMUP_CALLS // 4):
+                await client.call_tool("echo__echo", {"text": f"warm-up {n} {i}"})
+        cpu_before = [cpu_seconds(pid) for pid in pids]
+        started_at = time.perf_counter()
+        deadline = started_at + seconds
+
+        async def drive(index: int, client: Client) -> None:
+            while time.perf_counter() < deadline:
+                result = await client.call_tool("echo__echo", {"text": f"caller {index} call {counts[index]}"})
+                if result.is_error:
+                    raise SystemExit(f"echo failed: {result.content}")
+                counts[index] += 1
+
+        async with anyio.create_task_group() as group:
+            for index, client in enumerate(clients):
+                group.start_soon(drive, index, client)
+        elapsed = time.perf_counter() - started_at
+        cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)]
+    return sum(counts), elapsed, cpu
+
+
+def _commandstats(client: redis.Redis) -> Counter[str]:
+    stats: dict[str, Any] = client.info("commandstats")
+    return Counter({name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()})
+
+
+def _redis_cpu(client: redis.Redis) -> float:
+    stats: dict[str, Any] = client.info("cpu")
+    return float(stats["used_cpu_user"]) + float(stats["used_cpu_sys"])
+
+
+def _commits(postgres_url: str) -> int:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def _audit_rows(postgres_url: str) -> int:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        row = connection.execute("SELECT count(*) FROM audit").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def run(replicas: int, sessions: int, seconds: float, redis_url: str, postgres_url: str) -> Run:
+    """One measured run with `replicas` gateway processes; every process is stopped before it returns."""
+    keys = [secrets.token_hex(16) for _ in range(sessions)]
+    schema = f"bench_{secrets.token_hex(4)}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in postgres_url else "?"
+    scoped = f"{postgres_url}{separator}options=-csearch_path%3D{schema}"
+    store = redis.Redis.from_url(redis_url)
+    store.flushdb()
+    try:
+        with tempfile.TemporaryDirectory(prefix="replicas-bench-") as temp, ExitStack() as stack:
+            directory = Path(temp)
+            urls, pids = [], []
+            for n in range(replicas):
+                config = _config(directory, f"r{n}", keys, redis_url, scoped)
+                port = free_port()
+                log = directory / f"r{n}.log"
+                command = [
+                    sys.executable,
+                    "-m",
+                    "gateway",
+                    "--log-level",
+                    "WARNING",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--port",
+                    str(port),
+                ]
+                process = stack.enter_context(started(command, log=log))
+                url = f"http://127.0.0.1:{port}"
+                wait_until_ready(process, f"{url}/readyz", log)
+                urls.append(url)
+                pids.append(process.pid)
+            store.config_resetstat()
+            commits_before = _commits(scoped)
+            audit_before = _audit_rows(scoped)
+            redis_before = _redis_cpu(store)
+            calls, elapsed, cpu = anyio.run(_drive, urls, keys, seconds, pids)
+            commands = _commandstats(store)
+            redis_cpu = _redis_cpu(store) - redis_before
+            # The statistics collector reports a backend's commits within about a second.
+            time.sleep(2)
+            commits = _commits(scoped) - commits_before
+            audit = _audit_rows(scoped) - audit_before
+    finally:
+        store.close()
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    return Run(replicas, calls, elapsed, cpu, commands, commits, audit, redis_cpu)
+
+
+def report(runs: Sequence[Run], sessions: int) -> str:
+    """The table of every run, and per-call Redis and PostgreSQL traffic."""
+    lines = [
+        f"{sessions} 2026-07-28 callers, echo tool, on {os.cpu_count()} cores (load, clients and servers share them)",
+        "",
+        "| replicas | calls/s (all) | calls/s per replica | CPU ms per call, each replica "
+        "| Redis round trips per call | Redis CPU per call | PostgreSQL commits per call | audit rows per call |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run_ in runs:
+        per_replica_calls = run_.calls / run_.replicas
+        cpu = ", ".join(f"{seconds / per_replica_calls * 1000:.2f}" for seconds in run_.cpu_per_replica)
+        commands = {name: run_.redis_commands[name] for name in _SENT if run_.redis_commands[name]}
+        total = sum(commands.values())
+        by_name = " ".join(f"{name} {count / run_.calls:.2f}" for name, count in commands.items())
+        lines.append(
+            f"| {run_.replicas} | {run_.calls_per_s:.0f} | {per_replica_calls / run_.seconds:.0f} | {cpu} | "
+            f"{total / run_.calls:.2f} ({by_name}) | {run_.redis_cpu / run_.calls * 1e6:.0f} µs "
+            f"| {run_.pg_commits / run_.calls:.3f} | "
+            f"{run_.audit_rows / run_.calls:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--sessions", type=int, default=16)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6390/0")
+    parser.add_argument("--postgres", default=os.environ.get("GATEWAY_TEST_POSTGRES_URL", ""))
+    args = parser.parse_args(argv)
+    postgres_url = args.postgres or (URL_FILE.read_text().strip() if URL_FILE.exists() else "")
+    if not postgres_url:
+        raise SystemExit("no PostgreSQL: run .ci/postgres.sh or pass --postgres URL")
+    signal.signal(signal.SIGTERM, _interrupt)
+    runs = [run(count, args.sessions, args.seconds, args.redis, postgres_url) for count in (1, 2)]
+    print(report(runs, args.sessions))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Task-augmented requests on the gateway's client session to an upstream, sent past the SDK.
+
+The `mcp` 2.3 SDK defines the task types of the 2025-11-25 revision but sends none of them: its
+`tools/call` insists on a `CallToolResult`, so a `CreateTaskResult` fails its check, and `tasks/*`
+are no methods it knows. These requests go out as they are (stamped like any other) and their
+answers come back unparsed, for the caller to read as the protocol defines them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.shared.dispatcher import CallOptions
+from pydantic import ValidationError
+
+from gateway.errors import ProtocolError
+
+
+async def send_as_is(session: ClientSession, request: types.Request[Any, Any]) -> dict[str, Any]:
+    """Send `request` on `session`; the answer as the server sent it."""
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    options: CallOptions = {}
+    # The session's own stamp (protocol version header) and dispatcher: the SDK's subscriptions
+    # module reaches past `send_request` the same way for a request whose answer it reads itself.
+    session._stamp(data, options)
+    answer: dict[str, Any] = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
+    return answer
+
+
+def runs_tasks(capabilities: types.ServerCapabilities | None) -> bool:
+    """Whether a server with `capabilities` runs `tools/call` as a task when asked."""
+    tasks = capabilities.tasks if capabilities is not None else None
+    requests = tasks.requests if tasks is not None else None
+    return requests is not None and requests.tools is not None and requests.tools.call is not None
+
+
+def task_call(name: str, arguments: Mapping[str, Any], metadata: types.TaskMetadata) -> types.CallToolRequest:
+    """The `tools/call` request that asks the server to run `name` as a task."""
+    params = types.CallToolRequestParams(name=name, arguments=dict(arguments), task=metadata)
+    return types.CallToolRequest(params=params)
+
+
+def created_task(server: str, answer: Mapping[str, Any]) -> types.Task:
+    """The task a server says it created in answer to a task-augmented call."""
+    try:
+        return types.CreateTaskResult.model_validate(answer, by_name=False).task
+    except ValidationError:
+        raise ProtocolError(f"Server '{server}' did not answer a task-augmented call with a task") from None

@@ -1,0 +1,1 @@
+"""The web page served at `/`: catalog, tools with a try-it form, servers, skills, groups, approvals and audit."""

@@ -1,0 +1,61 @@
+"""Groups and Connect: each endpoint's URL and the snippets that connect Claude Desktop, Claude Code,
+VS Code and Cursor to it, with copy buttons (the `client-config` command's snippets)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.config.clientfiles import CLIENTS, endpoint_path, gateway_snippet
+from gateway.web.pages import Person, Web
+
+CLIENT_NAMES = {
+    "claude-desktop": "Claude Desktop",
+    "claude-code": "Claude Code",
+    "vscode": "VS Code",
+    "cursor": "Cursor",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The gateway's endpoint or one group's, with a snippet per client."""
+
+    group: str | None
+    description: str
+    tools: int
+    url: str
+    snippets: list[tuple[str, str]]
+
+
+def routes(web: Web) -> list[Route]:
+    """`/connect`."""
+    gateway = web.gateway
+
+    def endpoint(base: str, group: str | None, description: str, tools: int) -> Endpoint:
+        config = ["--config", str(gateway.config.path)] if gateway.config.path is not None else []
+        command = [sys.executable, "-m", "gateway", "stdio", *config]
+        snippets = []
+        for client in CLIENTS:
+            # Claude Desktop's file starts servers as commands only.
+            url = None if client == "claude-desktop" else base
+            snippet = gateway_snippet(client, group, base_url=url, stdio_command=command)
+            snippets.append((CLIENT_NAMES[client], json.dumps(snippet, indent=2)))
+        return Endpoint(group, description, tools, base + endpoint_path(group), snippets)
+
+    async def page(request: Request, person: Person) -> Response:
+        base = str(request.base_url).rstrip("/")
+        role = person.caller.identity.role
+        endpoints = [endpoint(base, None, "Every tool you may use.", len(web.visible.entries(person.caller)))]
+        for group in gateway.groups():
+            tools = len(gateway.group_tools(group.name, role))
+            if tools:
+                endpoints.append(endpoint(base, group.name, group.description, tools))
+        return web.render(request, person, "connect.html", endpoints=endpoints)
+
+    return [Route("/connect", web.page(page), methods=["GET"])]

@@ -1,0 +1,117 @@
+"""The servers page: live state (refreshed by a small script from `/servers/rows`), and for admins
+forms to add servers (a pasted body in any form the admin API takes, or the fields of one) and to
+enable, disable, restart or remove one, with problems shown next to the field they concern."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from gateway.api.servers import change, register, visible_statuses
+from gateway.config.schema import ConfigProblems
+from gateway.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
+from gateway.web.pages import PageError, Person, Web, form_of
+
+ACTIONS = ("enable", "disable", "restart", "remove")
+FIELDS = ("name", "command", "args", "url")
+
+
+def body_of(values: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """Which form was sent (`paste` or `fields`) and the registration body it makes; raises
+    `ConfigProblems` naming the field."""
+    pasted = values.get("body", "").strip()
+    if values.get("form") == "paste":
+        try:
+            body = json.loads(pasted)
+        except ValueError as error:
+            raise ConfigProblems("pasted text", [("body", f"not valid JSON: {error}")]) from None
+        if not isinstance(body, dict):
+            raise ConfigProblems("pasted text", [("body", "expected a JSON object")])
+        return "paste", body
+    entry: dict[str, Any] = {"name": values.get("name", "").strip()}
+    command, url = values.get("command", "").strip(), values.get("url", "").strip()
+    if (command and url) or not (command or url):
+        raise ConfigProblems("the form", [("command", "give either a command or a URL, not both")])
+    if command:
+        entry["command"] = command
+        entry["args"] = [line.strip() for line in values.get("args", "").splitlines() if line.strip()]
+    else:
+        entry["url"] = url
+    return "fields", entry
+
+
+def field_of(path: str, form: str) -> str:
+    """The form field a problem's path points at: `servers.x.url` -> `url`; anything else the form's first."""
+    if form == "paste":
+        return "body"
+    last = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    return last if last in FIELDS else "name"
+
+
+def routes(web: Web) -> list[Route]:
+    """`/servers`, its rows fragment, and the admin actions."""
+    gateway = web.gateway
+
+    def listing(person: Person) -> dict[str, Any]:
+        return {
+            "statuses": visible_statuses(gateway, person.caller),
+            "reload_errors": list(gateway.reload_errors) if person.admin else [],
+        }
+
+    async def page(request: Request, person: Person) -> Response:
+        return web.render(request, person, "servers.html", problems={}, values={}, **listing(person))
+
+    async def rows(request: Request, person: Person) -> Response:
+        return web.render(request, person, "server_rows.html", **listing(person))
+
+    async def add(request: Request, person: Person) -> Response:
+        person.caller.require_admin()
+        values = form_of(request)
+        form = "paste" if values.get("form") == "paste" else "fields"
+        problems: dict[str, list[str]] = {}
+        try:
+            form, body = body_of(values)
+            await register(gateway, person.caller, body)
+        except ConfigProblems as error:
+            for path, problem in error.problems:
+                problems.setdefault(field_of(path, form), []).append(f"{path}: {problem}" if path else problem)
+        except ConfigError as error:
+            problems.setdefault(field_of(error.path, form), []).append(f"{error.path}: {error.problem}")
+        except ConflictError as error:
+            problems.setdefault("body" if form == "paste" else "name", []).append(error.message)
+        except ForbiddenError as error:
+            # The registration policy refused the command or the URL the form gave.
+            refused = "url" if values.get("url", "").strip() else "command"
+            problems.setdefault("body" if form == "paste" else refused, []).append(error.message)
+        if problems:
+            return web.render(
+                request, person, "servers.html", status=422, problems=problems, values=values, **listing(person)
+            )
+        return RedirectResponse("/servers", status_code=303)
+
+    async def act(request: Request, person: Person) -> Response:
+        person.caller.require_admin()
+        name: str = request.path_params["name"]
+        action: str = request.path_params["action"]
+        if action not in ACTIONS:
+            raise PageError(404, f"No such action: {action!r}")
+        if name not in {status.name for status in gateway.statuses()}:
+            raise NotFoundError(f"No such server: {name!r}")
+        if action == "restart":
+            await gateway.restart_server(name)
+        elif action == "remove":
+            await gateway.remove_server(name)
+        else:
+            await change(gateway, person.caller, name, {"enabled": action == "enable"})
+        return RedirectResponse("/servers", status_code=303)
+
+    return [
+        Route("/servers", web.page(page), methods=["GET"]),
+        Route("/servers/rows", web.page(rows), methods=["GET"]),
+        Route("/servers/add", web.page(add), methods=["POST"]),
+        Route("/servers/{name}/{action}", web.page(act), methods=["POST"]),
+    ]

@@ -1,0 +1,76 @@
+"""A tool's page: description, parameter table, output schema, annotations, risk, where it comes from,
+who carries and sees it, its recent calls, and the try-it form that calls it as the signed-in person."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.api.tools import tool_detail
+from gateway.auth.policy import derive_risk
+from gateway.errors import NotFoundError, UnknownToolError
+from gateway.web.pages import Person, Web, form_of
+from gateway.web.results import shown
+from gateway.web.schema import RAW_FIELD, FormProblems, arguments_from_form, as_json, form_fields, parameters
+from gateway.web.stats import SAMPLE, call_stats
+
+
+def routes(web: Web) -> list[Route]:
+    """`/tools/{name}` and its try-it form's `/tools/{name}/try`."""
+    gateway = web.gateway
+
+    async def view(request: Request, person: Person, **extra: Any) -> Response:
+        found = tool_detail(gateway, person.caller, request.path_params["name"])
+        tool = found.tool
+        roles = None
+        if person.admin and gateway.policy.roles is not None:
+            roles = [role for role in gateway.policy.roles if gateway.visibility.allows(role, None, tool)]
+        entries = await gateway.audit.recent(SAMPLE, tool=tool.name)
+        declared = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+        annotations = {key: as_json(value) for key, value in declared.items()}
+        values: dict[str, Any] = {
+            "tool": tool,
+            "risk": derive_risk(tool).value,
+            "params": parameters(tool.input_schema),
+            "input_json": json.dumps(tool.input_schema, indent=2, ensure_ascii=False),
+            "output_params": parameters(tool.output_schema) if tool.output_schema else [],
+            "output_json": json.dumps(tool.output_schema, indent=2, ensure_ascii=False) if tool.output_schema else None,
+            "annotations": annotations,
+            "skills": found.skills,
+            "groups": found.groups,
+            "roles": roles,
+            "stats": call_stats(entries, gateway.wall_now()),
+            "fields": form_fields(tool.input_schema),
+            "raw_field": RAW_FIELD,
+            "values": {},
+            "problems": {},
+            "result": None,
+        }
+        values.update(extra)
+        return web.render(request, person, "tool.html", **values)
+
+    async def page(request: Request, person: Person) -> Response:
+        return await view(request, person)
+
+    async def try_it(request: Request, person: Person) -> Response:
+        name: str = request.path_params["name"]
+        tool = tool_detail(gateway, person.caller, name).tool
+        values = form_of(request)
+        try:
+            arguments = arguments_from_form(form_fields(tool.input_schema), values)
+        except FormProblems as problems:
+            return await view(request, person, values=values, problems=problems.problems)
+        try:
+            result = await gateway.call_tool(web.context(person), name, arguments)
+        except UnknownToolError as error:
+            raise NotFoundError(f"No such tool: {name!r}") from error
+        return await view(request, person, values=values, result=shown(result))
+
+    return [
+        Route("/tools/{name}", web.page(page), methods=["GET"]),
+        Route("/tools/{name}/try", web.page(try_it), methods=["POST"]),
+    ]

@@ -1,0 +1,202 @@
+"""The state behind the seam behaves alike in memory and in Redis: budgets, skill state, loop windows.
+
+Each test runs on both backends. In memory one process holds everything, so its two "replicas"
+share one session context; with Redis each replica has a context of its own and only the store
+in common, as two gateway processes do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from gateway.auth.policy import Budget
+from gateway.config.loading import parse_config
+from gateway.config.model import GatewaySettings
+from gateway.errors import ConfigError, StateUnavailableError
+from gateway.pipeline.budgets import BudgetExceededError, Budgets
+from gateway.pipeline.chain import Pipeline, ToolCall
+from gateway.pipeline.loops import DetectLoops
+from gateway.session import SessionContext
+from gateway.shared.redisstate import RedisState
+from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
+from gateway.skills import host
+from gateway.skills.disclosure import ActiveSkills
+from gateway.tools import ToolRecord
+from tests.support.harness import free_port
+
+SETTINGS = GatewaySettings(data_dir=Path("/unused"), loop_window=10, loop_repeat_limit=3, skill_capacity=2)
+pytestmark = pytest.mark.anyio
+
+
+class ManualClock:
+    """Wall-clock seconds that move only when the test moves them."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Replicas:
+    """Two replicas' views of one stateless-era session and their shared state."""
+
+    states: tuple[SharedState, SharedState]
+    sessions: tuple[SessionContext, SessionContext]
+    clock: ManualClock
+
+
+def _session() -> SessionContext:
+    return SessionContext("alice:default", "alice", "stateless", created_at=0.0, last_seen=0.0, handle="default")
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def replicas(request: pytest.FixtureRequest) -> AsyncIterator[Replicas]:
+    clock = ManualClock()
+    if request.param == "memory":
+        local = LocalState(clock)
+        one = _session()
+        yield Replicas((local, local), (one, one), clock)
+        return
+    url: str = request.getfixturevalue("redis_url")
+    first, second = (RedisState(url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
+    try:
+        yield Replicas((first, second), (_session(), _session()), clock)
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+def _tool(name: str) -> ToolRecord:
+    return ToolRecord(name=name, source="test", original_name=name, input_schema={"type": "object"})
+
+
+def _pipeline(state: SharedState, answer: Callable[[ToolCall], str]) -> Pipeline:
+    async def terminal(call: ToolCall) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=answer(call))])
+
+    share = ShareSessionState(state, session_codecs(SETTINGS), ttl=600)
+    return Pipeline([share, DetectLoops(SETTINGS.loop_window, SETTINGS.loop_repeat_limit)], terminal)
+
+
+async def _call(pipeline: Pipeline, session: SessionContext, tool: str, **arguments: Any) -> types.CallToolResult:
+    return await pipeline.run(ToolCall(session=session, tool=_tool(tool), arguments=arguments))
+
+
+async def test_a_session_past_its_calls_per_minute_is_refused_on_every_replica(replicas: Replicas) -> None:
+    budget = Budget(calls_per_minute=3)
+    counters = [state.budgets for state in replicas.states]
+    for n in range(3):
+        ticket = await counters[n % 2].admit("s1", "alice", budget)
+        await counters[n % 2].free("alice", ticket)
+    replicas.clock.now += 20
+    for counter in counters:
+        with pytest.raises(BudgetExceededError, match="retry in 40 seconds") as refused:
+            await counter.admit("s1", "alice", budget)
+        assert refused.value.limit == "calls_per_minute"
+    replicas.clock.now += 40
+    await counters[1].admit("s1", "alice", budget)
+
+
+async def test_a_caller_s_sessions_count_together_against_the_caller_wide_limit(replicas: Replicas) -> None:
+    budget = Budget(caller_calls_per_minute=2)
+    first, second = (state.budgets for state in replicas.states)
+    await first.admit("s1", "alice", budget)
+    await second.admit("s2", "alice", budget)
+    with pytest.raises(BudgetExceededError) as refused:
+        await first.admit("s3", "alice", budget)
+    assert refused.value.limit == "caller_calls_per_minute"
+    await second.admit("s4", "bob", budget)
+
+
+async def test_a_session_s_lifetime_budget_holds_across_replicas(replicas: Replicas) -> None:
+    budget = Budget(max_calls_per_session=2)
+    first, second = (state.budgets for state in replicas.states)
+    await first.admit("s1", "alice", budget)
+    await second.admit("s1", "alice", budget)
+    with pytest.raises(BudgetExceededError, match="used all 2 calls"):
+        await first.admit("s1", "alice", budget)
+
+
+async def test_a_finished_call_gives_its_concurrency_slot_back(replicas: Replicas) -> None:
+    budget = Budget(concurrent=1)
+    first, second = (state.budgets for state in replicas.states)
+    ticket = await first.admit("s1", "alice", budget)
+    with pytest.raises(BudgetExceededError, match="already running"):
+        await second.admit("s2", "alice", budget)
+    await first.free("alice", ticket)
+    await second.admit("s2", "alice", budget)
+
+
+async def test_a_stateless_session_s_loop_is_stopped_whichever_replica_answers(replicas: Replicas) -> None:
+    pipelines = [_pipeline(state, lambda call: "same") for state in replicas.states]
+    for n in range(2):
+        await _call(pipelines[n % 2], replicas.sessions[n % 2], "search", q="x")
+    refused = await _call(pipelines[0], replicas.sessions[0], "search", q="x")
+    assert refused.is_error and "3 times in a row" in refused.content[0].text  # type: ignore[union-attr]
+    blocked = await _call(pipelines[1], replicas.sessions[1], "search", q="x")
+    assert blocked.is_error and "already stopped as a loop" in blocked.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_stateless_session_s_active_skills_and_their_order_reach_every_replica(replicas: Replicas) -> None:
+    def load(call: ToolCall) -> str:
+        active: ActiveSkills = call.session.state.setdefault(host.STATE_KEY, ActiveSkills(capacity=2))
+        active.load(call.arguments["skill"], [f"{call.arguments['skill']}__tool"], "session")
+        return ",".join(active.active())
+
+    pipelines = [_pipeline(state, load) for state in replicas.states]
+    await _call(pipelines[0], replicas.sessions[0], "Load_Skill", skill="a")
+    await _call(pipelines[1], replicas.sessions[1], "Load_Skill", skill="b")
+    listed = await _call(pipelines[0], replicas.sessions[0], "Load_Skill", skill="c")
+    assert listed.content[0].text == "c,b"  # type: ignore[union-attr]
+    active: ActiveSkills = replicas.sessions[0].state[host.STATE_KEY]
+    assert active.tools() == {"c__tool", "b__tool"}
+
+
+async def test_the_budget_step_counts_through_the_seam(replicas: Replicas) -> None:
+    budgets = Budgets(lambda role: Budget(max_calls_per_session=1), counter=replicas.states[0].budgets)
+
+    async def terminal(call: ToolCall) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text="ok")])
+
+    pipeline = Pipeline([budgets], terminal)
+    assert not (await _call(pipeline, replicas.sessions[0], "echo")).is_error
+    assert (await _call(pipeline, replicas.sessions[0], "echo")).is_error
+
+
+async def test_a_concurrency_slot_of_a_replica_that_died_frees_after_its_lease(redis_url: str) -> None:
+    clock = ManualClock()
+    state = RedisState(redis_url, clock=clock, session_ttl=600, lease=120)
+    try:
+        await state.budgets.admit("s1", "alice", Budget(concurrent=1))
+        with pytest.raises(BudgetExceededError):
+            await state.budgets.admit("s2", "alice", Budget(concurrent=1))
+        clock.now += 121
+        await state.budgets.admit("s2", "alice", Budget(concurrent=1))
+    finally:
+        await state.aclose()
+
+
+async def test_an_unreachable_redis_fails_the_call_naming_where_without_its_password() -> None:
+    port = free_port()
+    state = RedisState(f"redis://:hunter2@127.0.0.1:{port}/0", session_ttl=600, lease=120)
+    try:
+        with pytest.raises(StateUnavailableError) as failed:
+            await state.budgets.admit("s1", "alice", Budget(calls_per_minute=5))
+    finally:
+        await state.aclose()
+    assert f"redis 127.0.0.1:{port} is unreachable" in failed.value.message
+    assert "hunter2" not in failed.value.client_text()
+
+
+def test_a_store_redis_that_is_not_a_redis_url_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"store": {"redis": "http://redis:6379"}, "servers": {}}, source="gw.yaml", base_dir=tmp_path)
+    assert "store.redis" in refused.value.message

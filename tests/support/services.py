@@ -1,0 +1,139 @@
+"""Real Redis and HAProxy processes from Debian's packages (installed by .ci/redis.sh), on free loopback ports.
+
+Without the binaries the tests that need them skip with the reason, and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.harness import free_port
+
+START_LIMIT = 30.0
+
+
+def binary(name: str) -> str:
+    """The path of a service's binary; skip (fail under CI=true) when it is not installed."""
+    found = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if Path(p).exists()), None)
+    if found is None:
+        problem = f"{name} is not installed; install it with `bash .ci/redis.sh`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return found
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A fresh redis-server without persistence on a free port; its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [binary("redis-server"), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + START_LIMIT
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        client.close()
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def haproxy_config(port: int, backends: Sequence[int]) -> str:
+    """HAProxy in front of gateway replicas, as docs/replicas.md gives it: a handshake-era session
+    kept on the replica that answered its `initialize` (the `Mcp-Session-Id` it returned is
+    learnt in a stick table), every other request round-robin, dead replicas taken out by health checks."""
+    servers = "\n".join(
+        f"    server r{n} 127.0.0.1:{backend} check inter 500ms fall 2 rise 1" for n, backend in enumerate(backends)
+    )
+    return f"""global
+    maxconn 512
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    retries 2
+    option redispatch
+
+frontend mcp
+    bind 127.0.0.1:{port}
+    default_backend gateways
+
+backend gateways
+    balance roundrobin
+    stick-table type string len 128 size 100k expire 2h
+    stick store-response res.hdr(Mcp-Session-Id)
+    stick match req.hdr(Mcp-Session-Id)
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
+{servers}
+"""
+
+
+@contextmanager
+def haproxy(backends: Sequence[int], workdir: Path) -> Iterator[int]:
+    """A real HAProxy on a free port in front of `backends`; its port."""
+    port = free_port()
+    config = workdir / "haproxy.cfg"
+    config.write_text(haproxy_config(port, backends), "utf-8")
+    log = workdir / "haproxy.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen([binary("haproxy"), "-db", "-f", str(config)], stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + START_LIMIT
+        while not _accepts(port):
+            if process.poll() is not None:
+                raise RuntimeError(f"haproxy exited: {log.read_text()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("haproxy did not listen in time")
+            time.sleep(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="session")
+def redis_service() -> Iterator[str]:
+    """One redis-server for the test run."""
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def redis_url(redis_service: str) -> str:
+    """The test run's Redis, emptied for this test."""
+    client = redis.Redis.from_url(redis_service)
+    client.flushdb()
+    client.close()
+    return redis_service

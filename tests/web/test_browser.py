@@ -1,0 +1,195 @@
+"""The web page in a real headless Chromium: signing in, live search, a tool's parameters, try-it,
+what a guest may open, adding a server that a connected MCP client then sees, an approval that lets a
+parked call run once, hostile text that runs nothing, and axe-core on every page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from gateway.config.loading import parse_config
+from gateway.config.model import GatewayConfig
+from servers.calc import build_server as calc
+from tests.support.access import KEYS, auth_section, http_client, recording_upstream, toy_entry
+from tests.support.browser import WAIT, ServedGateway, axe_violations, describe, served_gateway, wait_for_text
+from tests.support.harness import in_memory, until_listed
+from tests.support.launches import launches
+from tests.support.skills import text, write_skill
+from tests.support.toy import build_server as toy
+from tests.web.test_pages import hostile
+
+ADMIN, ANALYST, INTERN = KEYS["admin"], KEYS["analyst"], KEYS["intern"]
+ROLES: dict[str, Any] = {
+    "admin": {"allow": ["*"], "admin": True},
+    "analyst": {"allow": ["*"]},
+    "intern": {"allow": ["toy__echo", "toy__add", "local__*"]},
+}
+TITLE_MARK = "pwned"
+# Each payload would change the page's title, or open an alert, if it ever ran.
+PAYLOAD = (
+    f"<script>document.title='{TITLE_MARK}'</script> <img src=x onerror=\"document.title='{TITLE_MARK}'\"> "
+    f'<a href="javascript:alert(1)">click</a>'
+)
+SKILL_BODY = f"# Evil\n\n{PAYLOAD}\n\n[click](javascript:alert(2)) [docs](https://example.com/docs)\n"
+
+
+def config(tmp_path: Path) -> GatewayConfig:
+    """Toy, calc and hostile servers in memory, the launch tool, a hostile skill, three roles with keys."""
+    skills = write_skill(tmp_path / "skills", "evil", "evil__*", body=SKILL_BODY).parent
+    document = {
+        "gateway": {"data_dir": str(tmp_path / "data"), "skill_dirs": [str(skills)]},
+        "servers": {"toy": toy_entry(), "calc": {"command": "unused"}, "evil": {"command": "unused"}},
+        "local_tools": ["tests.support.launches"],
+        "auth": auth_section(),
+        "roles": ROLES,
+        "registration": {"allow_urls": ["http://127.0.0.1:*/**"]},
+    }
+    return parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServedGateway]:
+    """The gateway of `config` served over HTTP from its own event loop."""
+    transports = in_memory({"toy": toy("toy"), "calc": calc(), "evil": hostile(PAYLOAD)})
+    with served_gateway(config(tmp_path), transports=transports) as gateway:
+        yield gateway
+
+
+def sign_in(browser: webdriver.Chrome, url: str, key: str) -> None:
+    """Paste `key` into the sign-in form and wait for the catalog."""
+    browser.get(f"{url}/signin")
+    browser.find_element(By.ID, "credential").send_keys(key)
+    browser.find_element(By.CSS_SELECTOR, "form[action='/signin'] button").click()
+    wait_for_text(browser, "h1", "Catalog")
+
+
+def results(browser: webdriver.Chrome) -> str:
+    """The text of the catalog's result list."""
+    return browser.find_element(By.ID, "results").text
+
+
+def test_a_person_signs_in_searches_as_they_type_and_reads_a_tool_s_parameters(
+    served: ServedGateway, browser: webdriver.Chrome
+) -> None:
+    sign_in(browser, served.url, ANALYST)
+    assert "toy__echo" in results(browser) and "calc__evaluate" in results(browser)
+    browser.find_element(By.ID, "q").send_keys("two integers")
+    WebDriverWait(browser, WAIT).until(lambda driver: "toy__echo" not in results(driver), "search did not narrow")
+    assert "toy__add" in results(browser) and "1 of" in results(browser)
+    assert "q=two+integers" in browser.current_url
+    browser.find_element(By.LINK_TEXT, "toy__add").click()
+    wait_for_text(browser, "table.params", "required")
+    table = browser.find_element(By.CSS_SELECTOR, "table.params").text
+    assert "a" in table.split() and "b" in table.split() and "integer" in table
+
+
+def test_try_it_calls_calc_evaluate_and_shows_the_answer(served: ServedGateway, browser: webdriver.Chrome) -> None:
+    sign_in(browser, served.url, ANALYST)
+    browser.get(f"{served.url}/tools/calc__evaluate")
+    field = browser.find_element(By.CSS_SELECTOR, "[name='arg.expression']")
+    field.send_keys("sqrt(16) * (3 + 4)")
+    browser.find_element(By.XPATH, "//button[starts-with(text(), 'Call calc__evaluate')]").click()
+    wait_for_text(browser, "#result", "28")
+    entries = served.portal.call(served.gateway.audit.recent, 5, None, "calc__evaluate")
+    assert [entry.outcome for entry in entries] == ["ok"]
+
+
+def test_a_guest_sees_only_its_tools_and_a_hidden_tool_s_page_is_not_found(
+    served: ServedGateway, browser: webdriver.Chrome
+) -> None:
+    sign_in(browser, served.url, INTERN)
+    listed = results(browser)
+    assert "toy__echo" in listed and "toy__add" in listed
+    assert "calc__evaluate" not in listed and "toy__increment" not in listed
+    browser.get(f"{served.url}/tools/calc__evaluate")
+    wait_for_text(browser, "h1", "Not found")
+    browser.get(f"{served.url}/audit")
+    wait_for_text(browser, "h1", "Not allowed")
+
+
+def test_an_admin_adds_a_server_on_the_page_and_a_connected_client_sees_its_tools(
+    served: ServedGateway, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    portal = served.portal
+    with (
+        portal.wrap_async_context_manager(recording_upstream(tmp_path / "headers.log")) as upstream,
+        portal.wrap_async_context_manager(http_client(served.url, ADMIN)) as client,
+    ):
+        portal.call(client.list_tools)
+        sign_in(browser, served.url, ADMIN)
+        browser.get(f"{served.url}/servers")
+        browser.find_element(By.ID, "s-name").send_keys("remote")
+        browser.find_element(By.ID, "s-url").send_keys(upstream)
+        browser.find_element(By.XPATH, "//button[text()='Add server']").click()
+        wait_for_text(browser, "#server-rows", "remote")
+        portal.call(until_listed, client, "remote__echo")
+        # The list refreshes itself: the new server's row turns ready without a reload.
+        row = (By.XPATH, "//tbody[@id='server-rows']/tr[th='remote']")
+        WebDriverWait(browser, WAIT).until(
+            lambda driver: "ready" in driver.find_element(*row).text, "the new server's row never showed it ready"
+        )
+
+
+def test_an_approval_on_the_page_lets_a_parked_call_run_exactly_once(
+    served: ServedGateway, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    log = tmp_path / "launches.log"
+    arguments = {"log": str(log), "target": "moon"}
+    with served.portal.wrap_async_context_manager(http_client(served.url, INTERN)) as client:
+        parked = served.portal.call(client.call_tool, "local__launch", arguments)
+        assert parked.is_error and "Nothing was done" in text(parked)
+        sign_in(browser, served.url, ADMIN)
+        browser.get(f"{served.url}/approvals")
+        wait_for_text(browser, "table", "local__launch")
+        browser.find_element(By.XPATH, "//button[text()='Approve']").click()
+        wait_for_text(browser, "p.notice", "approved")
+        ran = served.portal.call(client.call_tool, "local__launch", arguments)
+        again = served.portal.call(client.call_tool, "local__launch", arguments)
+    assert not ran.is_error and text(ran) == "launched at moon"
+    assert again.is_error and "Nothing was done" in text(again)
+    assert launches(log) == ["moon"]
+
+
+def test_hostile_descriptions_schemas_and_skills_run_nothing(served: ServedGateway, browser: webdriver.Chrome) -> None:
+    sign_in(browser, served.url, ANALYST)
+    shown = {"/?q=trap": "<script>", "/tools/evil__trap": "<script>", "/skills": "evil", "/skills/evil": "<script>"}
+    for path, expected in shown.items():
+        browser.get(f"{served.url}{path}")
+        wait_for_text(browser, "main", expected)
+        assert TITLE_MARK not in browser.title, path
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018  (reading it is what raises when there is none)
+        hrefs = [link.get_attribute("href") or "" for link in browser.find_elements(By.TAG_NAME, "a")]
+        assert not any(href.lower().startswith("javascript:") for href in hrefs), path
+    browser.get(f"{served.url}/tools/evil__trap")
+    browser.find_element(By.CSS_SELECTOR, "[name='arg.text']").send_keys(PAYLOAD)
+    browser.find_element(By.XPATH, "//button[starts-with(text(), 'Call evil__trap')]").click()
+    wait_for_text(browser, "#result", "<script>")
+    assert TITLE_MARK not in browser.title
+    assert browser.find_elements(By.CSS_SELECTOR, "#result img") == []
+
+
+def test_axe_finds_nothing_serious_on_any_page(served: ServedGateway, browser: webdriver.Chrome) -> None:
+    browser.get(f"{served.url}/signin")
+    wait_for_text(browser, "h1", "Sign in")
+    found = {"/signin": axe_violations(browser)}
+    sign_in(browser, served.url, ADMIN)
+    pages = ["/", "/?q=toy", "/tools/toy__add", "/tools/evil__trap", "/servers", "/skills", "/skills/evil"]
+    pages += ["/connect", "/approvals", "/audit", "/no/such/page"]
+    for path in pages:
+        browser.get(f"{served.url}{path}")
+        wait_for_text(browser, "main", "")
+        found[path] = axe_violations(browser)
+    browser.get(f"{served.url}/tools/calc__evaluate")
+    browser.find_element(By.CSS_SELECTOR, "[name='arg.expression']").send_keys("1 +")
+    browser.find_element(By.XPATH, "//button[starts-with(text(), 'Call calc__evaluate')]").click()
+    wait_for_text(browser, "#result", "Error")
+    found["try-it error"] = axe_violations(browser)
+    assert {path: describe(v) for path, v in found.items() if v} == {}
