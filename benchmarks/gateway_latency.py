@@ -1,14 +1,21 @@
-"""Latency and throughput of the echo tool called directly and through the gateway, side by side.
+"""Latency, throughput and CPU per call of the echo tool called directly, through the gateway and
+through its peers, side by side in one run.
 
-Run `python -m benchmarks.gateway_latency [--calls N] [--seconds S] [--mode 2026-07-28]` from the
-repository root. Everything runs on loopback in subprocesses this script starts and stops:
-(a) `servers.echo` served over streamable HTTP with JSON responses, called by the SDK client;
-(b) `python -m gateway serve` with that echo server as its one stdio upstream, called the same way.
+Run `python -m benchmarks.gateway_latency [--calls N] [--seconds S] [--rounds R] [--mode 2026-07-28]`
+from the repository root. Everything runs on loopback in subprocesses this script starts and stops,
+each serving the same echo server and called by the SDK client over streamable HTTP:
+(a) direct: `servers.echo` served over streamable HTTP with JSON responses;
+(b) mcp-proxy and FastMCP's proxy (`benchmarks.peers`: pinned, installed into environments of
+their own on first use), each with that echo server as its stdio backend;
+(c) `python -m gateway serve` in its default configuration with that echo server as its one stdio upstream.
+Each round waits for a load average below 1.5 (at most `--quiet-timeout` s, then goes on and says
+so with the load it started at); the report gives the median and range over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import socket
@@ -19,8 +26,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
-from contextlib import AsyncExitStack, ExitStack, contextmanager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -28,11 +35,16 @@ from types import FrameType
 import anyio
 from mcp import Client
 
+from benchmarks import peers
+
 REPO = Path(__file__).resolve().parents[1]
 CONCURRENCY = 16
-# The gateway's performance budget: what it may add per call, what share of throughput it must keep.
-TARGET_ADDED_P50_MS = 1.5
-TARGET_THROUGHPUT_SHARE = 0.5
+# The gateway's targets (issue 15): what it may add per call, what share of direct throughput it must
+# keep, how much CPU its process may spend per call; and the load average a round waits for.
+TARGET_ADDED_P50_MS = 1.0
+TARGET_THROUGHPUT_SHARE = 0.7
+TARGET_CPU_MS = 0.8
+QUIET_LOAD = 1.5
 WARMUP_CALLS = 50
 # A bound on every wait for a process to come up or go away.
 START_TIMEOUT = 30.0
@@ -221,56 +233,127 @@ def gateway_config(directory: Path, json_responses: bool) -> Path:
     return path
 
 
-def run(calls: int, seconds: float, mode: str, json_responses: bool) -> tuple[Measurement, Measurement]:
-    """Measure the direct path, then the gateway path; every process is stopped before this returns."""
-    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as temp, ExitStack() as stack:
-        directory = Path(temp)
-        port = free_port()
-        log = directory / "echo.log"
-        echo = stack.enter_context(started([sys.executable, "-c", ECHO_HTTP, str(port)], log=log))
-        wait_until_ready(echo, f"http://127.0.0.1:{port}/mcp", log)
-        direct = measure(f"http://127.0.0.1:{port}/mcp", mode, calls, seconds, echo.pid, None)
-        stack.close()
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """One way to serve the echo tool: its name, the command serving it at a port, and the path
+    that answers once it is ready."""
 
-        port = free_port()
-        log = directory / "gateway.log"
-        command = [sys.executable, "-m", "gateway", "--log-level", "warning", "serve"]
-        command += ["--config", str(gateway_config(directory, json_responses)), "--port", str(port)]
-        gateway = stack.enter_context(started(command, log=log))
-        wait_until_ready(gateway, f"http://127.0.0.1:{port}/readyz", log)
-        upstreams = children_of(gateway.pid)
-        if len(upstreams) != 1:
-            raise SystemExit(f"expected one upstream process under the gateway, found {upstreams}")
-        through = measure(f"http://127.0.0.1:{port}/mcp", mode, calls, seconds, gateway.pid, upstreams[0])
-    return direct, through
+    name: str
+    command: Callable[[int, Path], list[str]]
+    ready_path: str = "/mcp"
 
 
-def report(direct: Measurement, through: Measurement, mode: str, calls: int, seconds: float, load: float) -> str:
-    """The side-by-side table and the verdict against the targets."""
-    added = through.p50_ms - direct.p50_ms
-    share = through.calls_per_s / direct.calls_per_s
+def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Contender]:
+    """Direct first (every ratio is to it), then the peers that speak `mode`, then the gateway."""
+
+    def direct(port: int, directory: Path) -> list[str]:
+        return [sys.executable, "-c", ECHO_HTTP, str(port)]
+
+    def gateway(port: int, directory: Path) -> list[str]:
+        # The default configuration: the default log level (INFO) and response mode.
+        command = [sys.executable, "-m", "gateway", "serve", "--config", str(gateway_config(directory, json_responses))]
+        return [*command, "--port", str(port)]
+
+    chosen = [Contender("direct", direct)]
+    if with_peers:
+        for peer in peers.PEERS:
+            if mode == "legacy" or peer.modern:
+                environment = peers.ensure(peer)
+                chosen.append(Contender(peer.name, functools.partial(_peer_command, peer, environment)))
+    chosen.append(Contender("gateway", gateway, "/readyz"))
+    return chosen
+
+
+def _peer_command(peer: peers.Peer, environment: Path, port: int, directory: Path) -> list[str]:
+    return peer.command(environment, port, REPO)
+
+
+def run_one(contender: Contender, calls: int, seconds: float, mode: str, directory: Path) -> Measurement:
+    """Start one contender, measure it, stop it (and whatever it started)."""
+    port = free_port()
+    log = directory / f"{contender.name}.log"
+    with started(contender.command(port, directory), log=log) as process:
+        wait_until_ready(process, f"http://127.0.0.1:{port}{contender.ready_path}", log)
+        return measure(f"http://127.0.0.1:{port}/mcp", mode, calls, seconds, process.pid, None)
+
+
+def wait_for_quiet(threshold: float, timeout: float) -> float:
+    """Wait until the 1-minute load average is below `threshold`, at most `timeout` s; the load then."""
+    deadline = time.monotonic() + timeout
+    load = os.getloadavg()[0]
+    while load >= threshold and time.monotonic() < deadline:
+        time.sleep(5)
+        load = os.getloadavg()[0]
+    return load
+
+
+def rounds(
+    chosen: Sequence[Contender], count: int, calls: int, seconds: float, mode: str, quiet: tuple[float, float]
+) -> tuple[dict[str, list[Measurement]], list[float]]:
+    """`count` rounds, each started once the machine is quiet, the contenders in a rotated order."""
+    results: dict[str, list[Measurement]] = {contender.name: [] for contender in chosen}
+    loads = []
+    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as temp:
+        for index in range(count):
+            loads.append(wait_for_quiet(*quiet))
+            print(f"round {index + 1} of {count}, load average {loads[-1]:.2f}", file=sys.stderr)
+            order = [*chosen[index % len(chosen) :], *chosen[: index % len(chosen)]]
+            for contender in order:
+                directory = Path(temp) / f"{contender.name}-{index}"
+                directory.mkdir()
+                results[contender.name].append(run_one(contender, calls, seconds, mode, directory))
+    return results, loads
+
+
+def _spread(values: Sequence[float], form: str) -> str:
+    """`median [min-max]` of `values`, each formatted with `form`."""
+    return f"{format(statistics.median(values), form)} [{format(min(values), form)}-{format(max(values), form)}]"
+
+
+def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: str, calls: int, seconds: float) -> str:
+    """Each figure per contender (median [range] over rounds) beside its ratio to direct and the target."""
+    direct = results["direct"]
     rows = [
         f"echo tool, mode={mode}, {calls} sequential calls, {CONCURRENCY} sessions for {seconds:g} s, "
-        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load average {load:.2f} before the run",
+        f"{len(direct)} rounds, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}",
+        f"load average at the start of each round: {', '.join(f'{load:.2f}' for load in loads)}",
+        "each figure: median [min-max] over the rounds; ratios are taken round by round against direct",
         "",
-        f"{'path':<10} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>9} {'server CPU':>11} {'upstream CPU':>13} "
-        f"{'client CPU':>11}",
+        f"{'path':<10} {'p50 ms':>20} {'added p50 ms':>20} {'calls/s':>16} {'share of direct':>20} "
+        f"{'server CPU ms/call':>20} {'CPU / direct':>18}",
     ]
-    for name, m in (("direct", direct), ("gateway", through)):
-        upstream = f"{m.upstream_cpu_ms:.2f} ms" if m.upstream_cpu_ms is not None else "-"
+    figures: dict[str, tuple[float, float, float]] = {}
+    for name, runs in results.items():
+        added = [m.p50_ms - d.p50_ms for m, d in zip(runs, direct, strict=True)]
+        share = [m.calls_per_s / d.calls_per_s for m, d in zip(runs, direct, strict=True)]
+        cpu = [m.server_cpu_ms / d.server_cpu_ms for m, d in zip(runs, direct, strict=True)]
+        own_cpu = statistics.median(r.server_cpu_ms for r in runs)
+        figures[name] = (statistics.median(added), statistics.median(share), own_cpu)
         rows.append(
-            f"{name:<10} {m.p50_ms:>8.2f} {m.p99_ms:>8.2f} {m.calls_per_s:>9.0f} {m.server_cpu_ms:>8.2f} ms "
-            f"{upstream:>13} {m.client_cpu_ms:>8.2f} ms"
+            f"{name:<10} {_spread([r.p50_ms for r in runs], '.2f'):>20} "
+            f"{'-' if name == 'direct' else _spread(added, '+.2f'):>20} "
+            f"{_spread([r.calls_per_s for r in runs], '.0f'):>16} "
+            f"{'-' if name == 'direct' else _spread(share, '.0%'):>20} "
+            f"{_spread([r.server_cpu_ms for r in runs], '.2f'):>20} {_spread(cpu, '.2f'):>18}"
         )
+    added, share, cpu = figures["gateway"]
     rows += [
-        "(CPU columns: CPU time per call during the throughput run; server = echo server or gateway process)",
+        "(server CPU: CPU time per call of the serving process alone, its stdio upstream not counted)",
         "",
-        f"gateway adds {added:.2f} ms at p50 (target <= {TARGET_ADDED_P50_MS} ms): "
+        f"gateway adds {added:+.2f} ms at p50 (target <= {TARGET_ADDED_P50_MS} ms): "
         f"{'met' if added <= TARGET_ADDED_P50_MS else 'MISSED'}",
         f"gateway keeps {share:.0%} of direct throughput (target >= {TARGET_THROUGHPUT_SHARE:.0%}): "
         f"{'met' if share >= TARGET_THROUGHPUT_SHARE else 'MISSED'}",
-        f"gateway process CPU per call: {through.server_cpu_ms:.2f} ms",
+        f"gateway CPU per call {cpu:.2f} ms (target <= {TARGET_CPU_MS} ms): "
+        f"{'met' if cpu <= TARGET_CPU_MS else 'MISSED'}",
     ]
+    if "mcp-proxy" in figures:
+        peer_added, peer_share, peer_cpu = figures["mcp-proxy"]
+        ahead = added < peer_added and share > peer_share and cpu < peer_cpu
+        rows.append(
+            f"ahead of mcp-proxy on all three (it: {peer_added:+.2f} ms, {peer_share:.0%}, {peer_cpu:.2f} ms): "
+            f"{'met' if ahead else 'MISSED'}"
+        )
     return "\n".join(rows)
 
 
@@ -279,10 +362,11 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Parse the options, run both paths and print the comparison."""
+    """Parse the options, run every contender in each round and print the comparison."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gateway_latency", description=__doc__)
     parser.add_argument("--calls", type=int, default=1000, help="sequential calls timed for latency (default 1000)")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of the throughput run (default 5)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every contender (default 3)")
     parser.add_argument(
         "--mode", default="legacy", choices=["legacy", "2026-07-28"], help="protocol era the client speaks"
     )
@@ -291,21 +375,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="run the gateway with http_json_responses: true (one JSON body per request, as the direct server)",
     )
+    parser.add_argument("--no-peers", action="store_true", help="only direct and the gateway")
+    parser.add_argument(
+        "--quiet-timeout",
+        type=float,
+        default=600.0,
+        help=f"seconds to wait for a load average below {QUIET_LOAD} before each round (default 600)",
+    )
     args = parser.parse_args(argv)
-    if args.calls < 1 or not 0 < args.seconds <= 600:
-        parser.error("--calls must be at least 1 and --seconds between 0 and 600")
+    if args.calls < 1 or not 0 < args.seconds <= 600 or args.rounds < 1:
+        parser.error("--calls and --rounds must be at least 1 and --seconds between 0 and 600")
     # A SIGTERM unwinds like Ctrl-C, so the subprocesses are stopped on the way out either way.
     signal.signal(signal.SIGTERM, _interrupt)
-    # Other work on the machine shares the CPUs with all three processes; the reader should know.
-    load = os.getloadavg()[0]
     try:
-        direct, through = run(args.calls, args.seconds, args.mode, args.json_responses)
+        chosen = contenders(args.json_responses, args.mode, not args.no_peers)
+        quiet = (QUIET_LOAD, args.quiet_timeout)
+        results, loads = rounds(chosen, args.rounds, args.calls, args.seconds, args.mode, quiet)
     except KeyboardInterrupt:
         print("interrupted; every process the benchmark started has been stopped", file=sys.stderr)
         raise SystemExit(130) from None
-    responses = "JSON bodies" if args.json_responses else "event streams"
-    print(f"gateway answers with {responses}")
-    print(report(direct, through, args.mode, args.calls, args.seconds, load))
+    responses = "JSON bodies" if args.json_responses else "its default response mode"
+    print(f"gateway answers with {responses}, at its default log level")
+    print(report(results, loads, args.mode, args.calls, args.seconds))
 
 
 if __name__ == "__main__":

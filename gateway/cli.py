@@ -193,9 +193,16 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     configure_logging(gateway.redact, logging.getLogger().level)
     app = create_app(config, host=args.host, gateway=gateway)
     # log_config=None: uvicorn's loggers (the access log too) go through the root handlers and their redaction.
+    # The access log is a line per request (about 0.15 ms of CPU per call): written at DEBUG only.
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host=args.host, port=args.port, log_level=args.log_level.lower(), lifespan="on", log_config=None
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level.lower(),
+            lifespan="on",
+            log_config=None,
+            access_log=logging.getLogger().isEnabledFor(logging.DEBUG),
         )
     )
 

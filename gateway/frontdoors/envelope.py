@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import clip
+from gateway.frontdoors.responsemode import MESSAGE_STATE
 
 MCP_PATH = "/mcp"
 GROUP_PATH = "/mcp/g/"
@@ -57,13 +58,17 @@ def version_refusal(value: str | None) -> Response | None:
     )
 
 
-def message_refusal(body: bytes, *, in_session: bool) -> Response | None:
-    """The answer to a POST body that is not one well-formed JSON-RPC message or that would
-    initialize a live session again, else None."""
+def parse_message(body: bytes) -> tuple[Any, Response | None]:
+    """A POST body parsed, with the answer to one that is not JSON (then the message is None)."""
     try:
-        message = json.loads(body)
+        return json.loads(body), None
     except (ValueError, RecursionError):
-        return refusal("Parse error: the body is not JSON", code=types.PARSE_ERROR)
+        return None, refusal("Parse error: the body is not JSON", code=types.PARSE_ERROR)
+
+
+def message_refusal(message: Any, *, in_session: bool) -> Response | None:
+    """The answer to a parsed POST body that is not one well-formed JSON-RPC message or that would
+    initialize a live session again, else None."""
     if isinstance(message, list):
         return refusal("Batches are not supported: send one JSON-RPC message per request")
     if not isinstance(message, dict):
@@ -121,10 +126,13 @@ class EnvelopeGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        refused = message_refusal(body, in_session=SESSION_HEADER in headers)
+        message, refused = parse_message(body)
+        refused = refused or message_refusal(message, in_session=SESSION_HEADER in headers)
         if refused is not None:
             await refused(scope, receive, send)
             return
+        # Parsed once: the response mode is chosen from it (`gateway.frontdoors.responsemode`).
+        scope.setdefault("state", {})[MESSAGE_STATE] = message
         replayed = False
 
         async def replay() -> Message:

@@ -103,10 +103,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     settings = config.settings
     limits = SessionLimits(per_caller=settings.max_sessions_per_caller, total=settings.max_sessions)
-    # By default SSE responses, not single JSON bodies: only a stream carries a call's progress
-    # notifications and elicitation requests back, and lets the SDK notice a 2026-era client
-    # abandoning a call (so the cancel reaches the upstream). Calls that emit nothing are still
-    # answered with plain JSON in the 2026 era. `http_json_responses` trades those for speed.
+    # A request gets an event stream only when one can carry something to its client (progress,
+    # log messages, requests put to the client): see `responsemode`. `http_json_responses` answers
+    # every request with a JSON body, giving those up.
     sessions = LimitedSessionManager(
         server,
         limits,
@@ -154,12 +153,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             return JSONResponse({"error": "Metrics are shown to admins only"}, status_code=403)
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
+    mcp = StreamableHTTPASGIApp(sessions)
+    # MCP first: Starlette tries routes in order, and nearly every request is a call to `/mcp`.
+    routes: list[BaseRoute] = [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
+    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator.settings))
     routes += api_routes(service, security, sessions.end)
     routes += registry_routes(service)
-    mcp = StreamableHTTPASGIApp(sessions)
-    routes += [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
     # Last: the web page answers every path no other route does.
     routes.append(web_app(service))
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Container, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from uuid import uuid4
 
 import mcp_types as types
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -30,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
 from gateway.frontdoors.mcpserver import GROUP_STATE
+from gateway.frontdoors.responsemode import ResponseModeTransport
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,22 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         # Session id -> the group whose endpoint opened it (None: `/mcp`).
         self._endpoints: dict[str, str | None] = {}
         self._busy: Counter[str] = Counter()
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        # The SDK's own, with a transport that streams only the responses that need a stream.
+        transport = ResponseModeTransport(
+            mcp_session_id=uuid4().hex,
+            is_json_response_enabled=self.json_response,
+            event_store=self.event_store,
+            security_settings=self.security_settings,
+            retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+        assert transport.mcp_session_id is not None
+        if requestor is not None:
+            self._session_owners[transport.mcp_session_id] = requestor
+        self._server_instances[transport.mcp_session_id] = transport
+        return transport
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)

@@ -293,7 +293,8 @@ def build_server(
         async def run() -> types.CallToolResult | types.InputRequiredResult:
             # One id links this call's log lines, its upstream call and its audit row.
             with requestid.bound() as request_id, protocol_errors(gateway.redact):
-                log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
                 result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
             if progress is not None:
                 await progress.flush()

@@ -10,11 +10,19 @@ take back the last commits. `synchronous=FULL` would add an fsync to every call 
 here against 0.02 ms) for that last case, which an audit trail of tool calls does not need.
 PostgreSQL has committed (and flushed) the row when the insert returns.
 
-Threading: a SQLite insert runs on the event loop (about 20 us, against about 95 us through a
-hop to a worker thread and back); one that crosses the network to PostgreSQL runs in a worker
-thread. What can stall SQLite for milliseconds is a WAL checkpoint, so automatic checkpoints
-are off and `maintain` runs them in a worker thread on a connection of its own; reads for
-`recent` also run in a worker thread.
+Batching: while `maintain` runs, a call's row is queued and one writer task commits everything
+queued since its last commit in one transaction (group commit): the caller waits for that
+commit, so "committed before the result is returned" still holds, and under load a commit is
+shared by every call that finished in the same turn of the event loop (about 14 us a row in a
+batch against 20 to 80 us for a SQLite row committed alone; one network round trip a batch for
+PostgreSQL). Without `maintain` (the command line, tests of the store alone) a row is committed
+at once.
+
+Threading: a SQLite batch is committed on the event loop (a hop to a worker thread and back
+costs about 100 us); one that crosses the network to PostgreSQL in a worker thread. What can
+stall SQLite for milliseconds is a WAL checkpoint, so automatic checkpoints are off and
+`maintain` runs them in a worker thread on a connection of its own; reads for `recent` also run
+in a worker thread.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +63,9 @@ STORE = "audit"
 """The audit trail's name in the store seam (its SQLite file is `audit.db`)."""
 
 
+_INSERT = f"INSERT INTO audit (time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+
+
 class AuditError(GatewayError):
     """The audit database cannot be opened or written."""
 
@@ -80,6 +91,15 @@ class AuditEntry:
         return datetime.fromtimestamp(self.epoch, UTC).isoformat(timespec="milliseconds")
 
 
+@dataclass(slots=True)
+class _Batch:
+    """Rows waiting for the writer's next commit, and how their callers learn it is done."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    committed: anyio.Event = field(default_factory=anyio.Event)
+    error: AuditError | None = None
+
+
 CallObserver = Callable[[AuditEntry, str], None]
 """Told of every audited call, after its row is written: the entry and the source of its tool."""
 
@@ -93,6 +113,9 @@ class AuditStore:
     def __init__(self, db: Database, redact: Redactor = NO_SECRETS) -> None:
         self._db = db
         self._redact = redact
+        self._batch = _Batch()
+        self._wake = anyio.Event()
+        self._writing = False
         try:
             migrate(db, STORE)
         except DatabaseError as error:
@@ -109,21 +132,56 @@ class AuditStore:
         return cls(db, redact)
 
     async def record(self, entry: AuditEntry) -> None:
-        """Append `entry`; once this returns the row is committed.
-
-        A local append runs on the event loop: it costs tens of microseconds, a hop to a worker
-        thread and back several times that. A network round trip runs in a worker thread.
-        """
-        if self._db.inline_writes:
-            self._insert(entry)
-        else:
-            await anyio.to_thread.run_sync(self._insert, entry)
+        """Append `entry`; once this returns the row is committed (see Batching above)."""
+        row = self._row(entry)
+        if not self._writing:
+            await self._commit([row])
+            return
+        batch = self._batch
+        batch.rows.append(row)
+        self._wake.set()
+        await batch.committed.wait()
+        if batch.error is not None:
+            raise batch.error
 
     async def maintain(self, interval: float = 5.0) -> None:
-        """Until cancelled: the database's upkeep (SQLite's WAL checkpoint) in a worker thread every `interval` s."""
-        while True:
-            await anyio.sleep(interval)
-            await anyio.to_thread.run_sync(self._upkeep)
+        """Until cancelled: commit queued rows in batches, and the database's upkeep (SQLite's WAL
+        checkpoint) in a worker thread every `interval` s."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._write_batches)
+            while True:
+                await anyio.sleep(interval)
+                await anyio.to_thread.run_sync(self._upkeep)
+
+    async def _write_batches(self) -> None:
+        """The one writer: each time rows are queued, commit all of them in one transaction."""
+        self._writing = True
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                await self._commit_batch()
+        finally:
+            # Rows queued after the last commit are written at once, their callers still waiting.
+            self._writing = False
+            if self._batch.rows:
+                with anyio.CancelScope(shield=True):
+                    await self._commit_batch()
+
+    async def _commit_batch(self) -> None:
+        batch, self._batch = self._batch, _Batch()
+        try:
+            await self._commit(batch.rows)
+        except AuditError as error:
+            batch.error = error
+        batch.committed.set()
+
+    async def _commit(self, rows: list[tuple[Any, ...]]) -> None:
+        """Commit `rows` in one transaction: on the event loop when local, else in a worker thread."""
+        if self._db.inline_writes:
+            self._insert(rows)
+        else:
+            await anyio.to_thread.run_sync(self._insert, rows)
 
     def _upkeep(self) -> None:
         try:
@@ -146,9 +204,9 @@ class AuditStore:
         """Close the database; later calls fail."""
         self._db.close()
 
-    def _insert(self, entry: AuditEntry) -> None:
+    def _row(self, entry: AuditEntry) -> tuple[Any, ...]:
         redact = self._redact
-        row = (
+        return (
             entry.time,
             entry.epoch,
             redact(entry.session),
@@ -161,8 +219,15 @@ class AuditStore:
             _one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS],
             entry.request_id,
         )
+
+    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
         try:
-            self._db.execute(f"INSERT INTO audit (time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+            if len(rows) == 1:
+                self._db.execute(_INSERT, rows[0])
+            else:
+                with self._db.transaction() as queries:
+                    for row in rows:
+                        queries.execute(_INSERT, row)
         except DatabaseError as error:
             raise AuditError(f"Cannot write to the audit database {self._db.where}: {error.message}") from None
 

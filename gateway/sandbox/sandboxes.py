@@ -185,6 +185,7 @@ class Sandboxes:
                 call.arguments,
                 limits_of(settings, self._user),
                 workspace,
+                call.tool.output_schema,
             )
             outcome = "error" if result.is_error else "ok"
             return result

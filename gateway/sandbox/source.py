@@ -14,10 +14,14 @@ import anyio
 import anyio.to_thread
 import docker
 import docker.errors
+import jsonschema
 import mcp_types as types
 from docker import DockerClient
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from referencing.exceptions import Unresolvable
 
 from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from gateway.sandbox.containers import (
@@ -73,6 +77,7 @@ class DockerSandbox:
         self._pools: OrderedDict[PoolKey, WarmPool] = OrderedDict()
         self._sessions: dict[str, ContainerStdio] = {}
         self._reaper = Reaper()
+        self._output_validators = OutputValidators()
 
     def client(self) -> DockerClient:
         """The docker-py client, connected on first use (blocking); SandboxUnavailableError if unreachable."""
@@ -107,13 +112,22 @@ class DockerSandbox:
         arguments: Mapping[str, Any],
         limits: SandboxLimits,
         workspace: Path | None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Call one tool on a fresh container running `command`: initialize, call, destroy."""
+        """Call one tool on a fresh container running `command`: initialize, call, destroy.
+
+        A result is checked against `output_schema` (the tool's, from the catalog) here, with a
+        validator compiled once per schema: a fresh client session would list the container's
+        tools and compile one for every call (a round trip and about 6 ms).
+        """
         pool = await self._pool(command, limits, workspace)
         transport = ContainerStdio(
             pool.acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock
         )
-        return await _call(transport, tool_name, arguments, limits.deadline)
+        result = await _call(transport, tool_name, arguments, limits.deadline)
+        if output_schema is not None and not result.is_error:
+            self._output_validators.check(tool_name, output_schema, result)
+        return result
 
     def session_transport(
         self, session_id: str, command: Sequence[str], limits: SandboxLimits, workspace: Path | None
@@ -215,6 +229,40 @@ class DockerSandbox:
         return launch(self.client(), kwargs)
 
 
+class OutputValidators:
+    """Checks tool results against their output schemas, as the SDK's client session does, with one
+    compiled validator per schema (kept by identity: a catalog entry keeps its schema object)."""
+
+    _SIZE = 256
+
+    def __init__(self) -> None:
+        self._cache: OrderedDict[int, tuple[Mapping[str, Any], Validator]] = OrderedDict()
+
+    def check(self, tool_name: str, schema: Mapping[str, Any], result: types.CallToolResult) -> None:
+        """Raise `ToolExecutionError` when `result` lacks the structured content `schema` asks for, or breaks it."""
+        if result.structured_content is None:
+            raise ToolExecutionError(f"Tool {tool_name} has an output schema but did not return structured content")
+        try:
+            error = best_match(self._validator(schema).iter_errors(result.structured_content))
+        except (jsonschema.SchemaError, Unresolvable) as broken:
+            raise ToolExecutionError(f"Invalid schema for tool {tool_name}: {broken}") from None
+        if error is not None:
+            raise ToolExecutionError(f"Invalid structured content returned by tool {tool_name}: {error.message}")
+
+    def _validator(self, schema: Mapping[str, Any]) -> Validator:
+        cached = self._cache.get(id(schema))
+        if cached is not None and cached[0] is schema:
+            self._cache.move_to_end(id(schema))
+            return cached[1]
+        kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        kind.check_schema(dict(schema))
+        validator: Validator = kind(schema)
+        self._cache[id(schema)] = (schema, validator)
+        if len(self._cache) > self._SIZE:
+            self._cache.popitem(last=False)
+        return validator
+
+
 def _message_cap(limits: SandboxLimits) -> int:
     """Largest JSON-RPC line accepted: the output cap, with room for JSON escaping and envelope."""
     return 8 * limits.max_output + 64 * 1024
@@ -226,8 +274,11 @@ async def _call(
     """Connect, call one tool and disconnect, translating every failure into a ToolError."""
     try:
         with anyio.fail_after(deadline):
-            async with Client(transport) as client:
-                return await client.call_tool(tool_name, dict(arguments))
+            # The handshake era, which every server speaks: `auto` would first probe for the 2026 era.
+            async with Client(transport, mode="legacy") as client:
+                params = types.CallToolRequestParams(name=tool_name, arguments=dict(arguments))
+                request = types.CallToolRequest(params=params)
+                return await client.session.send_request(request, types.CallToolResult)
     except TimeoutError as error:
         raise ToolTimeoutError(f"sandboxed tool {tool_name} ran past its {deadline:g} s deadline") from error
     except (MCPError, ExceptionGroup) as error:

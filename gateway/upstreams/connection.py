@@ -426,7 +426,8 @@ class Upstream:
     ) -> types.CallToolResult:
         """Run `tool` on this server under its original name."""
         session = await self._live_session()
-        log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
         try:
             with self.client_side.in_flight.request():
                 return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)

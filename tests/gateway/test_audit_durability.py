@@ -1,13 +1,16 @@
-"""The audit trail survives the gateway process being killed with SIGKILL right after the calls, on each backend."""
+"""The audit trail survives the gateway process being killed with SIGKILL, after calls or mid-load, on each backend."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+import anyio.abc
+import httpx2
 import mcp_types as types
 import pytest
 import yaml
@@ -15,9 +18,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from gateway.pipeline.audit import AuditStore
+from gateway.pipeline.audit import AuditStore, arguments_digest
+from tests.support.access import http_client
 from tests.support.databases import Backend
-from tests.support.harness import REPO
+from tests.support.harness import REPO, free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +89,68 @@ async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(
     assert len(lines) == len(EXPECTED) + 1
     for line, (tool, outcome) in zip(reversed(lines), [("local__process_id", "ok"), *EXPECTED], strict=True):
         assert f" {tool} " in line and f" {outcome} " in line
+
+
+async def test_every_answered_call_of_a_load_is_in_the_audit_trail_after_the_gateway_is_killed_mid_load(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    """Rows are committed in batches shared by concurrent calls; a call's answer still waits for its own."""
+    config = write_config(tmp_path, store_backend)
+    port = free_port()
+    command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(port)]
+    answered: list[dict[str, str]] = []
+    with anyio.fail_after(90):
+        async with await anyio.open_process(command, cwd=REPO) as process:
+            url = f"http://127.0.0.1:{port}"
+            try:
+                await _until_serving(url, process)
+                enough = anyio.Event()
+
+                async def load(index: int) -> None:
+                    async with http_client(url) as client:
+                        for call in range(10_000):
+                            arguments = {"name": f"session {index} call {call}"}
+                            result = await client.call_tool("local__greet", arguments)
+                            assert not result.is_error
+                            answered.append(arguments)
+                            if len(answered) >= 300:
+                                enough.set()
+
+                killed = anyio.Event()
+                async with anyio.create_task_group() as group:
+                    for index in range(8):
+                        group.start_soon(_until_killed, load, index, killed)
+                    await enough.wait()
+                    # Calls are in flight on every session: answered ones must all have their rows.
+                    process.send_signal(signal.SIGKILL)
+                    killed.set()
+            finally:
+                if process.returncode is None:
+                    process.kill()
+    store = AuditStore.open(store_backend.settings, tmp_path / "data")
+    try:
+        digests = {row.args_digest for row in await store.recent(limit=100_000, tool="local__greet")}
+    finally:
+        store.close()
+    assert len(answered) >= 300
+    assert [arguments for arguments in answered if arguments_digest(arguments) not in digests] == []
+
+
+async def _until_serving(url: str, process: anyio.abc.Process) -> None:
+    async with httpx2.AsyncClient() as http:
+        while True:
+            assert process.returncode is None, f"the gateway exited with {process.returncode}"
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return
+            except httpx2.TransportError:
+                await anyio.sleep(0.05)
+
+
+async def _until_killed(load: Callable[[int], Awaitable[None]], index: int, killed: anyio.Event) -> None:
+    """Run one session's load until the gateway is gone: after the kill, its connection fails."""
+    try:
+        await load(index)
+    except Exception:
+        if not killed.is_set():
+            raise

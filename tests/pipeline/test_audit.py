@@ -11,6 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import pytest
 
@@ -244,3 +245,27 @@ async def test_a_database_written_before_request_ids_gains_the_column_and_keeps_
     assert (newest.detail, newest.request_id) == ("after", "abc123")
     # Opening it again finds the column present and changes nothing.
     sqlite_store(tmp_path).close()
+
+
+async def test_rows_recorded_together_are_each_committed_before_their_record_returns(tmp_path: Path) -> None:
+    store = sqlite_store(tmp_path)
+    committed: dict[int, int] = {}
+
+    async def one(n: int) -> None:
+        await store.record(entry(n, session=f"s{n}"))
+        # Another connection sees the row as soon as the caller is told it is written.
+        with closing(sqlite3.connect(tmp_path / "audit.db")) as reader:
+            committed[n] = reader.execute("SELECT count(*) FROM audit WHERE session = ?", (f"s{n}",)).fetchone()[0]
+
+    try:
+        async with anyio.create_task_group() as writer:
+            writer.start_soon(store.maintain)
+            await anyio.lowlevel.checkpoint()
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as calls:
+                    for n in range(16):
+                        calls.start_soon(one, n)
+            writer.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert committed == dict.fromkeys(range(16), 1)

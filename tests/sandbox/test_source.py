@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 from docker import DockerClient
 from mcp import Client
@@ -13,6 +14,7 @@ from mcp.types import CallToolResult
 
 from gateway.errors import ToolExecutionError, ToolRefusedError, ToolTimeoutError
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError
+from gateway.sandbox.source import OutputValidators
 from tests.sandbox.conftest import IMAGE, SCOPE, WAIT, make_workspace, sandbox_ids
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +168,13 @@ anyio.run(main)
         assert await restarted.sweep_leftovers() == 2
     assert sandbox_ids(docker_client) == set()
     await restarted.close()
+
+
+def test_a_sandboxed_result_is_held_to_its_tool_s_output_schema() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    check = OutputValidators().check
+    check("count", schema, types.CallToolResult(content=[], structured_content={"n": 3}))
+    with pytest.raises(ToolExecutionError, match="did not return structured content"):
+        check("count", schema, types.CallToolResult(content=[]))
+    with pytest.raises(ToolExecutionError, match="Invalid structured content returned by tool count"):
+        check("count", schema, types.CallToolResult(content=[], structured_content={"n": "three"}))
