@@ -19,13 +19,12 @@ from docker import DockerClient
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError
+from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
 from gateway.sandbox.containers import (
     DOCKER_ERRORS,
     ContainerStdio,
     Reaper,
     SandboxContainer,
-    SandboxUnavailableError,
     launch,
     unavailable,
 )
