@@ -1,4 +1,4 @@
-"""Importing the gateway loads nothing it needs only for sandboxes or JWTs: start-up stays fast."""
+"""Importing the gateway loads nothing it needs only for sandboxes, JWTs or tool search: start-up stays fast."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 from tests.support.harness import REPO
 
-# docker-py (with requests) and PyJWT load when a sandboxed tool or a JWT first needs them.
-LAZY = ("docker", "requests", "jwt", "gateway.sandbox.source", "gateway.sandbox.containers")
+# docker-py (with requests), PyJWT and the stemmer load when a sandboxed tool, a JWT or a search first needs them.
+LAZY = ("docker", "requests", "jwt", "snowballstemmer", "gateway.sandbox.source", "gateway.sandbox.containers")
 
 
 def _run(probe: str) -> str:
@@ -18,7 +18,7 @@ def _run(probe: str) -> str:
     return done.stdout
 
 
-def test_importing_the_command_line_loads_neither_docker_nor_jwt() -> None:
+def test_importing_the_command_line_loads_neither_docker_nor_jwt_nor_the_stemmer() -> None:
     probe = f"import json, sys; import gateway.cli; print(json.dumps([m for m in {LAZY!r} if m in sys.modules]))"
     assert json.loads(_run(probe)) == []
 
