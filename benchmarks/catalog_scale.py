@@ -26,9 +26,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -70,6 +70,16 @@ server.run("stdio")
 
 
 @dataclass(frozen=True, slots=True)
+class PeerFigures:
+    """What one peer (see `catalog_peers`) achieved in one round."""
+
+    catalog_s: float
+    raw_list_ms: float
+    cpu_list_ms: float
+    rss_mb: float
+
+
+@dataclass(frozen=True, slots=True)
 class Round:
     """One round's figures."""
 
@@ -82,6 +92,7 @@ class Round:
     raw_list_ms: float
     gateway_cpu_ms: float
     rss_mb: float
+    peers: Mapping[str, PeerFigures] = field(default_factory=dict)
 
 
 def upstream_command(name: str) -> list[str]:
@@ -178,12 +189,13 @@ class RawSession:
         self._headers["mcp-protocol-version"] = PROTOCOL
         await self.post("notifications/initialized", notify=True)
 
-    async def catalog_size(self) -> int:
-        """How many upstream tools (names with `__`) a full listing shows."""
+    async def catalog_size(self, counts: Callable[[str], bool] = lambda name: "__" in name) -> int:
+        """How many tools a full listing shows whose names `counts` (default: the gateway's
+        upstream tools, named `<server>__<tool>`)."""
         count, cursor = 0, None
         while True:
             result = await self.post("tools/list", {"cursor": cursor} if cursor else {})
-            count += sum("__" in tool["name"] for tool in result["tools"])
+            count += sum(counts(tool["name"]) for tool in result["tools"])
             cursor = result.get("nextCursor")
             if cursor is None:
                 return count
@@ -263,8 +275,8 @@ def wait_quiet(threshold: float, timeout: float) -> float:
     return os.getloadavg()[0]
 
 
-def one_round(index: int, listings: int, quiet: float, quiet_timeout: float) -> Round:
-    """Both paths, the direct one first in even rounds."""
+def one_round(index: int, listings: int, quiet: float, quiet_timeout: float, peers_dir: Path | None) -> Round:
+    """Both paths, the direct one first in even rounds; then the peers when `peers_dir` is given."""
     load = wait_quiet(quiet, quiet_timeout)
     with tempfile.TemporaryDirectory(prefix="gateway-catalog-") as temp:
         if index % 2 == 0:
@@ -273,7 +285,12 @@ def one_round(index: int, listings: int, quiet: float, quiet_timeout: float) -> 
         else:
             catalog, startup_cpu, sdk_ms, raw_ms, cpu, rss = anyio.run(through_gateway, Path(temp), listings)
             limit, direct_ms = anyio.run(direct, listings)
-    return Round(load, limit, direct_ms, catalog, startup_cpu, sdk_ms, raw_ms, cpu, rss)
+        peers: dict[str, PeerFigures] = {}
+        if peers_dir is not None:
+            from benchmarks import catalog_peers
+
+            peers = catalog_peers.run_all(peers_dir, Path(temp), listings)
+    return Round(load, limit, direct_ms, catalog, startup_cpu, sdk_ms, raw_ms, cpu, rss, peers)
 
 
 def _spread(values: Sequence[float], unit: str, digits: int = 1) -> str:
@@ -314,6 +331,17 @@ def report(rounds: Sequence[Round]) -> str:
         f"gateway RSS: {_spread(rss, 'MB')}; target <= {TARGET_RSS_MB:g} MB: "
         f"{'met' if statistics.median(rss) <= TARGET_RSS_MB else 'MISSED'}",
     ]
+    for name in rounds[0].peers:
+        figures = [r.peers[name] for r in rounds]
+        lines += [
+            "",
+            f"{name}: time to full catalog / limit "
+            f"{_spread([f.catalog_s / r.limit_s for f, r in zip(figures, rounds, strict=True)], 'x', 2)}; "
+            f"full listing, raw: {_spread([f.raw_list_ms for f in figures], 'ms')} "
+            f"({_spread([f.raw_list_ms / r.raw_list_ms for f, r in zip(figures, rounds, strict=True)], 'x', 1)} "
+            f"the gateway's); its CPU per listing {_spread([f.cpu_list_ms for f in figures], 'ms')}; "
+            f"RSS {_spread([f.rss_mb for f in figures], 'MB')}",
+        ]
     return "\n".join(lines)
 
 
@@ -328,6 +356,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--listings", type=int, default=30, help="timed full listings per path and round (default 30)")
     parser.add_argument("--quiet", type=float, default=1.5, help="load average to wait for (default 1.5)")
     parser.add_argument("--quiet-timeout", type=float, default=300, help="longest wait for it, seconds (default 300)")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run FastMCP (mounted proxies) and mcp-proxy, installed pinned into --peers-dir on first use",
+    )
+    parser.add_argument(
+        "--peers-dir",
+        type=Path,
+        default=Path.home() / ".cache" / "mcp-gateway" / "bench-peers",
+        help="where the peers' virtualenvs live (default ~/.cache/mcp-gateway/bench-peers)",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.listings < 1:
         parser.error("--rounds and --listings must be at least 1")
@@ -335,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rounds = []
     try:
         for index in range(args.rounds):
-            rounds.append(one_round(index, args.listings, args.quiet, args.quiet_timeout))
+            peers_dir = args.peers_dir if args.peers else None
+            rounds.append(one_round(index, args.listings, args.quiet, args.quiet_timeout, peers_dir))
             print(f"round {index + 1} done", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted; every process the benchmark started has been stopped", file=sys.stderr)
