@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -35,6 +35,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, started
@@ -234,17 +235,13 @@ async def through_gateway(directory: Path, listings: int) -> tuple[float, float,
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http:
             raw = RawSession(http, url)
             with anyio.fail_after(CATALOG_TIMEOUT):
-                while True:
+                while not raw.opened:
                     if gateway.poll() is not None:
                         raise SystemExit(f"the gateway exited early; see {directory / 'gateway.log'}")
-                    try:
-                        if not raw.opened:
-                            await raw.open()
-                        if await raw.catalog_size() == SERVERS * TOOLS:
-                            break
-                    except (httpx2.HTTPError, KeyError):
-                        pass
+                    with suppress(httpx2.HTTPError, KeyError):
+                        await raw.open()
                     await anyio.sleep(0.02)
+                await _until_full(url, raw)
             catalog = time.perf_counter() - started_at
             startup_cpu = cpu_seconds(gateway.pid)
             cpu_before = cpu_seconds(gateway.pid)
@@ -255,6 +252,23 @@ async def through_gateway(directory: Path, listings: int) -> tuple[float, float,
         rss = rss_mb(gateway.pid)
     sdk_ms, raw_ms = statistics.median(sdk_samples) * 1000, statistics.median(raw_samples) * 1000
     return catalog, startup_cpu, sdk_ms, raw_ms, cpu, rss
+
+
+async def _until_full(url: str, raw: RawSession) -> None:
+    """List again at each tools/list_changed, as a client does, until the catalog is full; polling
+    instead would have the gateway build listings of a half-full catalog without pause."""
+    changed = anyio.Event()
+
+    async def note(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with Client(url, mode="legacy", cache=None, message_handler=note):
+        while await raw.catalog_size() < SERVERS * TOOLS:
+            # A notice may come between a listing and this wait: the timeout bounds that race.
+            with anyio.move_on_after(1):
+                await changed.wait()
+            changed = anyio.Event()
 
 
 async def _timed(listing: Callable[[], Any], times: int) -> list[float]:
