@@ -32,6 +32,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """Import the module of a name not loaded yet (PEP 562), on its first use."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
