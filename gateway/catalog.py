@@ -67,6 +67,8 @@ class Catalog:
         self._matchers: list[tuple[str, UriTemplate]] = []
         self._answers_unknown: str | None = None
         self._exposed: dict[tuple[str, str], str] = {}
+        # A source's record by identity -> (that record, it under its exposed name), from the last rebuild.
+        self._renamed: dict[int, tuple[ToolRecord, ToolRecord]] = {}
 
     def sources(self) -> list[str]:
         """Names of the sources that currently contribute, in catalog order."""
@@ -168,7 +170,9 @@ class Catalog:
         wanted = [_wanted_tool_name(listing, tool.original_name) for listing in listings for tool in listing.tools]
         names, clashes = assign(wanted, self._reserved)
         records = [tool for listing in listings for tool in listing.tools]
-        self.tools = [record.renamed(name) for record, name in zip(records, names, strict=True)]
+        # Sources join one at a time; the records of those already listed keep their exposed copies.
+        self.tools = [self._exposed_record(record, name) for record, name in zip(records, names, strict=True)]
+        self._renamed = {id(record): (record, tool) for record, tool in zip(records, self.tools, strict=True)}
         self._tools = {record.name: record for record in self.tools}
 
         prompt_wanted = [
@@ -184,6 +188,12 @@ class Catalog:
             self.prompts.append(prompt.model_copy(update={"name": name}))
             self._prompts[name] = Route(source, prompt.name)
         self.clashes = clashes + prompt_clashes + self._expose_resources(listings)
+
+    def _exposed_record(self, record: ToolRecord, name: str) -> ToolRecord:
+        kept = self._renamed.get(id(record))
+        if kept is not None and kept[0] is record and kept[1].name == name:
+            return kept[1]
+        return record.renamed(name)
 
     def _expose_resources(self, listings: list[SourceListing]) -> list[Clash]:
         """Expose every source's resources and templates: `<namespace>+<uri>`, or as the source has

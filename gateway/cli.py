@@ -43,7 +43,6 @@ from gateway.pipeline.audit import AuditError, AuditStore
 from gateway.redaction import Redactor, configure_logging
 from gateway.registrations import RegistrationStore
 from gateway.reload import reload_on_hangup
-from gateway.sandbox import image as sandbox_image
 from gateway.service import START_GRACE, Gateway
 from gateway.stores import DatabaseError
 from gateway.upstreams.connection import State
@@ -157,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if argv is None:
         argv = sys.argv[1:]
     if list(argv[:2]) == ["sandbox", "build"]:
+        from gateway.sandbox import image as sandbox_image  # docker-py: only for this command
+
         raise SystemExit(sandbox_image.main(list(argv[2:])))
     args = _parser().parse_args(argv)
     if args.command == "hash-key":

@@ -133,6 +133,13 @@ class ToolRefusedError(ToolError):
     """A step of the call pipeline refused to run the call."""
 
 
+class SandboxUnavailableError(ToolRefusedError):
+    """Docker is unreachable or the sandbox image is missing; nothing runs on the host instead."""
+
+    reason = "sandbox"
+    hint = "Sandboxed tools need Docker and the sandbox image; ask an operator to set them up."
+
+
 class ToolTimeoutError(ToolError):
     """The call ran past its deadline and was abandoned."""
 

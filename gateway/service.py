@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -490,12 +490,27 @@ class Gateway:
     def listed_tools(self, session: SessionContext) -> list[ToolRecord]:
         """What tools/list shows this session: meta-tools, core tools, and in list_changed mode
         the tools of its active skills."""
-        extra: set[str] = set()
-        if self.config.settings.disclosure == "list_changed" and session.transport != "stateless":
-            extra = self.skills.active_tools(session)
+        extra = self._listed_skill_tools(session)
         listed = [tool for tool in self.visibility.tools(session) if tool.layer == "core" or tool.name in extra]
         # The meta-tools are the same for every caller: List_Skills, not a schema, names its skills.
         return list(self._meta.values()) + listed
+
+    def listing_view(self, session: SessionContext) -> tuple[Hashable, tuple[object, ...]]:
+        """What decides `listed_tools(session)`: a key naming its visibility set (role, group, the
+        tools of its active skills) and the state objects the listing is computed from, which are
+        replaced, never changed in place, when the catalog, the role rules, the group or the
+        meta-tools change. Sessions with equal keys and the same objects get the same listing."""
+        extra = self._listed_skill_tools(session)
+        group = self.live_groups.set.get(session.group) if session.group is not None else None
+        stamp = (self.catalog.tools, self.visibility.policy, self._meta, group)
+        return (session.role, session.group, extra), stamp
+
+    def _listed_skill_tools(self, session: SessionContext) -> frozenset[str]:
+        """The tools of the session's active skills that its tools/list shows: none unless in
+        list_changed mode, and never in the stateless era (no session to hold them)."""
+        if self.config.settings.disclosure == "list_changed" and session.transport != "stateless":
+            return frozenset(self.skills.active_tools(session))
+        return frozenset()
 
     def input_schema(self, name: str, role: str | None, group: str | None = None) -> Mapping[str, Any] | None:
         """A tool's input schema by exposed name, for the SDK's check of 2026-era `Mcp-Param-*`

@@ -176,3 +176,13 @@ def test_links_in_a_result_are_exposed_and_other_content_is_untouched() -> None:
     assert exposed.content[1].uri == "t+toy://items/1"  # type: ignore[union-attr]
     assert exposed.content[2].resource.uri == "t+toy://readme"  # type: ignore[union-attr]
     assert catalog.exposed_links("local", result) is result
+
+
+def test_a_source_joining_leaves_the_exposed_records_of_the_others_as_they_were() -> None:
+    catalog = Catalog(order=["a", "b"])
+    catalog.update(listing("a", "x"))
+    before = catalog.tool("a__x")
+    catalog.update(listing("b", "x"))
+    assert catalog.tool("a__x") is before
+    catalog.update(listing("a", "x"))  # listed again: new records, exposed anew
+    assert catalog.tool("a__x") is not before and catalog.tool("a__x") == before

@@ -10,15 +10,15 @@ import hmac
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from typing import TYPE_CHECKING, Any
 
 from gateway.auth.apikeys import ApiKey, key_problem
 from gateway.auth.identity import CALLER
 from gateway.auth.tokens import JWT_ALGORITHMS, JwtSettings
 from gateway.config.schema import ConfigProblems, validate_section
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 MIN_HS256_SECRET = 32
 MIN_RSA_BITS = 2048
@@ -200,6 +200,10 @@ def _jwt(
 
 def _public_key(raw: Mapping[str, Any], base_dir: Path, problems: list[tuple[str, str]]) -> RSAPublicKey | None:
     """The RSA public key given inline or in a file, or None (recording a problem if it is unusable)."""
+    # Loaded here, not at import: only a configuration with an RS256 key needs cryptography.
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
     if "rs256_public_key" in raw and "rs256_public_key_file" in raw:
         problems.append(("auth.jwt", "give one of rs256_public_key and rs256_public_key_file, not both"))
         return None

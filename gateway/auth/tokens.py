@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-import jwt
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+from typing import TYPE_CHECKING, Any, cast
 
 from gateway.auth.identity import CALLER, AuthenticationError, Identity
+
+if TYPE_CHECKING:
+    # PyJWT and cryptography load only when a JWT is verified: importing them costs start-up time.
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 JWT_ALGORITHMS = ("HS256", "RS256")
 
@@ -30,6 +32,8 @@ class JwtSettings:
 
 def verify_jwt(token: str, settings: JwtSettings, known_roles: frozenset[str] | None) -> Identity:
     """The identity a signed, current JWT for this audience and issuer names."""
+    import jwt
+
     try:
         algorithm = jwt.get_unverified_header(token).get("alg")
     except jwt.InvalidTokenError:
@@ -56,6 +60,8 @@ def verify_jwt(token: str, settings: JwtSettings, known_roles: frozenset[str] | 
 
 def _jwt_problem(error: jwt.InvalidTokenError, settings: JwtSettings) -> str:
     """A message for a rejected JWT that names the failed check and never the token."""
+    import jwt
+
     if isinstance(error, jwt.InvalidSignatureError):
         return "the token's signature does not verify"
     if isinstance(error, jwt.ExpiredSignatureError):

@@ -44,7 +44,7 @@ from gateway.config.variables import WORKSPACE_REFERENCE, expand, substitute
 from gateway.errors import ConfigError
 from gateway.groups import Group, parse_groups
 from gateway.pipeline.confirmation import ConfirmationSettings
-from gateway.sandbox import SandboxLimits
+from gateway.sandbox.hardening import SandboxLimits
 from gateway.stores import StoreSettings
 from gateway.tools import Risk
 

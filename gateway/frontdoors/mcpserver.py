@@ -40,6 +40,7 @@ from gateway.downstream import bound
 from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors import tasks
 from gateway.frontdoors.clientrequests import ClientOfRequest
+from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.notifications import Coalescer, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
@@ -256,9 +257,13 @@ def build_server(
     """The MCP server that fronts `gateway`; `clock` paces the notifications it sends (`notifications`)."""
     # 2026-era calls waiting for the client's answer to their upstream's request, by request state.
     parked: dict[str, ParkedCall] = {}
+    listings = ListingCache()
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
+        view, stamp = gateway.listing_view(session)
+        if listings.holds((ctx.protocol_version, view, _cursor(params)), stamp):
+            return types.ListToolsResult(tools=[])
         with protocol_errors(gateway.redact):
             tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
@@ -408,11 +413,12 @@ def build_server(
         )
 
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call
-    # that buys nothing until a tracer is installed.
+    # that buys nothing until a tracer is installed. The listing cache serves tools/list pages.
     server.middleware.clear()
     tasks.install(
         server, gateway, lambda ctx: session_of(gateway, ctx), lambda r: redacted_error(r, gateway.redact), page_size
     )
+    server.middleware.append(listings)
 
     async def notify() -> None:
         await notify_tools_changed(gateway, bus)

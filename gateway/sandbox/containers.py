@@ -28,7 +28,7 @@ from docker.models.containers import Container
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
-from gateway.errors import ToolExecutionError, ToolRefusedError
+from gateway.errors import SandboxUnavailableError, ToolExecutionError
 from gateway.sandbox.hardening import LABEL_DEADLINE, MiB, SandboxLimits, container_kwargs
 
 logger = logging.getLogger(__name__)
@@ -38,13 +38,6 @@ BUILD_HINT = "run `python -m gateway sandbox build`"
 # Extra life a one-shot container gets past its deadline, so our own kill always comes first.
 _ONE_SHOT_GRACE = 5.0
 _STDERR_TAIL = 8192
-
-
-class SandboxUnavailableError(ToolRefusedError):
-    """Docker is unreachable or the sandbox image is missing; nothing runs on the host instead."""
-
-    reason = "sandbox"
-    hint = "Sandboxed tools need Docker and the sandbox image; ask an operator to set them up."
 
 
 def unavailable(error: BaseException, image: str) -> SandboxUnavailableError:

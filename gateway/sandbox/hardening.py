@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from docker.types import LogConfig, Ulimit
-
 from gateway.errors import ConfigError
 
 MiB = 1024 * 1024
@@ -89,6 +87,9 @@ def container_kwargs(
     lifetime: float,
 ) -> dict[str, Any]:
     """Keyword arguments for `client.containers.create` of a hardened container living `lifetime` s."""
+    # docker-py loads when a container is about to start, not when the gateway starts.
+    from docker.types import LogConfig, Ulimit
+
     volumes = {}
     if workspace is not None:
         volumes[str(workspace.resolve())] = {"bind": WORKSPACE_DIR, "mode": "rw"}

@@ -17,6 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -24,11 +25,15 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
+from gateway.errors import SandboxUnavailableError
 from gateway.metrics import Metrics
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError, parse_size
+from gateway.sandbox.hardening import SandboxLimits, parse_size
 from gateway.upstreams.transports import Streams, TransportFactory
 from gateway.upstreams.workspaces import workspace_owner
+
+if TYPE_CHECKING:
+    from gateway.sandbox.source import DockerSandbox
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +107,9 @@ class Sandboxes:
         self._started: tuple[TaskGroup, bool] | None = None
 
     def _docker(self) -> DockerSandbox:
+        # docker-py (and requests) load only for a configuration whose tools use the sandbox.
+        from gateway.sandbox.source import DockerSandbox
+
         settings = self._settings
         # Session containers end with their client sessions (the gateway's own idle expiry), not
         # on a timer of the sandbox's: a quiet session would otherwise lose its server's state.

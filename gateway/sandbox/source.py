@@ -23,13 +23,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from referencing.exceptions import Unresolvable
 
-from gateway.errors import ToolError, ToolExecutionError, ToolTimeoutError
+from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
 from gateway.sandbox.containers import (
     DOCKER_ERRORS,
     ContainerStdio,
     Reaper,
     SandboxContainer,
-    SandboxUnavailableError,
     launch,
     unavailable,
 )

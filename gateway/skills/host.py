@@ -67,7 +67,7 @@ class SkillHost:
         self._notify = notify
         self._carriers: dict[str, list[str]] = {}
         self._members: dict[str, list[str]] = {}
-        self._index = ToolIndex(())
+        self._index: ToolIndex | None = None
         self.replace(skills)
 
     def replace(self, skills: SkillSet) -> None:
@@ -83,14 +83,16 @@ class SkillHost:
         return sorted(self.skills.skills)
 
     def refresh(self) -> None:
-        """Recompute which tools each skill brings, and the search index, after a catalog change."""
+        """Recompute which tools each skill brings after a catalog change; the search index is built
+        again at the next search. Upstreams join the catalog one by one at start-up: indexing the
+        whole catalog at each of them was most of the gateway's CPU until the catalog was full."""
         names = [tool.name for tool in self._catalog.tools]
         self._members = {skill.name: skill.tool_names(names) for skill in self.skills.skills.values()}
         self._carriers = {}
         for skill_name, members in self._members.items():
             for tool_name in members:
                 self._carriers.setdefault(tool_name, []).append(skill_name)
-        self._index = ToolIndex(self._search_item(tool) for tool in self._catalog.tools)
+        self._index = None
 
     def _search_item(self, tool: ToolRecord) -> SearchItem:
         """What Find_Tools matches `tool` by: its name, description and parameters, its server, and
@@ -175,6 +177,8 @@ class SkillHost:
             tool = self._catalog.tool(name)
             return tool is not None and self._may_see(session, tool)
 
+        if self._index is None:
+            self._index = ToolIndex(self._search_item(tool) for tool in self._catalog.tools)
         hits = self._index.search(query, limit, allowed)
         found = ((self._catalog.tool(hit.name), self._visible_carriers(session, hit.name)) for hit in hits)
         return [(tool, skills) for tool, skills in found if tool is not None]

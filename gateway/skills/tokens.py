@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
-
-import snowballstemmer
+from functools import cache, lru_cache
+from typing import Any
 
 # A break inside an identifier: lower or digit before upper ("getHttp"), an acronym's end
 # before a capitalised word ("HTTPResponse"), and the edges between letters and digits.
@@ -41,7 +40,14 @@ STOP_WORDS = frozenset(
 # Particles that join Chinese sentences and say nothing about a tool on their own.
 CJK_STOP_CHARS = frozenset("的了和是在与及或等把被将对从为")
 # fmt: on
-_STEMMER = snowballstemmer.stemmer("english")
+
+
+@cache
+def _stemmer() -> Any:
+    # Loaded at the first search, not at start-up: snowballstemmer brings every language's stemmer (3 MB).
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 @lru_cache(maxsize=65536)
@@ -49,7 +55,7 @@ def _stem(word: str) -> str:
     """The Snowball English stem of a casefolded word; words with digits stay whole."""
     if not word.isalpha() or not word.isascii():
         return word
-    stem: str = _STEMMER.stemWord(word)
+    stem: str = _stemmer().stemWord(word)
     return stem
 
 

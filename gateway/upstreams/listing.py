@@ -3,7 +3,7 @@ applied and descriptions bounded, and listings read page after page."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -16,8 +16,13 @@ MAX_DESCRIPTION_CHARS = 8000
 
 
 def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolRecord, ...]:
-    """The server's tools as records, with the operator's per-server and per-tool settings applied."""
+    """The server's tools as records, with the operator's per-server and per-tool settings applied.
+
+    Equal parts of the input schemas (a whole schema, a `{"type": "string"}`) become one object
+    shared by every record: a catalog of thousands of tools holds each shape once, not per tool.
+    """
     records = []
+    shapes: dict[Hashable, Any] = {}
     for tool in tools:
         settings = config.settings_for(tool.name)
         if not settings.enabled:
@@ -29,7 +34,7 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
                 source=record.source,
                 original_name=record.original_name,
                 description=_bounded(record.description),
-                input_schema=record.input_schema,
+                input_schema=shared(record.input_schema, shapes),
                 output_schema=record.output_schema,
                 title=record.title,
                 annotations=record.annotations,
@@ -42,6 +47,24 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
             )
         )
     return tuple(records)
+
+
+def shared(value: Any, shapes: dict[Hashable, Any]) -> Any:
+    """`value` (JSON data) with every dict and list replaced by the equal one already in `shapes`,
+    entering those not seen yet. The result must not be changed in place: others hold its parts."""
+    if isinstance(value, Mapping):
+        items = [(key, shared(item, shapes)) for key, item in value.items()]
+        return shapes.setdefault(("object", *((key, _identity(item)) for key, item in items)), dict(items))
+    if isinstance(value, list):
+        elements = [shared(item, shapes) for item in value]
+        return shapes.setdefault(("array", *map(_identity, elements)), elements)
+    return value
+
+
+def _identity(value: Any) -> Hashable:
+    # Containers are already shared, so equal ones are the same object; scalars compare by type
+    # and value (True is not 1).
+    return id(value) if isinstance(value, dict | list) else (type(value), value)
 
 
 def _bounded(description: str) -> str:

@@ -17,8 +17,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import jwt
-
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import AuthenticationError, Identity
 
@@ -109,7 +107,9 @@ class WebSessions:
         if identity.method == "api_key":
             session.key_digest = hashlib.sha256(token.encode("utf-8")).digest()
         elif identity.method == "jwt":
-            # The signature was verified just now; only the expiry is read again.
+            # The signature was verified just now; only the expiry is read again. PyJWT loads on first use.
+            import jwt
+
             claims = jwt.decode(token, options={"verify_signature": False})
             session.expires = float(claims["exp"]) if "exp" in claims else None
         return session
