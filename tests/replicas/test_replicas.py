@@ -111,12 +111,19 @@ async def test_handshake_clients_of_a_killed_replica_initialize_again_and_carry_
     tmp_path: Path, redis_url: str
 ) -> None:
     async with cluster(_configs(tmp_path, redis_url), tmp_path) as gateways:
-        async with http_client(gateways.url, KEYS["analyst"]) as client:
-            assert _text(await client.call_tool("toy__echo", {"text": "before"})) == "before"
-            holder = await _holder(gateways)
-            holder.kill()
-            with pytest.raises(Exception):  # noqa: B017 - "session not found" or a refused connection, either ends it
+        before, killed = None, False
+        try:
+            async with http_client(gateways.url, KEYS["analyst"]) as client:
+                before = _text(await client.call_tool("toy__echo", {"text": "before"}))
+                holder = await _holder(gateways)
+                holder.kill()
+                killed = True
                 await client.call_tool("toy__echo", {"text": "lost"})
+        except Exception:  # "session not found", a refused or dropped connection: in the call or as the client closes
+            pass
+        else:
+            raise AssertionError("a call on the killed replica's session was answered")
+        assert (before, killed) == ("before", True)
         with anyio.fail_after(RECOVERY_LIMIT):
             while True:
                 try:
