@@ -33,6 +33,7 @@ from pathlib import Path
 from types import FrameType
 
 import anyio
+import yaml
 from mcp import Client
 
 from benchmarks import peers
@@ -215,21 +216,17 @@ def measure(url: str, mode: str, calls: int, seconds: float, server: int, upstre
     )
 
 
-def gateway_config(directory: Path, json_responses: bool) -> Path:
-    """A gateway config with one required stdio upstream, `echo`, writing its data under `directory`."""
+def gateway_config(directory: Path, **settings: object) -> Path:
+    """A gateway config with one required stdio upstream, `echo`, its data under `directory`, and
+    `settings` in its `gateway` section."""
     path = directory / "gateway.yaml"
-    path.write_text(
-        "gateway:\n"
-        f"  data_dir: {directory / 'data'}\n"
-        f"  http_json_responses: {'true' if json_responses else 'false'}\n"
-        "servers:\n"
-        "  echo:\n"
-        f"    command: {sys.executable}\n"
-        "    args: [-m, servers.echo]\n"
-        f"    cwd: {REPO}\n"
-        # Required, so that `/readyz` answers 200 only once its tool is listed.
-        "    required: true\n"
-    )
+    echo = {"command": sys.executable, "args": ["-m", "servers.echo"], "cwd": str(REPO)}
+    # Required, so that `/readyz` answers 200 only once its tool is listed.
+    document = {
+        "gateway": {"data_dir": str(directory / "data"), **settings},
+        "servers": {"echo": {**echo, "required": True}},
+    }
+    path.write_text(yaml.safe_dump(document))
     return path
 
 
@@ -251,7 +248,14 @@ def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Conten
 
     def gateway(port: int, directory: Path) -> list[str]:
         # The default configuration: the default log level (INFO) and response mode.
-        command = [sys.executable, "-m", "gateway", "serve", "--config", str(gateway_config(directory, json_responses))]
+        command = [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--config",
+            str(gateway_config(directory, http_json_responses=json_responses)),
+        ]
         return [*command, "--port", str(port)]
 
     chosen = [Contender("direct", direct)]

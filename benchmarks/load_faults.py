@@ -31,11 +31,11 @@ import anyio
 from mcp import Client
 
 from benchmarks.gateway_latency import (
-    REPO,
     _interrupt,
     children_of,
     cpu_seconds,
     free_port,
+    gateway_config,
     percentile,
     started,
     wait_until_ready,
@@ -207,24 +207,6 @@ async def load(url: str, tool: str, sessions: int, duration: float, gateway: int
     return tally
 
 
-def gateway_config(directory: Path, sessions: int) -> Path:
-    """A gateway config with one required stdio upstream, `echo`, room for `sessions` anonymous sessions."""
-    path = directory / "gateway.yaml"
-    path.write_text(
-        "gateway:\n"
-        f"  data_dir: {directory / 'data'}\n"
-        # Every session here is the same anonymous caller.
-        f"  max_sessions_per_caller: {sessions + 16}\n"
-        "servers:\n"
-        "  echo:\n"
-        f"    command: {sys.executable}\n"
-        "    args: [-m, servers.echo]\n"
-        f"    cwd: {REPO}\n"
-        "    required: true\n"
-    )
-    return path
-
-
 def run_once(sessions: int, duration: float, kill_every: float | None) -> Run:
     """One load run on a fresh gateway subprocess; it is stopped before this returns."""
     with tempfile.TemporaryDirectory(prefix="gateway-load-") as temp, ExitStack() as stack:
@@ -232,7 +214,12 @@ def run_once(sessions: int, duration: float, kill_every: float | None) -> Run:
         port = free_port()
         log = directory / "gateway.log"
         command = [sys.executable, "-m", "gateway", "--log-level", "warning", "serve"]
-        command += ["--config", str(gateway_config(directory, sessions)), "--port", str(port)]
+        command += [
+            "--config",
+            str(gateway_config(directory, max_sessions_per_caller=sessions + 16)),
+            "--port",
+            str(port),
+        ]
         gateway = stack.enter_context(started(command, log=log))
         wait_until_ready(gateway, f"http://127.0.0.1:{port}/readyz", log)
         url = f"http://127.0.0.1:{port}/mcp"
