@@ -5,6 +5,9 @@
 # writes it to .cache/postgres/url, where the tests read it when GATEWAY_TEST_POSTGRES_URL is unset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Stdout carries the URL and nothing else: every other line (pg_ctlcluster says "Removed stale pid
+# file." after a reboot) goes to stderr.
+exec 3>&1 1>&2
 
 CLUSTER="${POSTGRES_CLUSTER:-gateway-test}"
 PORT="${POSTGRES_PORT:-54329}"
@@ -35,7 +38,7 @@ if ! pg_lsclusters --no-header | awk '{print $1, $2}' | grep -qx "$VERSION $CLUS
 fi
 if ! pg_lsclusters --no-header | awk '{print $1, $2, $4}' | grep -qx "$VERSION $CLUSTER online"; then
   echo "postgres.sh: starting cluster $VERSION/$CLUSTER" >&2
-  pg_ctlcluster "$VERSION" "$CLUSTER" start
+  pg_ctlcluster "$VERSION" "$CLUSTER" start 3>&-
 fi
 PORT="$(pg_lsclusters --no-header | awk -v v="$VERSION" -v c="$CLUSTER" '$1 == v && $2 == c {print $3}')"
 
@@ -50,4 +53,4 @@ fi
 URL="postgresql://$ROLE:$PASSWORD@127.0.0.1:$PORT/$DATABASE"
 mkdir -p "$(dirname "$URL_FILE")"
 echo "$URL" >"$URL_FILE"
-echo "$URL"
+echo "$URL" >&3
