@@ -50,7 +50,7 @@ from gateway.errors import (
     UpstreamUnavailableError,
     describe_error,
 )
-from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
 from gateway.redaction import NO_SECRETS, Redactor
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 
@@ -277,7 +277,8 @@ class AuditCalls:
             await self._record(call, started, "error", describe_error(error))
             raise
         detail = _first_text(result) if result.is_error else ""
-        await self._record(call, started, "error" if result.is_error else "ok", detail)
+        outcome = call.notes.get(OUTCOME_NOTE) or ("error" if result.is_error else "ok")
+        await self._record(call, started, outcome, detail)
         return result
 
     async def _record(self, call: ToolCall, started: float, outcome: str, detail: str) -> None:

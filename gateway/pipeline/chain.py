@@ -33,6 +33,11 @@ class ToolCall:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+OUTCOME_NOTE = "outcome"
+"""A note a step sets when its result, an error for the model, is not a failure of the tool: the audit
+outcome to record instead of `error` (e.g. `refused:awaiting_approval`)."""
+
+
 CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]
 
 

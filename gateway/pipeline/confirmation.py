@@ -42,7 +42,7 @@ from gateway.config.schema import validate_section
 from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.pipeline.audit import arguments_digest
-from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 from gateway.tools import Risk, ToolRecord
 
@@ -263,6 +263,7 @@ class ConfirmRiskyCalls:
                 raise ConfirmationDeclinedError(f"The user declined the call to '{call.tool.name}'; it did not run.")
         elif request is not None:
             request.state = await self._store.issue(binding_of(call), self._clock(), self._ttl)
+            call.notes[OUTCOME_NOTE] = "refused:awaiting_confirmation"
             text = f"Asking the user to approve the call to '{call.tool.name}'. Nothing was done yet."
             return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
         else:
@@ -280,6 +281,7 @@ class ConfirmRiskyCalls:
         if approval.status == Status.DECLINED:
             raise ConfirmationDeclinedError(f"A person declined approval {approval.id}: '{name}' did not run.")
         left = max(0, round(approval.expires - self._approvals.clock()))
+        call.notes[OUTCOME_NOTE] = "refused:awaiting_approval"
         first = "Waiting" if fresh else "Still waiting"
         text = (
             f"{first} for approval {approval.id}: '{name}' is a {risk.value}-risk tool, so a person must approve "

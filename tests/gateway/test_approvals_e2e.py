@@ -167,6 +167,8 @@ async def test_a_parked_call_runs_exactly_once_after_a_person_approves_it(setup:
     # The approval was used up: the next identical call waits for a new one.
     assert approval_of(after) != first
     assert "approved" in outcomes and "ok" in outcomes
+    # Waiting is a refusal of its own, not a failure of the tool.
+    assert outcomes.count("refused:awaiting_approval") == 3 and "error" not in outcomes
 
 
 async def test_a_declined_call_is_told_so_and_never_runs(setup: Setup) -> None:

@@ -13,7 +13,7 @@ import pytest
 from gateway.auth.policy import derive_risk
 from gateway.errors import ConfigError
 from gateway.pipeline.approvals import ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, Binding, Status
-from gateway.pipeline.chain import Pipeline, ToolCall
+from gateway.pipeline.chain import OUTCOME_NOTE, Pipeline, ToolCall
 from gateway.pipeline.confirmation import (
     APPROVAL_KEY,
     ARGUMENT,
@@ -254,9 +254,11 @@ async def test_a_stateless_client_gets_a_request_state_token_that_no_result_show
     runs = Runs()
     pipeline = Pipeline([step(store, approvals, clock=clock)], runs)
     request = InputRequest()
-    asked = await pipeline.run(ToolCall(session(), DROP, dict(SQL), notes={INPUT_NOTE: request}))
+    call = ToolCall(session(), DROP, dict(SQL), notes={INPUT_NOTE: request})
+    asked = await pipeline.run(call)
     assert request.state is not None
     assert asked.is_error and request.state not in text(asked) and not asked.meta
+    assert call.notes[OUTCOME_NOTE] == "refused:awaiting_confirmation"
     done = await pipeline.run(ToolCall(session(), DROP, dict(SQL), notes={TOKEN_NOTE: request.state}))
     assert not done.is_error and len(runs.calls) == 1
     assert approvals.pending() == []
