@@ -11,9 +11,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
+import anyio
+
 from gateway.errors import ConfigError
 from gateway.groups import Group, GroupSet, parse_group
 from gateway.registrations import RegistrationStore
+from gateway.stores import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +67,22 @@ class LiveGroups:
         (`ConfigError`) and kept in `store`; `ConflictError` when the name is taken."""
         group, stored = parse_group(entry, source_file=API_SOURCE, source=API_SOURCE)
         self.set.add(group)
-        store.save("group", group.name, stored)
+        try:
+            await anyio.to_thread.run_sync(store.save, "group", group.name, stored)
+        except DatabaseError:
+            self.set.remove(group.name)
+            raise
         await self._changed(group.name)
         return group
 
     async def remove(self, name: str, store: RegistrationStore) -> None:
         """Remove a group registered through the API (`ConflictError` for the file's)."""
-        self.set.remove(name)
-        store.remove("group", name)
+        group = self.set.remove(name)
+        try:
+            await anyio.to_thread.run_sync(store.remove, "group", name)
+        except DatabaseError:
+            self.set.add(group)
+            raise
         await self._changed(name)
 
     async def follow_file(self, groups: Mapping[str, Group]) -> None:

@@ -247,7 +247,7 @@ class LiveServers:
             raise ConflictError(f"A server named '{member.name}' already exists")
         self._check_namespace(member.config)
         assert self._store is not None
-        self._store.save("server", member.name, member.entry)
+        await anyio.to_thread.run_sync(self._store.save, "server", member.name, member.entry)
         await self.put(member)
         return self.status(member.name)
 
@@ -257,16 +257,17 @@ class LiveServers:
         member = self._parse({**current.entry, **changes, "name": name})
         self._check_namespace(member.config)
         assert self._store is not None
-        self._store.save("server", name, member.entry)
+        await anyio.to_thread.run_sync(self._store.save, "server", name, member.entry)
         await self.put(member)
         return self.status(name)
 
     async def unregister(self, name: str) -> None:
-        """Remove a registered server: its calls finish or time out, then it is disconnected and forgotten."""
+        """Remove a registered server: forgotten by the store first (a store that fails leaves it running),
+        then its calls finish or time out, and it is disconnected."""
         self._editable(name)
-        await self.drop(name)
         assert self._store is not None
-        self._store.remove("server", name)
+        await anyio.to_thread.run_sync(self._store.remove, "server", name)
+        await self.drop(name)
 
     def _member(self, name: str) -> Member:
         member = self.members.get(name)

@@ -2,8 +2,9 @@
 
 Every error is `{"error": "<message>", "problems": [{"path": ..., "problem": ...}]}` with the status
 of the `OperationError`; a `ConfigError` (a body that is no valid entry) is 422 with its path and
-problem. Nothing the client sends can make a route answer 500 with a traceback: an unexpected
-failure is logged and answered as a JSON 500 without details.
+problem; a store that cannot be read or written (a locked SQLite file, PostgreSQL down) is 503.
+Nothing the client sends can make a route answer 500 with a traceback: an unexpected failure is
+logged and answered as a JSON 500 without details.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gateway.config.schema import ConfigProblems, nesting_problem, raise_if_any
 from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError
 from gateway.service import Gateway
 from gateway.session import SessionContext
+from gateway.stores import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,11 @@ def answer_error(error: Exception) -> JSONResponse:
         return error_response(error.status, error.message)
     if isinstance(error, ProtocolError):
         return error_response(400, error.message)
+    if isinstance(error, DatabaseError):
+        log.warning("the store failed an API request: %s", error.message)
+        return error_response(
+            503, "the gateway's store cannot be read or written now; nothing was changed (its log says why)"
+        )
     log.exception("API request failed")
     return error_response(500, "internal error; the gateway's log has the details")
 

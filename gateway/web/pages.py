@@ -24,6 +24,7 @@ from gateway.api.tools import VisibleTools
 from gateway.errors import ConfigError, GatewayError, OperationError
 from gateway.service import Gateway
 from gateway.session import SessionContext
+from gateway.stores import DatabaseError
 from gateway.web import csrf
 from gateway.web.signin import COOKIE, WebSession, WebSessions
 
@@ -152,6 +153,11 @@ class Web:
             return self.error_page(request, person, error.status, error.message)
         if isinstance(error, ConfigError):
             return self.error_page(request, person, 422, str(error))
+        if isinstance(error, DatabaseError):
+            log.warning("the store failed web page %s: %s", request.url.path, error.message)
+            return self.error_page(
+                request, person, 503, "The gateway's store cannot be read or written now; nothing was changed."
+            )
         if isinstance(error, GatewayError):
             return self.error_page(request, person, 400, error.message)
         log.exception("web page %s failed", request.url.path)

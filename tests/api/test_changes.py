@@ -4,7 +4,9 @@ how, and servers registered, changed, restarted and removed while the gateway se
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -178,6 +180,39 @@ async def test_a_registered_server_is_changed_restarted_and_removed_live(served:
     assert restarted.status_code == 202
     assert file_server.status_code == 409 and "edit it there" in file_server.json()["error"]
     assert removed.status_code == 204 and gone.status_code == 404 and stored == {}
+
+
+async def test_a_store_that_cannot_be_written_answers_503_and_leaves_servers_and_groups_as_they_were(
+    served: Served, tmp_path: Path
+) -> None:
+    config = api_config(tmp_path, registration=ALLOW_PYTHON)
+    group = {"name": "fresh-only", "allow": [{"server": "fresh"}]}
+    async with served(config) as (gateway, url):
+        assert (
+            await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "fresh", **toy_stdio("fresh")})
+        ).status_code == 201
+        assert (await send(url, ADMIN, "POST", "/api/v1/groups", group)).status_code == 201
+        # Another process holds the write lock of the registrations file past SQLite's busy timeout.
+        with closing(sqlite3.connect(config.settings.data_dir / "registrations.db", isolation_level=None)) as holder:
+            holder.execute("BEGIN IMMEDIATE")
+            refused = [
+                await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "late", **toy_stdio("late")}),
+                await send(url, ADMIN, "DELETE", "/api/v1/servers/fresh"),
+                await send(url, ADMIN, "POST", "/api/v1/groups", {"name": "late", "allow": [{"server": "toy"}]}),
+                await send(url, ADMIN, "DELETE", "/api/v1/groups/fresh-only"),
+            ]
+            holder.execute("ROLLBACK")
+        servers = (await send(url, ADMIN, "GET", "/api/v1/servers")).json()["servers"]
+        groups = (await send(url, ADMIN, "GET", "/api/v1/groups")).json()["groups"]
+        stored = (set(gateway.registrations.entries("server")), set(gateway.registrations.entries("group")))
+        again = await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "late", **toy_stdio("late")})
+    for response in refused:
+        assert response.status_code == 503, response.text
+        assert "store" in response.json()["error"]
+    assert {row["name"] for row in servers} == {"toy", "other", "fresh"}
+    assert {row["name"] for row in groups} >= {"fresh-only"} and "late" not in {row["name"] for row in groups}
+    assert stored == ({"fresh"}, {"fresh-only"})
+    assert again.status_code == 201, again.text
 
 
 async def _has(url: str, name: str) -> bool:
