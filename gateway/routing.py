@@ -3,6 +3,7 @@ instance, a local function, or a fresh sandbox container."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +18,15 @@ from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes
 from gateway.session import SessionContext
-from gateway.tasks import TASK_NOTE, TaskOrder
+from gateway.tasks import TASK_NOTE, TaskEntry, TaskOrder
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
+
+log = logging.getLogger(__name__)
+
+ABANDON_TIMEOUT = 10.0
+"""How long a session's end waits for its server to cancel a task nobody can ask for any more."""
 
 
 class Router:
@@ -78,6 +84,22 @@ class Router:
         ):
             return server
         return None
+
+    async def cancel_abandoned(self, entry: TaskEntry) -> None:
+        """Cancel on its server a task whose session ended, best effort: the connection all sessions
+        share, if it still runs (a session-scoped server's instance ends with its session, tasks and all)."""
+        upstream = None if self._session_scoped(entry.server) is not None else self._upstreams.get(entry.server)
+        if upstream is None or entry.upstream_id is None:
+            return
+        request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=entry.upstream_id))
+        # Shielded: a session often ends because its scope is being cancelled.
+        with anyio.move_on_after(ABANDON_TIMEOUT, shield=True):
+            try:
+                await upstream.send_as_is(request)
+            except GatewayError as error:
+                log.info(
+                    "task %s of %r not cancelled when its session ended: %s", entry.upstream_id, entry.server, error
+                )
 
     async def execute(self, call: ToolCall) -> types.CallToolResult:
         """The pipeline's terminal: send the call to its source under its original name."""

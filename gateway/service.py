@@ -140,6 +140,7 @@ class Gateway:
         )
         self.workspaces.notices = self.passthrough.notice
         self.tasks = self.passthrough.tasks
+        self.tasks.abandon = self.router.cancel_abandoned
         self.resources = Resources(self.visibility, self.catalog, self.router, self.skills, self.passthrough)
         """Resources, templates, prompts and completion as each session may see them."""
         self._listeners: list[ChangeListener] = []

@@ -11,7 +11,7 @@ Pure: no I/O; the clock is passed in.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -68,6 +68,11 @@ class TaskEntry:
         """The server that runs the task."""
         return self.tool.source
 
+    @property
+    def running(self) -> bool:
+        """Whether its server runs it still, as last seen."""
+        return self.upstream_id is not None and self.task.status in ("working", "input_required")
+
 
 @dataclass
 class TaskBook:
@@ -77,6 +82,9 @@ class TaskBook:
     wall_clock: Callable[[], float]
     token: Callable[[], str] = field(default=lambda: secrets.token_urlsafe(24))
     _entries: dict[str, TaskEntry] = field(default_factory=dict)
+    abandon: Callable[[TaskEntry], Awaitable[None]] | None = None
+    """Cancels on its server a task still running when its session ends: no client can ask for it
+    any more. Set by the facade, which reaches the upstreams."""
 
     def add(self, session: SessionContext, tool: ToolRecord, task: types.Task) -> TaskEntry:
         """Keep the server's new `task` of `tool` for `session`, under a fresh id."""
@@ -108,7 +116,9 @@ class TaskBook:
     def _closer(self, session: SessionContext) -> Closer:
         async def close() -> None:
             for task_id in session.state.pop(BOOK_KEY, []):
-                self._entries.pop(task_id, None)
+                entry = self._entries.pop(task_id, None)
+                if entry is not None and entry.running and self.abandon is not None:
+                    await self.abandon(entry)
 
         return close
 

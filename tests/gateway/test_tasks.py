@@ -117,7 +117,7 @@ async def test_tasks_are_listed_only_to_their_session_and_unknown_to_any_other(t
             assert foreign.value.error.code == unknown.value.error.code == types.INVALID_PARAMS
             assert foreign.value.error.message == unknown.value.error.message.replace("no-such-task", mine["taskId"])
         assert (await ask(other, "tasks/get", taskId=theirs["taskId"]))["status"] == "working"
-    assert [job.task.status for job in upstream.jobs.values()] == ["working", "working"]
+        assert [job.task.status for job in upstream.jobs.values()] == ["working", "working"]
 
 
 async def test_cancelling_a_task_reaches_the_upstream(tmp_path: Path) -> None:
@@ -130,6 +130,23 @@ async def test_cancelling_a_task_reaches_the_upstream(tmp_path: Path) -> None:
     assert cancelled["status"] == "cancelled" and cancelled["taskId"] == task["taskId"]
     assert upstream.jobs["t1"].task.status == "cancelled"
     assert "already cancelled" in again.value.error.message
+
+
+async def test_a_session_s_running_tasks_are_cancelled_on_their_server_when_it_ends(tmp_path: Path) -> None:
+    upstream = TaskServer()
+    async with (
+        http_gateway(config(tmp_path), transports=in_memory({"jobs": upstream})) as (_, url),
+        http_client(url) as staying,
+    ):
+        await start(staying, "slow", "kept")
+        async with http_client(url) as leaving:
+            await start(leaving, "slow", "left running")
+            await start(leaving, "slow", "finished")
+            await upstream.finish("t3", "done")
+        await wait_until(lambda: upstream.jobs["t2"].task.status == "cancelled", limit=30)
+        statuses = {job.arguments["text"]: job.task.status for job in upstream.jobs.values()}
+    # Only the ended session's task still running was cancelled: a finished one is left as it was.
+    assert statuses == {"kept": "working", "left running": "cancelled", "finished": "completed"}
 
 
 async def test_a_tool_is_called_as_its_task_support_allows_or_gets_method_not_found(tmp_path: Path) -> None:
