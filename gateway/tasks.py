@@ -11,7 +11,7 @@ Pure: no I/O; the clock is passed in.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -149,6 +149,15 @@ class TaskBook:
         """The server's latest state of the task under the gateway's id, kept as the last seen."""
         entry.task = types.Task.model_validate({**task.model_dump(), "task_id": entry.id})
         return entry.task
+
+
+def as_gateway_s(meta: Mapping[str, Any] | None, entry: TaskEntry) -> dict[str, Any] | None:
+    """The `_meta` of a request a server sends about its task `entry`, naming the task by the
+    gateway's id, as the client knows it; None when `meta` names no task of the server's."""
+    related = (meta or {}).get(RELATED_TASK)
+    if not isinstance(related, Mapping) or related.get("taskId") != entry.upstream_id:
+        return None
+    return {**(meta or {}), RELATED_TASK: {**related, "taskId": entry.id}}
 
 
 def task_wire(task: types.Task) -> dict[str, Any]:

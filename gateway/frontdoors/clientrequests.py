@@ -20,6 +20,7 @@ from mcp.shared.message import ServerMessageMetadata
 from gateway.downstream import ClientAnswer, ClientRequest
 from gateway.passthrough import PassThrough
 from gateway.session import SessionContext
+from gateway.tasks import TaskEntry, as_gateway_s
 from gateway.upstreams.clientside import workspace_roots
 from gateway.upstreams.workspaces import workspace_of
 
@@ -52,11 +53,20 @@ def answer_type(request: ClientRequest) -> type[ClientAnswer]:
 class ClientOfRequest:
     """The `Downstream` of a handshake-era front-door request."""
 
-    def __init__(self, ctx: Context, session: SessionContext, subject: str, passthrough: PassThrough) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        session: SessionContext,
+        subject: str,
+        passthrough: PassThrough,
+        task: TaskEntry | None = None,
+    ) -> None:
         self._ctx = ctx
         self._session = session
         self._subject = subject
         self._passthrough = passthrough
+        self._task = task
+        """The task whose result the request waits for: its server's requests name it by the gateway's id."""
 
     @property
     def session(self) -> SessionContext:
@@ -76,6 +86,10 @@ class ClientOfRequest:
         refusal = unsupported(request, capabilities) or await self._passthrough.admit(self, server, request)
         if refusal is not None:
             return refusal
+        params = request.params
+        meta = None if self._task is None or params is None else as_gateway_s(params.meta, self._task)
+        if params is not None and meta is not None:
+            request = request.model_copy(update={"params": params.model_copy(update={"meta": meta})})
         metadata = ServerMessageMetadata(related_request_id=self._ctx.request_id)
         try:
             answer: ClientAnswer = await self._ctx.session.send_request(

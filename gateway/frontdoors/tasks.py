@@ -160,7 +160,7 @@ def install(server: Server[Any], gateway: Gateway, session_of: SessionOf, shown:
                     params=types.GetTaskPayloadRequestParams(task_id=entry.upstream_id)
                 )
                 # The server may ask the client for input while the client waits for the result.
-                client = ClientOfRequest(ctx, entry.session, entry.tool.name, gateway.passthrough)
+                client = ClientOfRequest(ctx, entry.session, entry.tool.name, gateway.passthrough, entry)
                 with bound(client):
                     answer = await (await upstream(entry)).send_as_is(request)
                 outcome = gateway.catalog.exposed_links(entry.server, types.CallToolResult.model_validate(answer))

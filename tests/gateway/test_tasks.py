@@ -149,6 +149,24 @@ async def test_a_session_s_running_tasks_are_cancelled_on_their_server_when_it_e
     assert statuses == {"kept": "working", "left running": "cancelled", "finished": "completed"}
 
 
+async def test_a_server_s_request_while_a_task_s_result_is_awaited_names_the_task_by_the_gateway_s_id(
+    tmp_path: Path,
+) -> None:
+    upstream = TaskServer()
+    asked: list[Any] = []
+
+    async def model(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append((params.meta or {}).get(RELATED_TASK))
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(text="yes"), model="test")
+
+    transports = in_memory({"jobs": upstream})
+    async with gateway_client(config(tmp_path), transports=transports, sampling_callback=model) as (_, client):
+        task = await start(client, "slow", "ask:may I?")
+        result = await ask(client, "tasks/result", taskId=task["taskId"])
+    assert asked == [{"taskId": task["taskId"]}]
+    assert result["content"] == [{"type": "text", "text": "model said: yes"}]
+
+
 async def test_a_tool_is_called_as_its_task_support_allows_or_gets_method_not_found(tmp_path: Path) -> None:
     async with gateway_client(config(tmp_path), transports=in_memory({"jobs": TaskServer()})) as (_, client):
         with pytest.raises(MCPError) as forbidden:

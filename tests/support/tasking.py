@@ -3,8 +3,9 @@
 A low-level SDK `Server` with the task methods added: a task-augmented `tools/call` is answered
 with a working task (by a server middleware, since the SDK insists a `tools/call` answer is a
 `CallToolResult`); the test finishes it with `finish`, which also sends the status notification.
-`tasks/result` waits until the task ends. Tools: `slow` (tasks optional), `batch` (tasks
-required), `quick` (no tasks).
+`tasks/result` waits until the task ends; for a task started with text `ask:<question>` it first
+asks the client's model the question (sampling, naming the task in `_meta`), and the answer is the
+result. Tools: `slow` (tasks optional), `batch` (tasks required), `quick` (no tasks).
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 NOW = "2026-01-01T00:00:00+00:00"
 TOOLS = {"slow": "optional", "batch": "required", "quick": None}
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+ASK = "ask:"
+"""A task whose text starts so asks the client's model the rest when its result is asked for."""
 
 
 @dataclass
@@ -113,11 +118,28 @@ class TaskServer(Server[Any]):
 
     async def _result(self, ctx: Any, params: types.GetTaskPayloadRequestParams) -> dict[str, Any]:
         job = self._job(params.task_id)
+        if job.arguments.get("text", "").startswith(ASK):
+            await self._ask_model(ctx, job)
         await job.done.wait()
         if job.result is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Task {params.task_id} was {job.task.status}")
-        meta = {"io.modelcontextprotocol/related-task": {"taskId": params.task_id}}
+        meta = {RELATED_TASK: {"taskId": params.task_id}}
         return job.result.model_copy(update={"meta": meta}).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _ask_model(self, ctx: Any, job: Job) -> None:
+        """Ask the client's model the question after `ASK`, about the task, and complete it with the answer."""
+        question = types.SamplingMessage(role="user", content=types.TextContent(text=job.arguments["text"][len(ASK) :]))
+        request = types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(
+                messages=[question], max_tokens=10, _meta={RELATED_TASK: {"taskId": job.task.task_id}}
+            )
+        )
+        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        answer = await ctx.session.send_request(request, types.CreateMessageResult, metadata=metadata)
+        said = answer.content.text if isinstance(answer.content, types.TextContent) else "?"
+        job.result = types.CallToolResult(content=[types.TextContent(text=f"model said: {said}")])
+        job.task = job.task.model_copy(update={"status": "completed"})
+        job.done.set()
 
     async def _list(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
         return {"tasks": [wire(job.task) for job in self.jobs.values()]}
