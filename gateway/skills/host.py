@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
+import anyio
 import mcp_types as types
 
 from gateway.catalog import Catalog
@@ -68,6 +69,8 @@ class SkillHost:
         self._carriers: dict[str, list[str]] = {}
         self._members: dict[str, list[str]] = {}
         self._index: ToolIndex | None = None
+        self._generation = 0
+        self._building = anyio.Lock()
         self.replace(skills)
 
     def replace(self, skills: SkillSet) -> None:
@@ -93,6 +96,7 @@ class SkillHost:
             for tool_name in members:
                 self._carriers.setdefault(tool_name, []).append(skill_name)
         self._index = None
+        self._generation += 1
 
     def _search_item(self, tool: ToolRecord) -> SearchItem:
         """What Find_Tools matches `tool` by: its name, description and parameters, its server, and
@@ -170,18 +174,31 @@ class SkillHost:
         """Active skill names, most recently used first."""
         return self.state(session).active()
 
-    def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]:
+    async def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]:
         """Tools matching `query` among those the session may see, with the skills carrying each."""
 
         def allowed(name: str) -> bool:
             tool = self._catalog.tool(name)
             return tool is not None and self._may_see(session, tool)
 
-        if self._index is None:
-            self._index = ToolIndex(self._search_item(tool) for tool in self._catalog.tools)
-        hits = self._index.search(query, limit, allowed)
+        hits = (await self._current_index()).search(query, limit, allowed)
         found = ((self._catalog.tool(hit.name), self._visible_carriers(session, hit.name)) for hit in hits)
         return [(tool, skills) for tool, skills in found if tool is not None]
+
+    async def _current_index(self) -> ToolIndex:
+        """The index of the catalog as it is, built in a worker thread when missing (hundreds of
+        milliseconds for thousands of tools, which would stall every other session on the event
+        loop); searches arriving meanwhile wait for the same build. A build the catalog changed
+        under serves the searches that waited for it and is not kept."""
+        async with self._building:
+            if self._index is not None:
+                return self._index
+            generation = self._generation
+            items = [self._search_item(tool) for tool in self._catalog.tools]
+            index = await anyio.to_thread.run_sync(ToolIndex, items)
+            if generation == self._generation:
+                self._index = index
+            return index
 
     def _visible_carriers(self, session: SessionContext, tool_name: str) -> list[str]:
         """The skills carrying `tool_name` that the session's role may see (never name hidden ones)."""

@@ -58,7 +58,7 @@ class Disclosure(Protocol):
 
     def active_skills(self, session: SessionContext) -> list[str]: ...
 
-    def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]: ...
+    async def search(self, session: SessionContext, query: str, limit: int) -> list[tuple[ToolRecord, list[str]]]: ...
 
     def handle_of(self, session: SessionContext) -> str | None: ...
 
@@ -171,7 +171,7 @@ class MetaTools:
             return self._read_skill_file(session, str(arguments["name"]), str(arguments["path"]))
         if name == FIND_TOOLS:
             limit, schemas = int(arguments.get("limit", 10)), bool(arguments.get("schemas", False))
-            return self._find_tools(session, str(arguments["query"]), limit, schemas)
+            return await self._find_tools(session, str(arguments["query"]), limit, schemas)
         return await self._use_tool(call, str(arguments["name"]), arguments.get("arguments") or {})
 
     async def _use_tool(self, call: ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
@@ -254,8 +254,8 @@ class MetaTools:
             return _text(f"{path} is a binary file of {len(content)} bytes; it cannot be shown as text.")
         return _text(f'<file skill="{name}" path="{path}">\n{content}\n</file>')
 
-    def _find_tools(self, session: SessionContext, query: str, limit: int, schemas: bool) -> types.CallToolResult:
-        return found_tools(self._disclosure.search(session, query, limit), schemas)
+    async def _find_tools(self, session: SessionContext, query: str, limit: int, schemas: bool) -> types.CallToolResult:
+        return found_tools(await self._disclosure.search(session, query, limit), schemas)
 
 
 def skill_listing(skills: Sequence[Skill], active: Sequence[str], whole: bool) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -13,6 +15,8 @@ from mcp.server import MCPServer
 
 from gateway.config.loading import parse_config
 from gateway.service import Gateway
+from gateway.skills import host
+from gateway.skills.search import SearchItem, ToolIndex
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.skills import structured, text, write_skill
 
@@ -144,3 +148,37 @@ async def test_the_words_of_a_skill_a_role_may_not_see_do_not_find_tools_for_tha
         found = await client.call_tool("Find_Tools", {"query": "zebracorn drills"})
 
     assert "weather__forecast" not in text(found)
+
+
+async def test_the_search_index_is_built_once_off_the_event_loop_while_other_calls_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    builders: list[threading.Thread] = []
+
+    class HeldIndex(ToolIndex):
+        """The real index, its build held until the test lets it finish."""
+
+        def __init__(self, items: Iterable[SearchItem]) -> None:
+            builders.append(threading.current_thread())
+            started.set()
+            release.wait(30)
+            super().__init__(items)
+
+    monkeypatch.setattr(host, "ToolIndex", HeldIndex)
+    found: list[types.CallToolResult] = []
+    async with catalog_gateway(tmp_path) as (_, client):
+
+        async def find() -> None:
+            found.append(await client.call_tool("Find_Tools", {"query": "weather forecast"}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(find)
+            group.start_soon(find)
+            assert await anyio.to_thread.run_sync(started.wait, 30)
+            # The index is being built: the event loop still serves every other request.
+            listed = await client.call_tool("List_Skills", {})
+            release.set()
+    assert not listed.is_error and "weather-work" in text(listed)
+    assert len(builders) == 1 and builders[0] is not threading.main_thread()
+    assert [structured(result)["tools"][0]["name"] for result in found] == ["weather__forecast"] * 2
