@@ -141,6 +141,7 @@ def test_a_store_url_selects_postgresql_and_its_password_is_a_secret(tmp_path: P
         ({"url": "mysql://gw:hunter2@db/gateway"}, "store.url"),
         ({"url": 5}, "store.url"),
         ({"uri": "postgresql://db/gateway"}, "store.uri"),
+        ({"spool": "relative/spool"}, "store.spool"),
     ],
 )
 def test_a_bad_store_section_names_the_place_and_echoes_no_value(

@@ -18,7 +18,7 @@ batch against 20 to 80 us for a SQLite row committed alone).
 
 Spooling, PostgreSQL: a commit across the network on every call's path would cost a round trip
 and a commit per call, so while `maintain` runs a call's row is instead appended to a local spool
-file (`gateway.stores.spool`, under `data_dir/spool/audit`) before the result is returned, which
+file (`gateway.stores.spool`, under `data_dir/spool/audit` or `store.spool`) before the result is returned, which
 survives the process being killed just as SQLite's WAL does; the writer ships spooled rows to
 PostgreSQL in one pipelined transaction at most every `SHIP_INTERVAL` s, and a store opened on
 the same `data_dir` later replays what a killed process left. Each row carries a unique
@@ -156,12 +156,12 @@ class AuditStore:
     @classmethod
     def open(cls, settings: StoreSettings, data_dir: Path, redact: Redactor = NO_SECRETS) -> AuditStore:
         """The audit trail where `settings` put it: `audit.db` under `data_dir`, or PostgreSQL
-        with its spool under `data_dir/spool/audit`."""
+        with its spool in `settings.spool_dir`."""
         try:
             db = open_database(settings, data_dir, STORE, manual_checkpoints=True)
         except DatabaseError as error:
             raise AuditError(f"Cannot open the audit database {error.message}") from None
-        return cls(db, redact, data_dir / "spool" / STORE)
+        return cls(db, redact, settings.spool_dir(data_dir, STORE))
 
     async def record(self, entry: AuditEntry) -> None:
         """Append `entry`; once this returns the row is committed, or spooled (see above)."""
