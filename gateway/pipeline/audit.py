@@ -151,9 +151,12 @@ class AuditStore:
             migrate(db, STORE)
             if spool_dir is not None:
                 self._replay(spool_dir)
-        except (DatabaseError, AuditError) as error:
+        except DatabaseError as error:
             db.close()
             raise AuditError(f"Cannot open the audit database {db.where}: {error.message}") from None
+        except AuditError:
+            db.close()
+            raise
 
     @classmethod
     def open(cls, settings: StoreSettings, data_dir: Path, redact: Redactor = NO_SECRETS) -> AuditStore:
@@ -257,7 +260,8 @@ class AuditStore:
                 orphan.release()
                 raise
             orphan.replayed()
-            log.info("audit: %d rows replayed from %s, left by a process that ended", len(orphan.rows), orphan.path)
+            if orphan.rows:
+                log.info("audit: %d rows replayed from %s, left by a process that ended", len(orphan.rows), orphan.path)
 
     async def _commit_batch(self) -> None:
         batch, self._batch = self._batch, _Batch()
