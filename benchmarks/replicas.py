@@ -8,7 +8,8 @@ emptied Redis database, and drives them with 2026-07-28 clients, each its own ca
 of a role with a per-minute budget, so every call passes the budget script and carries its loop
 window; a `concurrent` limit would add one round trip, freeing the slot),
 spread over the replicas in turn. It reads, per call: the Redis commands by name (INFO
-commandstats), the PostgreSQL transactions committed (pg_stat_database) and audit rows written,
+commandstats), the PostgreSQL transactions committed (pg_stat_database, the whole database's) and
+the audit rows written with the transactions that wrote them (their distinct `xmin`),
 and each replica's CPU time from /proc. No load balancer: its CPU would blur the replicas'.
 """
 
@@ -59,6 +60,7 @@ class Run:
     redis_commands: Counter[str]
     pg_commits: int
     audit_rows: int
+    audit_commits: int
     redis_cpu: float
 
     @property
@@ -138,11 +140,14 @@ def _commits(postgres_url: str) -> int:
         return int(row[0])
 
 
-def _audit_rows(postgres_url: str) -> int:
+def _audit_rows(postgres_url: str) -> tuple[int, int]:
+    """The audit rows, and the transactions that inserted them (distinct `xmin`): unlike the
+    database's commit counter, the second counts only this run's audit commits, whatever else
+    uses the database."""
     with psycopg.connect(postgres_url, autocommit=True) as connection:
-        row = connection.execute("SELECT count(*) FROM audit").fetchone()
+        row = connection.execute("SELECT count(*), count(DISTINCT xmin::text) FROM audit").fetchone()
         assert row is not None
-        return int(row[0])
+        return int(row[0]), int(row[1])
 
 
 def run(replicas: int, sessions: int, seconds: float, redis_url: str, postgres_url: str) -> Run:
@@ -180,22 +185,24 @@ def run(replicas: int, sessions: int, seconds: float, redis_url: str, postgres_u
                 wait_until_ready(process, f"{url}/readyz", log)
                 urls.append(url)
                 pids.append(process.pid)
-            store.config_resetstat()
+            # Counted as a difference, not reset: another run may share the Redis server.
+            commands_before = _commandstats(store)
             commits_before = _commits(scoped)
-            audit_before = _audit_rows(scoped)
+            audit_before, audit_commits_before = _audit_rows(scoped)
             redis_before = _redis_cpu(store)
             calls, elapsed, cpu = anyio.run(_drive, urls, keys, seconds, pids)
-            commands = _commandstats(store)
+            commands = _commandstats(store) - commands_before
             redis_cpu = _redis_cpu(store) - redis_before
             # The statistics collector reports a backend's commits within about a second.
             time.sleep(2)
             commits = _commits(scoped) - commits_before
-            audit = _audit_rows(scoped) - audit_before
+            audit_after, audit_commits_after = _audit_rows(scoped)
+            audit, audit_commits = audit_after - audit_before, audit_commits_after - audit_commits_before
     finally:
         store.close()
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
-    return Run(replicas, calls, elapsed, cpu, commands, commits, audit, redis_cpu)
+    return Run(replicas, calls, elapsed, cpu, commands, commits, audit, audit_commits, redis_cpu)
 
 
 def report(runs: Sequence[Run], sessions: int) -> str:
@@ -204,8 +211,9 @@ def report(runs: Sequence[Run], sessions: int) -> str:
         f"{sessions} 2026-07-28 callers, echo tool, on {os.cpu_count()} cores (load, clients and servers share them)",
         "",
         "| replicas | calls/s (all) | calls/s per replica | CPU ms per call, each replica "
-        "| Redis round trips per call | Redis CPU per call | PostgreSQL commits per call | audit rows per call |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Redis round trips per call | Redis CPU per call | PostgreSQL commits per call "
+        "| audit commits per call | audit rows per call |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run_ in runs:
         per_replica_calls = run_.calls / run_.replicas
@@ -216,7 +224,7 @@ def report(runs: Sequence[Run], sessions: int) -> str:
         lines.append(
             f"| {run_.replicas} | {run_.calls_per_s:.0f} | {per_replica_calls / run_.seconds:.0f} | {cpu} | "
             f"{total / run_.calls:.2f} ({by_name}) | {run_.redis_cpu / run_.calls * 1e6:.0f} µs "
-            f"| {run_.pg_commits / run_.calls:.3f} | "
+            f"| {run_.pg_commits / run_.calls:.3f} | {run_.audit_commits / run_.calls:.3f} | "
             f"{run_.audit_rows / run_.calls:.2f} |"
         )
     return "\n".join(lines)

@@ -8,15 +8,27 @@ row into the WAL file (the operating system's page cache) before it returns, so 
 survives the gateway being killed, `kill -9` included; only a power loss or kernel crash can
 take back the last commits. `synchronous=FULL` would add an fsync to every call (about 0.35 ms
 here against 0.02 ms) for that last case, which an audit trail of tool calls does not need.
-PostgreSQL has committed (and flushed) the row when the insert returns.
+PostgreSQL has committed (and flushed) the row when the insert returns; rows bound for it are
+spooled first (below), which survives the process being killed the same way.
 
-Batching: while `maintain` runs, a call's row is queued and one writer task commits everything
-queued since its last commit in one transaction (group commit): the caller waits for that
-commit, so "committed before the result is returned" still holds, and under load a commit is
+Batching, SQLite: while `maintain` runs, a call's row is queued and one writer task commits
+everything queued since its last commit in one transaction (group commit): the caller waits for
+that commit, so "committed before the result is returned" holds, and under load a commit is
 shared by every call that finished in the same turn of the event loop (about 14 us a row in a
-batch against 20 to 80 us for a SQLite row committed alone; one network round trip a batch for
-PostgreSQL). Without `maintain` (the command line, tests of the store alone) a row is committed
-at once.
+batch against 20 to 80 us for a SQLite row committed alone).
+
+Spooling, PostgreSQL: a commit across the network on every call's path would cost a round trip
+and a commit per call, so while `maintain` runs a call's row is instead appended to a local spool
+file (`gateway.stores.spool`, `<data_dir>/spool/audit` or under `store.spool`) before the
+result is returned; the writer ships spooled rows to PostgreSQL in one pipelined transaction at
+most every `SHIP_INTERVAL` s, and a store opened on the same spool directory later replays what a
+killed process left. Each row carries a unique `row_id`, inserted with `ON CONFLICT DO NOTHING`,
+so a row both shipped and replayed is stored once. SQLite keeps its direct commit: it is already
+a local write with the same guarantee, and spooling would add the spool's append (4.7 us a row,
+measured) to the SQLite insert (11 to 14 us a row in batches of 8) that still follows. `recent`
+waits for this process's spooled rows to ship, so a reader sees the calls it made. Without
+`maintain` (the command line, tests of the store alone) a row is committed at once, on either
+backend.
 
 Threading: a SQLite batch is committed on the event loop (a hop to a worker thread and back
 costs about 100 us); one that crosses the network to PostgreSQL in a worker thread. What can
@@ -28,9 +40,11 @@ in a worker thread.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
-from collections.abc import Callable, Mapping
+import secrets
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +67,7 @@ from gateway.errors import (
 from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
 from gateway.redaction import NO_SECRETS, Redactor
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
+from gateway.stores.spool import Spool, SpoolError, orphans
 
 # Enough to say what went wrong; full results and arguments never go into the audit trail.
 _MAX_DETAIL_CHARS = 1000
@@ -61,9 +76,18 @@ log = logging.getLogger(__name__)
 _COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id"
 STORE = "audit"
 """The audit trail's name in the store seam (its SQLite file is `audit.db`)."""
+SHIP_INTERVAL = 0.02
+"""Seconds between two shipments of spooled rows: at most 50 PostgreSQL commits a second per
+process, however many calls; a reader of `recent` waits about this long for its own rows."""
+RETRY_INTERVAL = 1.0
+"""Seconds before spooled rows are shipped again after the database refused them."""
+FLUSH_TIMEOUT = 10.0
+"""Seconds `recent` waits at most for this process's spooled rows to ship (the database may be down)."""
+REPLAY_BATCH = 1000
+"""Rows of a dead process's spool file inserted per transaction."""
 
-
-_INSERT = f"INSERT INTO audit (time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+_INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+_WIDTH = 11
 
 
 class AuditError(GatewayError):
@@ -107,35 +131,56 @@ CallObserver = Callable[[AuditEntry, str], None]
 class AuditStore:
     """An append-only audit trail in `db`; `redact` keeps the configured secrets out of every row.
 
-    For SQLite, open `db` with manual checkpoints and run `maintain`.
+    For SQLite, open `db` with manual checkpoints and run `maintain`. `spool_dir` is where rows
+    for a database across the network are spooled (see Spooling above); opening the store
+    replays the spool files a killed process left there, on either backend.
     """
 
-    def __init__(self, db: Database, redact: Redactor = NO_SECRETS) -> None:
+    def __init__(self, db: Database, redact: Redactor = NO_SECRETS, spool_dir: Path | None = None) -> None:
         self._db = db
         self._redact = redact
         self._batch = _Batch()
         self._wake = anyio.Event()
         self._writing = False
+        self._row_ids = (f"{secrets.token_hex(6)}-{n}" for n in itertools.count())
+        self._spool = Spool(spool_dir) if spool_dir is not None and not db.inline_writes else None
+        self._spooled = 0
+        self._shipped = 0
+        self._shipment = anyio.Event()
         try:
             migrate(db, STORE)
+            if spool_dir is not None:
+                self._replay(spool_dir)
         except DatabaseError as error:
             db.close()
             raise AuditError(f"Cannot open the audit database {db.where}: {error.message}") from None
+        except AuditError:
+            db.close()
+            raise
 
     @classmethod
     def open(cls, settings: StoreSettings, data_dir: Path, redact: Redactor = NO_SECRETS) -> AuditStore:
-        """The audit trail where `settings` put it: `audit.db` under `data_dir`, or PostgreSQL."""
+        """The audit trail where `settings` put it: `audit.db` under `data_dir`, or PostgreSQL
+        with its spool in `settings.spool_dir`."""
         try:
             db = open_database(settings, data_dir, STORE, manual_checkpoints=True)
         except DatabaseError as error:
             raise AuditError(f"Cannot open the audit database {error.message}") from None
-        return cls(db, redact)
+        return cls(db, redact, settings.spool_dir(data_dir, STORE))
 
     async def record(self, entry: AuditEntry) -> None:
-        """Append `entry`; once this returns the row is committed (see Batching above)."""
+        """Append `entry`; once this returns the row is committed, or spooled (see above)."""
         row = self._row(entry)
         if not self._writing:
             await self._commit([row])
+            return
+        if self._spool is not None:
+            try:
+                self._spool.append(row)
+            except SpoolError as error:
+                raise AuditError(error.message) from None
+            self._spooled += 1
+            self._wake.set()
             return
         batch = self._batch
         batch.rows.append(row)
@@ -148,7 +193,7 @@ class AuditStore:
         """Until cancelled: commit queued rows in batches, and the database's upkeep (SQLite's WAL
         checkpoint) in a worker thread every `interval` s."""
         async with anyio.create_task_group() as group:
-            group.start_soon(self._write_batches)
+            group.start_soon(self._write_batches if self._spool is None else self._ship_spooled)
             while True:
                 await anyio.sleep(interval)
                 await anyio.to_thread.run_sync(self._upkeep)
@@ -168,6 +213,56 @@ class AuditStore:
                 with anyio.CancelScope(shield=True):
                     await self._commit_batch()
 
+    async def _ship_spooled(self) -> None:
+        """The one writer of a spooling store: ship the spooled rows, then wait `SHIP_INTERVAL`."""
+        assert self._spool is not None
+        spool = self._spool
+        self._writing = True
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                if await self._ship(spool):
+                    await anyio.sleep(SHIP_INTERVAL)
+                else:
+                    await anyio.sleep(RETRY_INTERVAL)
+                    self._wake.set()
+        finally:
+            # Rows spooled before the end are shipped now; those that cannot be stay for a replay.
+            self._writing = False
+            with anyio.CancelScope(shield=True):
+                await self._ship(spool)
+            spool.close()
+
+    async def _ship(self, spool: Spool) -> bool:
+        """Ship every spooled row in one transaction; False (logged) when the database refused them."""
+        rows = spool.batch()
+        if not rows:
+            return True
+        try:
+            await anyio.to_thread.run_sync(self._insert, rows)
+        except AuditError as error:
+            log.warning("%d audit rows stay in the spool until the database takes them: %s", len(rows), error.message)
+            return False
+        spool.shipped(len(rows))
+        self._shipped += len(rows)
+        self._shipment.set()
+        self._shipment = anyio.Event()
+        return True
+
+    def _replay(self, directory: Path) -> None:
+        """Insert the rows of every spool file in `directory` no live process owns, then remove it."""
+        for orphan in orphans(directory, _WIDTH):
+            try:
+                for start in range(0, len(orphan.rows), REPLAY_BATCH):
+                    self._insert(orphan.rows[start : start + REPLAY_BATCH])
+            except AuditError:
+                orphan.release()
+                raise
+            orphan.replayed()
+            if orphan.rows:
+                log.info("audit: %d rows replayed from %s, left by a process that ended", len(orphan.rows), orphan.path)
+
     async def _commit_batch(self) -> None:
         batch, self._batch = self._batch, _Batch()
         try:
@@ -176,7 +271,7 @@ class AuditStore:
             batch.error = error
         batch.committed.set()
 
-    async def _commit(self, rows: list[tuple[Any, ...]]) -> None:
+    async def _commit(self, rows: Sequence[Sequence[object]]) -> None:
         """Commit `rows` in one transaction: on the event loop when local, else in a worker thread."""
         if self._db.inline_writes:
             self._insert(rows)
@@ -197,16 +292,24 @@ class AuditStore:
         caller: str | None = None,
         outcome: str | None = None,
     ) -> list[AuditEntry]:
-        """The newest entries first, optionally only those of one session, tool, caller or outcome."""
+        """The newest entries first, optionally only those of one session, tool, caller or outcome;
+        this process's rows spooled before the call included once they ship (`FLUSH_TIMEOUT`)."""
+        spooled = self._spooled
+        with anyio.move_on_after(FLUSH_TIMEOUT):
+            while self._shipped < spooled and self._writing:
+                await self._shipment.wait()
         return await anyio.to_thread.run_sync(self._select, limit, session, tool, caller, outcome)
 
     def close(self) -> None:
-        """Close the database; later calls fail."""
+        """Close the database and let go of the spool; later calls fail."""
+        if self._spool is not None:
+            self._spool.close()
         self._db.close()
 
     def _row(self, entry: AuditEntry) -> tuple[Any, ...]:
         redact = self._redact
         return (
+            next(self._row_ids),
             entry.time,
             entry.epoch,
             redact(entry.session),
@@ -220,14 +323,12 @@ class AuditStore:
             entry.request_id,
         )
 
-    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
+    def _insert(self, rows: Sequence[Sequence[object]]) -> None:
         try:
             if len(rows) == 1:
                 self._db.execute(_INSERT, rows[0])
             else:
-                with self._db.transaction() as queries:
-                    for row in rows:
-                        queries.execute(_INSERT, row)
+                self._db.execute_many(_INSERT, rows)
         except DatabaseError as error:
             raise AuditError(f"Cannot write to the audit database {self._db.where}: {error.message}") from None
 

@@ -27,6 +27,11 @@ STORE_SCHEMA: dict[str, Any] = {
             "pattern": "^(rediss?|unix)://",
             "description": "a Redis URL, redis://[:password@]host:port/db",
         },
+        "spool": {
+            "type": "string",
+            "pattern": "^/",
+            "description": "an absolute path: where audit rows wait for PostgreSQL (processes may share it)",
+        },
     },
 }
 """The JSON Schema of the `store` section."""
@@ -36,10 +41,12 @@ STORE_SCHEMA: dict[str, Any] = {
 class StoreSettings:
     """The `store` section: `url` names the PostgreSQL database, None keeps SQLite under `data_dir`;
     `redis` names the Redis of budgets, stateless-era session state and change fan-out, None keeps
-    them in this process."""
+    them in this process; `spool` is the directory where audit rows bound for `url` wait to be
+    shipped (`gateway.stores.spool`), None for `<data_dir>/spool`."""
 
     url: str | None = None
     redis: str | None = None
+    spool: str | None = None
 
     @classmethod
     def from_config(cls, section: Any, *, source_file: str) -> StoreSettings:
@@ -48,7 +55,11 @@ class StoreSettings:
             return cls()
         # The URL may hold a password, so no message echoes a value.
         validate_section(section, STORE_SCHEMA, section="store", source_file=source_file, hide_values=True)
-        return cls(url=section.get("url"), redis=section.get("redis"))
+        return cls(url=section.get("url"), redis=section.get("redis"), spool=section.get("spool"))
+
+    def spool_dir(self, data_dir: Path, store: str) -> Path:
+        """Where `store` spools rows bound for PostgreSQL: `<spool or data_dir/spool>/<store>`."""
+        return (Path(self.spool) if self.spool is not None else data_dir / "spool") / store
 
 
 def open_database(settings: StoreSettings, data_dir: Path, store: str, *, manual_checkpoints: bool = False) -> Database:

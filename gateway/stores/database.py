@@ -29,6 +29,11 @@ class Queries(Protocol):
         """Run one statement; the number of rows it changed."""
         ...
 
+    def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run one statement once for each of `rows`, in one transaction and, for PostgreSQL, one
+        pipeline of round trips rather than one round trip a row."""
+        ...
+
     def fetch_one(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         """The first row of a query, or None."""
         ...

@@ -36,6 +36,10 @@ class _Connection:
         with _translated():
             return self._connection.execute(_placeholders(sql), params).rowcount
 
+    def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        with _translated(), self._connection.cursor() as cursor:
+            cursor.executemany(_placeholders(sql), rows)
+
     def fetch_one(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         with _translated():
             return self._connection.execute(_placeholders(sql), params).fetchone()
@@ -72,6 +76,11 @@ class PostgresDatabase:
         """Run one statement, committed when it returns; the number of rows it changed."""
         with self._connection() as connection:
             return connection.execute(sql, params)
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run one statement for each of `rows` in one transaction, pipelined (psycopg's `executemany`)."""
+        with self.transaction() as connection:
+            connection.execute_many(sql, rows)
 
     def fetch_one(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         """The first row of a query, or None."""

@@ -21,6 +21,10 @@ class _Connection:
         with _translated():
             return self._db.execute(sql, params).rowcount
 
+    def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        with _translated():
+            self._db.executemany(sql, rows)
+
     def fetch_one(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         with _translated():
             row: Row | None = self._db.execute(sql, params).fetchone()
@@ -63,6 +67,11 @@ class SqliteDatabase:
         """Run one statement, committed when it returns; the number of rows it changed."""
         with self._lock:
             return self._connection.execute(sql, params)
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run one statement for each of `rows`, in one transaction."""
+        with self.transaction() as connection:
+            connection.execute_many(sql, rows)
 
     def fetch_one(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         """The first row of a query, or None."""

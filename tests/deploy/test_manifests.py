@@ -53,6 +53,18 @@ def test_the_deployment_probes_readiness_and_liveness_and_takes_the_store_from_a
     assert secrets == {"mcp-gateway-store"}
 
 
+def test_the_audit_spool_is_on_the_node_s_volume_outside_every_pod_s_data_dir() -> None:
+    """A pod that replaces a killed one has another data_dir; on the node it finds the spool."""
+    manifests = _manifests()
+    spool = yaml.safe_load(manifests["ConfigMap"]["data"]["gateway.yaml"])["store"]["spool"]
+    (container,) = manifests["Deployment"]["spec"]["template"]["spec"]["containers"]
+    (mount,) = [item["mountPath"] for item in container["volumeMounts"] if item["name"] == "data"]
+    volumes = {volume["name"]: volume for volume in manifests["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    assert "hostPath" in volumes["data"]
+    # On the node's volume, and the same path in every pod: no $(POD_NAME) in it.
+    assert spool.startswith(f"{mount}/") and "$(" not in spool
+
+
 def test_the_configured_files_are_valid_gateway_configurations(tmp_path: Path) -> None:
     environ = {
         "GATEWAY_DATA_DIR": str(tmp_path),

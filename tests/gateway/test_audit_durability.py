@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from gateway.pipeline.audit import AuditStore, arguments_digest
+from gateway.stores import open_database
 from tests.support.access import http_client
 from tests.support.databases import Backend
 from tests.support.harness import REPO, free_port
@@ -91,49 +93,66 @@ async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(
         assert f" {tool} " in line and f" {outcome} " in line
 
 
-async def test_every_answered_call_of_a_load_is_in_the_audit_trail_after_the_gateway_is_killed_mid_load(
+async def test_every_answered_call_of_a_load_is_in_the_audit_trail_once_the_killed_gateway_restarts(
     tmp_path: Path, store_backend: Backend
 ) -> None:
-    """Rows are committed in batches shared by concurrent calls; a call's answer still waits for its own."""
+    """SQLite commits a call's row (in batches shared by concurrent calls) before its answer;
+    PostgreSQL's rows are spooled to a local file before it and shipped later, so the restarted
+    gateway replays what the killed one had not shipped."""
     config = write_config(tmp_path, store_backend)
-    port = free_port()
-    command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(port)]
+    command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port"]
     answered: list[dict[str, str]] = []
     with anyio.fail_after(90):
-        async with await anyio.open_process(command, cwd=REPO) as process:
-            url = f"http://127.0.0.1:{port}"
+        async with _serving(command) as (url, process):
+            enough = anyio.Event()
+
+            async def load(index: int) -> None:
+                async with http_client(url) as client:
+                    for call in range(10_000):
+                        arguments = {"name": f"session {index} call {call}"}
+                        result = await client.call_tool("local__greet", arguments)
+                        assert not result.is_error
+                        answered.append(arguments)
+                        if len(answered) >= 300:
+                            enough.set()
+
+            killed = anyio.Event()
+            async with anyio.create_task_group() as group:
+                for index in range(8):
+                    group.start_soon(_until_killed, load, index, killed)
+                await enough.wait()
+                # Calls are in flight on every session: answered ones must all have their rows.
+                process.send_signal(signal.SIGKILL)
+                killed.set()
+    spool = tmp_path / "data" / "spool" / "audit"
+    if store_backend.kind == "postgresql":
+        assert [path.name for path in spool.glob("*.jsonl")] != []
+    with anyio.fail_after(60):
+        async with _serving(command):
+            db = open_database(store_backend.settings, tmp_path / "data", "audit")
             try:
-                await _until_serving(url, process)
-                enough = anyio.Event()
-
-                async def load(index: int) -> None:
-                    async with http_client(url) as client:
-                        for call in range(10_000):
-                            arguments = {"name": f"session {index} call {call}"}
-                            result = await client.call_tool("local__greet", arguments)
-                            assert not result.is_error
-                            answered.append(arguments)
-                            if len(answered) >= 300:
-                                enough.set()
-
-                killed = anyio.Event()
-                async with anyio.create_task_group() as group:
-                    for index in range(8):
-                        group.start_soon(_until_killed, load, index, killed)
-                    await enough.wait()
-                    # Calls are in flight on every session: answered ones must all have their rows.
-                    process.send_signal(signal.SIGKILL)
-                    killed.set()
+                stored = db.fetch_all("SELECT args_digest FROM audit WHERE tool = 'local__greet'")
             finally:
-                if process.returncode is None:
-                    process.kill()
-    store = AuditStore.open(store_backend.settings, tmp_path / "data")
-    try:
-        digests = {row.args_digest for row in await store.recent(limit=100_000, tool="local__greet")}
-    finally:
-        store.close()
+                db.close()
     assert len(answered) >= 300
+    digests = [digest for (digest,) in stored]
     assert [arguments for arguments in answered if arguments_digest(arguments) not in digests] == []
+    assert len(digests) == len(set(digests)), "a row was stored twice"
+    assert list(spool.glob("*.jsonl")) == []
+
+
+@asynccontextmanager
+async def _serving(command: list[str]) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
+    """A `gateway serve` process on a free port, once it answers `/healthz`: its URL and process; killed on leaving."""
+    port = free_port()
+    async with await anyio.open_process([*command, str(port)], cwd=REPO) as process:
+        url = f"http://127.0.0.1:{port}"
+        try:
+            await _until_serving(url, process)
+            yield url, process
+        finally:
+            if process.returncode is None:
+                process.kill()
 
 
 async def _until_serving(url: str, process: anyio.abc.Process) -> None:
