@@ -182,4 +182,5 @@ def _outcome(message: dict[str, Any]) -> dict[str, Any] | types.ErrorData | None
 
 
 def _line(message: Mapping[str, Any]) -> bytes:
-    return (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    # ASCII escapes: a lone surrogate in a string argument still makes a line the server can read.
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
