@@ -448,7 +448,7 @@ class Upstream:
             with self.client_side.in_flight.request():
                 if progress is not None or direct is None:
                     return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
-                result = parse_result(session.protocol_version, await direct.call(tool.original_name, arguments))
+                result = parse_result(session.protocol_version, await direct.call(tool.original_name, dict(arguments)))
         except MCPError as error:
             raise _translate(self.name, error) from None
         if tool.output_schema is not None and not result.is_error:
