@@ -14,14 +14,10 @@ import anyio
 import anyio.to_thread
 import docker
 import docker.errors
-import jsonschema
 import mcp_types as types
 from docker import DockerClient
-from jsonschema.exceptions import best_match
-from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from referencing.exceptions import Unresolvable
 
 from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
 from gateway.sandbox.containers import (
@@ -35,6 +31,7 @@ from gateway.sandbox.containers import (
 from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_SCOPE, SandboxLimits, container_kwargs
 from gateway.sandbox.pool import WarmPool
 from gateway.sandbox.sweeper import sweep, sweep_all
+from gateway.upstreams.outputs import OutputValidators
 
 logger = logging.getLogger(__name__)
 
@@ -226,40 +223,6 @@ class DockerSandbox:
             self.image, command, limits, labels, workspace, now=self._wall_clock(), lifetime=limits.lifetime
         )
         return launch(self.client(), kwargs)
-
-
-class OutputValidators:
-    """Checks tool results against their output schemas, as the SDK's client session does, with one
-    compiled validator per schema (kept by identity: a catalog entry keeps its schema object)."""
-
-    _SIZE = 256
-
-    def __init__(self) -> None:
-        self._cache: OrderedDict[int, tuple[Mapping[str, Any], Validator]] = OrderedDict()
-
-    def check(self, tool_name: str, schema: Mapping[str, Any], result: types.CallToolResult) -> None:
-        """Raise `ToolExecutionError` when `result` lacks the structured content `schema` asks for, or breaks it."""
-        if result.structured_content is None:
-            raise ToolExecutionError(f"Tool {tool_name} has an output schema but did not return structured content")
-        try:
-            error = best_match(self._validator(schema).iter_errors(result.structured_content))
-        except (jsonschema.SchemaError, Unresolvable) as broken:
-            raise ToolExecutionError(f"Invalid schema for tool {tool_name}: {broken}") from None
-        if error is not None:
-            raise ToolExecutionError(f"Invalid structured content returned by tool {tool_name}: {error.message}")
-
-    def _validator(self, schema: Mapping[str, Any]) -> Validator:
-        cached = self._cache.get(id(schema))
-        if cached is not None and cached[0] is schema:
-            self._cache.move_to_end(id(schema))
-            return cached[1]
-        kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        kind.check_schema(dict(schema))
-        validator: Validator = kind(schema)
-        self._cache[id(schema)] = (schema, validator)
-        if len(self._cache) > self._SIZE:
-            self._cache.popitem(last=False)
-        return validator
 
 
 def _message_cap(limits: SandboxLimits) -> int:

@@ -40,9 +40,11 @@ from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
 from gateway.upstreams import faults, tasking
 from gateway.upstreams.clientside import ClientSide, NoticeHandler
+from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
 from gateway.upstreams.listing import all_pages, paged, records_for
+from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
 from gateway.upstreams.transports import TransportFactory, WatchedStream, transport_for
 
@@ -130,6 +132,9 @@ class Upstream:
         self._log_start: int | None = None
         self._transport = transport
         self._session: ClientSession | None = None
+        self._direct: DirectCalls | None = None
+        """The connection's direct path for plain calls, when its transport offers one (stdio)."""
+        self._outputs = OutputValidators()
         self._state = State.CONNECTING
         self._error: str | None = None
         self._tools = 0
@@ -212,6 +217,7 @@ class Upstream:
     def _not_ready(self) -> None:
         """Calls from now on wait for the next connection instead of using this one."""
         self._session = None
+        self._direct = None
         if self._ready.is_set():
             self._ready = anyio.Event()
 
@@ -220,7 +226,10 @@ class Upstream:
         async with AsyncExitStack() as stack:
             limit = self._settings.max_result_bytes
             data_dir = self._settings.data_dir
-            factory = self._transport or transport_for(self.config, data_dir, self._errlog(stack), limit, self.faults)
+            direct = DirectCalls()
+            factory = self._transport or transport_for(
+                self.config, data_dir, self._errlog(stack), limit, self.faults, direct
+            )
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)
             options = self.client_side.session_options()
@@ -239,6 +248,7 @@ class Upstream:
                 self.first_attempt.set()
                 raise UpstreamUnavailableError(self._error) from None
             self._session = session
+            self._direct = direct if direct.open else None
             self._state = State.READY
             self._error = None
             self._failures = 0
@@ -424,15 +434,26 @@ class Upstream:
     async def call_tool(
         self, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
     ) -> types.CallToolResult:
-        """Run `tool` on this server under its original name."""
+        """Run `tool` on this server under its original name.
+
+        A call that asks for no progress takes the connection's direct path when it has one
+        (`directcalls`); its result is then checked against the tool's output schema here, once,
+        where the SDK's session would have checked it.
+        """
         session = await self._live_session()
+        direct = self._direct
         if log.isEnabledFor(logging.DEBUG):
             log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
         try:
             with self.client_side.in_flight.request():
-                return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
+                if progress is not None or direct is None:
+                    return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
+                result = parse_result(session.protocol_version, await direct.call(tool.original_name, dict(arguments)))
         except MCPError as error:
             raise _translate(self.name, error) from None
+        if tool.output_schema is not None and not result.is_error:
+            self._outputs.check(tool.original_name, tool.output_schema, result)
+        return result
 
     async def create_task(
         self, tool: ToolRecord, arguments: Mapping[str, Any], metadata: types.TaskMetadata

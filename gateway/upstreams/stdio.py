@@ -36,6 +36,7 @@ from mcp.client.stdio import (
 from mcp.shared.message import SessionMessage
 
 from gateway.errors import clip
+from gateway.upstreams.directcalls import DirectCalls
 from gateway.upstreams.faults import FaultLog
 
 # JSON-RPC's range for implementation-defined server errors; the gateway's own code for the cap.
@@ -138,10 +139,15 @@ def _first_line(error: ValueError) -> str:
 
 @asynccontextmanager
 async def stdio_transport(
-    server: StdioServerParameters, errlog: TextIO, max_message_bytes: int, faults: FaultLog
+    server: StdioServerParameters,
+    errlog: TextIO,
+    max_message_bytes: int,
+    faults: FaultLog,
+    direct: DirectCalls | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Spawn `server` and exchange newline-delimited JSON-RPC with it, no message over `max_message_bytes`;
-    lines that are not messages are dropped and counted in `faults`."""
+    lines that are not messages are dropped and counted in `faults`. `direct` gets the server's
+    input for its calls, and the responses to them before the session sees anything."""
     command = await _get_executable_command(server.command)
     process = await _create_platform_compatible_process(
         command=command,
@@ -167,8 +173,13 @@ async def stdio_transport(
                     if message is None:
                         faults.report("message over the size limit", f"dropped a message of {line.size:,} bytes")
                         continue
-                    await read_writer.send(message)
-                elif line.strip() and (parsed := _parse(line, faults)) is not None:
+                    refused = message.message
+                    assert isinstance(refused, types.JSONRPCError)
+                    if direct is None or not direct.refuse(refused.id, refused.error):
+                        await read_writer.send(message)
+                elif not line.strip() or (direct is not None and direct.take(line)):
+                    continue
+                elif (parsed := _parse(line, faults)) is not None:
                     await read_writer.send(parsed)
 
     async def reader() -> None:
@@ -177,6 +188,8 @@ async def stdio_transport(
                 try:
                     await deliver(stdout)
                 finally:
+                    if direct is not None:
+                        direct.close()
                     await _drain_stdout(process)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             pass  # shutdown closed a stream under the read; the session sees the read stream end
@@ -195,6 +208,8 @@ async def stdio_transport(
 
     async def shutdown() -> None:
         # The SDK's order: unblock the reader into its drain, let the writer flush, stop the process.
+        if direct is not None:
+            direct.close()
         read_stream.close()
         write_stream.close()
         with anyio.move_on_after(0.5):
@@ -203,6 +218,8 @@ async def stdio_transport(
         await _aclose_all(read_stream, write_stream, read_writer, write_reader)
         await anyio.lowlevel.checkpoint()
 
+    if direct is not None:
+        direct.attach(stdin.send)
     async with anyio.create_task_group() as group:
         group.start_soon(reader)
         group.start_soon(writer)

@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from gateway.config.model import ServerConfig
 from gateway.upstreams.children import server_parameters
+from gateway.upstreams.directcalls import DirectCalls
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.stdio import stdio_transport
 
@@ -63,18 +64,24 @@ class WatchedStream:
 
 
 def transport_for(
-    config: ServerConfig, data_dir: Path, errlog: TextIO, max_message_bytes: int, fault_log: FaultLog
+    config: ServerConfig,
+    data_dir: Path,
+    errlog: TextIO,
+    max_message_bytes: int,
+    fault_log: FaultLog,
+    direct: DirectCalls | None = None,
 ) -> TransportFactory:
     """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
 
     A stdio server is a child of `data_dir`'s gateway (it dies with it), and the gateway frames its
     messages itself, refusing an oversized result by name; over streamable HTTP the SDK's limit on
     one event of a response stream applies, and a call whose event is too large fails as a broken
-    stream. Legacy SSE and JSON bodies are read whole. A stdio server's unreadable lines go to `fault_log`.
+    stream. Legacy SSE and JSON bodies are read whole. A stdio server's unreadable lines go to
+    `fault_log`, and its pipe takes `direct` calls; the other transports leave `direct` closed.
     """
     if config.transport == "stdio":
         params = server_parameters(config, data_dir)
-        return lambda: stdio_transport(params, errlog, max_message_bytes, fault_log)
+        return lambda: stdio_transport(params, errlog, max_message_bytes, fault_log, direct)
     assert config.url is not None
     url, headers = config.url, dict(config.headers)
     if config.transport == "sse":

@@ -14,7 +14,7 @@ from mcp.types import CallToolResult
 
 from gateway.errors import ToolExecutionError, ToolRefusedError, ToolTimeoutError
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError
-from gateway.sandbox.source import OutputValidators
+from gateway.upstreams.outputs import OutputValidators
 from tests.sandbox.conftest import IMAGE, SCOPE, WAIT, make_workspace, sandbox_ids
 
 pytestmark = pytest.mark.anyio
