@@ -32,6 +32,8 @@ from gateway.auth.policy import Budget
 from gateway.errors import StateUnavailableError
 from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, BudgetExceededError, Charge, refusal
 from gateway.session import state_key
+from gateway.shared.redissessions import RedisSessions
+from gateway.shared.sessions import SessionDirectory
 from gateway.shared.state import Begun, ChangeHandler
 
 log = logging.getLogger(__name__)
@@ -204,7 +206,9 @@ class RedisState:
         self._sent: dict[str, _Write] = {}
         self._written = anyio.Event()
         # Each process's own announcements come back to it over the channel; this tells them apart.
+        # It also names the replica among those holding HTTP sessions.
         self._origin = uuid4().hex
+        self.sessions: SessionDirectory = RedisSessions(self.redis, _where(url), self._origin, clock)
 
     async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
         """Read a session's state (and count its call against `charge`'s budget), in one round trip

@@ -1,9 +1,11 @@
 """The seam of shared state: what replicas must see alike, and the in-process side of it.
 
-Above the seam the gateway asks a `SharedState` for four things and never learns where they live:
+Above the seam the gateway asks a `SharedState` for five things and never learns where they live:
 - `budgets`, the `BudgetCounter` of the budget step;
-- `load` and `save`: a stateless-era session's state (active skills, the loop window) by session
-  id, so that whichever replica answers a call sees the calls before it;
+- `begin` and `save`: a stateless-era session's state (active skills, the loop window) by session
+  id, so that whichever replica answers a call sees the calls before it; `begin` may count the
+  call against its budget in the same round trip, and `save` writes behind the call;
+- `sessions`, the `SessionDirectory` the HTTP session limits count in;
 - `announce` and `follow`: a change of the API registrations on one replica reaches the others,
   which read the registrations again.
 `LocalState` is the single-node default: budgets counted in the process, session state left on
@@ -27,6 +29,7 @@ from gateway.pipeline import loops
 from gateway.pipeline.budgets import ADMISSION_NOTE, Admission, BudgetCounter, BudgetTracker, Charge
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.session import SessionContext
+from gateway.shared.sessions import LocalSessions, SessionDirectory
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
 
@@ -53,6 +56,7 @@ class SharedState(Protocol):
     shared: bool
     """Whether other processes see this state; False for the in-process default."""
     budgets: BudgetCounter
+    sessions: SessionDirectory
 
     async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
         """Before a call: the stored texts of `keys` of a session, and (when the backend can do both
@@ -97,6 +101,7 @@ class LocalState:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.budgets: BudgetCounter = BudgetTracker(clock)
+        self.sessions: SessionDirectory = LocalSessions()
 
     async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
         """Nothing: the context already holds the session's state, and the budget step counts."""
