@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
 
 from gateway.errors import StateUnavailableError
-from gateway.shared.sessions import Admission, EndIdle, Held, SessionLimits, refused
+from gateway.shared.sessions import Admission, EndIdle, Held, RemoteSession, SessionLimits, refused
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,23 @@ return {'', 'refused', #mine}
 """
 
 
+# KEYS: the set of replicas. ARGV: this replica. Returns {replica, session, entry, ...} of the others.
+_ELSEWHERE = """
+local found = {}
+for _, replica in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if replica ~= ARGV[1] then
+    local entries = redis.call('HGETALL', 'gw:o:r:' .. replica)
+    for i = 1, #entries, 2 do
+      table.insert(found, replica)
+      table.insert(found, entries[i])
+      table.insert(found, entries[i + 1])
+    end
+  end
+end
+return found
+"""
+
+
 class RedisSessions:
     """The `SessionDirectory` of replicas: every replica's HTTP sessions in one Redis."""
 
@@ -96,6 +113,7 @@ class RedisSessions:
         self._key = f"gw:o:r:{replica}"
         self._ttl = int(3 * HEARTBEAT_SECONDS)
         self._open = client.register_script(_OPEN)
+        self._elsewhere = client.register_script(_ELSEWHERE)
 
     async def admit(
         self, caller: str, session_id: str, owners: Mapping[str, str], busy: Container[str], limits: SessionLimits
@@ -137,6 +155,19 @@ class RedisSessions:
                 await pipe.execute()
         except RedisError as error:
             log.warning("sessions of this replica left in %s until they expire (%s)", self._where, error)
+
+    async def elsewhere(self) -> list[RemoteSession]:
+        """The other replicas' sessions, in one round trip."""
+        try:
+            found = await self._elsewhere(keys=[REPLICAS], args=[self._replica])
+        except RedisError as error:
+            what = type(error).__name__
+            raise StateUnavailableError(f"The shared state at {self._where} is unreachable ({what})") from None
+        sessions = []
+        for n in range(0, len(found), 3):
+            caller, last_active, _ = json.loads(found[n + 2])
+            sessions.append(RemoteSession(found[n + 1], caller, found[n], float(last_active)))
+        return sessions
 
     async def _heartbeats(self, held: Held) -> None:
         while True:

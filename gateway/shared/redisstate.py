@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -207,7 +209,7 @@ class RedisState:
         self._written = anyio.Event()
         # Each process's own announcements come back to it over the channel; this tells them apart.
         # It also names the replica among those holding HTTP sessions.
-        self._origin = uuid4().hex
+        self._origin = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
         self.sessions: SessionDirectory = RedisSessions(self.redis, _where(url), self._origin, clock)
 
     async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:

@@ -50,6 +50,16 @@ class HeldSession:
     busy: bool
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteSession:
+    """An HTTP session another replica holds, as its latest heartbeat told."""
+
+    id: str
+    caller: str
+    replica: str
+    last_active: float
+
+
 def admit(caller: str, owners: Mapping[str, str], busy: Container[str], limits: SessionLimits) -> Admission:
     """Whether `caller` may open another session, given every open session's owner (least recently
     used first) and the sessions with a request in flight. Only the caller's own sessions are evicted."""
@@ -107,6 +117,10 @@ class SessionDirectory(Protocol):
         """This process stops: its sessions are no longer counted."""
         ...
 
+    async def elsewhere(self) -> list[RemoteSession]:
+        """The HTTP sessions the other replicas hold."""
+        ...
+
 
 class LocalSessions:
     """The single-node directory: the process's own sessions are all there are."""
@@ -126,3 +140,7 @@ class LocalSessions:
 
     async def leave(self) -> None:
         """Nothing is shared."""
+
+    async def elsewhere(self) -> list[RemoteSession]:
+        """No other replica."""
+        return []

@@ -15,20 +15,24 @@ import httpx2
 import pytest
 
 from gateway.stores import StoreSettings
-from tests.support.access import KEYS, access_config, toy_entry
+from tests.support import access
+from tests.support.access import CALLERS, KEYS, access_config, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.rawsessions import open_raw, raw_session, raw_status
+from tests.support.replicas import live_sessions
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
 # A bound on waiting for another replica to act; never a claim about speed.
 LIMIT = 30.0
+# The test callers' roles, the admin's able to list sessions.
+ROLES = {**access.ROLES, "admin": {"admin": True, "allow": ["*"]}}
 
 
 @asynccontextmanager
 async def replica(tmp_path: Path, name: str, redis_url: str, **settings: Any) -> AsyncIterator[str]:
     """One gateway on the shared Redis; yields its MCP endpoint."""
-    config = access_config(tmp_path / name, {"toy": toy_entry()}, **settings)
+    config = access_config(tmp_path / name, {"toy": toy_entry()}, roles=ROLES, **settings)
     config = replace(config, store=StoreSettings(redis=redis_url))
     async with http_gateway(config, transports=in_memory({"toy": toy()})) as (_, url):
         yield f"{url}/mcp"
@@ -80,3 +84,18 @@ async def test_a_stopped_replica_s_sessions_no_longer_count(tmp_path: Path, redi
             await raw_session(http, first, KEYS["analyst"])
             assert (await open_raw(http, second, KEYS["intern"])).status_code == 503
         await raw_session(http, second, KEYS["intern"])
+
+
+async def test_the_session_listing_adds_the_other_replicas_http_sessions(tmp_path: Path, redis_url: str) -> None:
+    async with (
+        replica(tmp_path, "a", redis_url) as first,
+        replica(tmp_path, "b", redis_url) as second,
+        httpx2.AsyncClient(timeout=LIMIT) as http,
+    ):
+        here = await raw_session(http, first, KEYS["analyst"])
+        there = await raw_session(http, second, KEYS["intern"])
+        listed = {session["id"]: session for session in await live_sessions(first.removesuffix("/mcp"))}
+    assert "replica" not in listed[here]
+    assert listed[there]["transport"] == "http"
+    assert listed[there]["replica"]
+    assert listed[there]["caller"] == f"api_key:{CALLERS['intern']}"
