@@ -10,7 +10,8 @@ window; a `concurrent` limit would add one round trip, freeing the slot),
 spread over the replicas in turn. It reads, per call: the Redis commands by name (INFO
 commandstats; `hmget` and `hset` run inside the scripts: a round trip with an `hmget` is a call's
 own, one without only writes session state behind the calls), the PostgreSQL transactions
-committed (pg_stat_database) and audit rows written, and each replica's CPU time from /proc. No load balancer: its CPU would blur the replicas'.
+committed (pg_stat_database) and audit rows written, and each replica's CPU time from /proc. No
+load balancer: its CPU would blur the replicas'.
 """
 
 from __future__ import annotations
