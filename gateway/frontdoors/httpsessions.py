@@ -32,9 +32,10 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
+from gateway.errors import StateUnavailableError
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ResponseModeTransport
-from gateway.shared.sessions import HeldSession, SessionDirectory, SessionLimits
+from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,10 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
         async with self._session_creation_lock:
             session_id = uuid4().hex
-            admission = await self._directory.admit(caller, session_id, self._owners, self._busy, self._limits)
+            try:
+                admission = await self._directory.admit(caller, session_id, self._owners, self._busy, self._limits)
+            except StateUnavailableError as error:
+                admission = Admission(refusal=f"{error.message}; retry in a moment.", status=503)
             evicted = self._server_instances.get(admission.evict) if admission.evict is not None else None
             if evicted is not None and not admission.elsewhere:
                 # Ended as a DELETE would end it: its id answers 404 from now on, its transport stops,

@@ -17,7 +17,7 @@ import pytest
 from gateway.stores import StoreSettings
 from tests.support import access
 from tests.support.access import CALLERS, KEYS, access_config, toy_entry
-from tests.support.harness import http_gateway, in_memory
+from tests.support.harness import free_port, http_gateway, in_memory
 from tests.support.rawsessions import open_raw, raw_session, raw_status
 from tests.support.replicas import live_sessions
 from tests.support.toy import build_server as toy
@@ -99,3 +99,14 @@ async def test_the_session_listing_adds_the_other_replicas_http_sessions(tmp_pat
     assert listed[there]["transport"] == "http"
     assert listed[there]["replica"]
     assert listed[there]["caller"] == f"api_key:{CALLERS['intern']}"
+
+
+async def test_a_new_session_meeting_an_unreachable_redis_is_refused_saying_so(tmp_path: Path) -> None:
+    port = free_port()
+    async with (
+        replica(tmp_path, "a", f"redis://127.0.0.1:{port}/0") as first,
+        httpx2.AsyncClient(timeout=LIMIT) as http,
+    ):
+        refused = await open_raw(http, first, KEYS["intern"])
+    assert refused.status_code == 503
+    assert f"The shared state at redis 127.0.0.1:{port} is unreachable" in refused.text
