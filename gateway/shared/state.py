@@ -191,10 +191,13 @@ class ShareSessionState:
         if not running:
             charge = self._charge_of(session) if self._charge_of is not None else None
             begun = await self._state.begin(session.id, list(self._codecs), charge)
+            # What was read is what the state encodes to (or, if unreadable, differs: written afresh).
+            before = begun.values
             self._apply(session, begun.values)
             if begun.admission is not None:
                 call.notes[ADMISSION_NOTE] = begun.admission
-        before = self._encode(session)
+        else:
+            before = self._encode(session)
         session.state[RUNNING_KEY] = running + 1
         try:
             return await call_next(call)
