@@ -201,9 +201,9 @@ class RedisState:
         self._begin = self.redis.register_script(_BEGIN)
         self._refund = self.redis.register_script(_REFUND)
         self.budgets: BudgetCounter = RedisBudgets(self)
-        # Writes not yet sent, and those sent whose answer has not come: a round trip carries both,
-        # so that no read of this replica can overtake a write it made (a resent write is dropped
-        # by the stamp).
+        # Writes not yet sent, and those sent whose answer has not come: a round trip carries every
+        # pending one and the unanswered one of the session it reads, so that no read of this
+        # replica can overtake a write it made (a resent write only rewrites the same).
         self._pending: dict[str, _Write] = {}
         self._sent: dict[str, _Write] = {}
         self._written = anyio.Event()
@@ -233,7 +233,7 @@ class RedisState:
                 math.ceil(WINDOW_SECONDS),
                 math.ceil(self._lease),
             ]
-        writes = self._take()
+        writes = self._take(session_id)
         names += [_state_name(session_id), *(_state_name(written) for written in writes)]
         batch = [
             [repr(write.stamp), write.ttl, [item for pair in write.values.items() for item in pair]]
@@ -284,8 +284,13 @@ class RedisState:
                 await anyio.sleep(RESUBSCRIBE_SECONDS)
                 self._written.set()
 
-    def _take(self) -> dict[str, _Write]:
-        writes = {**self._sent, **self._pending}
+    def _take(self, session_id: str) -> dict[str, _Write]:
+        """The pending writes, and the session's own sent one still unanswered (another round trip
+        may carry it yet, and this one reads the session)."""
+        writes = dict(self._pending)
+        unanswered = self._sent.get(session_id)
+        if unanswered is not None and session_id not in writes:
+            writes[session_id] = unanswered
         self._sent.update(self._pending)
         self._pending.clear()
         return writes
