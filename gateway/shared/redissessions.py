@@ -1,8 +1,10 @@
 """The HTTP sessions of every replica in Redis, so that session limits hold across replicas.
 
-Keys: `gw:o:replicas` (the set of replica ids) and one hash per replica, `gw:o:r:<replica>`: session
-id -> `[caller, last active, busy]` as JSON. A replica rewrites its hash every `HEARTBEAT_SECONDS`
-(one pipelined round trip, whatever its number of sessions), with an expiry of three heartbeats:
+Keys: `gw:o:replicas` (the set of replica ids), one hash per replica, `gw:o:r:<replica>`: session
+id -> `[caller, last active, busy]` as JSON, and one index per caller, `gw:o:c:<caller>`: session
+id -> replica (an entry whose replica no longer holds the session is dropped when met). A replica
+rewrites its hash every `HEARTBEAT_SECONDS` (one pipelined round trip, whatever its number of
+sessions), with an expiry of three heartbeats:
 a replica that dies stops refreshing it and its sessions stop counting within
 `3 * HEARTBEAT_SECONDS`; one that stops deletes it. A new session is decided and counted in one
 script over every replica's hash: admitted, admitted in place of the caller's least recently
@@ -23,6 +25,7 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
 
 from gateway.errors import StateUnavailableError
+from gateway.session import state_key
 from gateway.shared.sessions import Admission, EndIdle, Held, RemoteSession, SessionLimits, refused
 
 log = logging.getLogger(__name__)
@@ -32,32 +35,39 @@ HEARTBEAT_SECONDS = 10.0
 # How long `serve` waits before trying again after Redis went away.
 RETRY_SECONDS = 1.0
 
-# KEYS: the set of replicas. ARGV: this replica, the new session, its caller, now, the limit per
-# caller, the total limit, the expiry of a replica's hash, then the caller's sessions busy here
-# (fresher than this replica's last heartbeat). Returns {evicted session, its replica or
-# 'refused', the caller's sessions}; an empty first and second admit without eviction.
+# KEYS: the set of replicas, the caller's index. ARGV: this replica, the new session, its caller,
+# now, the limit per caller, the total limit, the expiry of the keys, then the caller's sessions
+# busy here (fresher than this replica's last heartbeat). Returns {evicted session, its replica or
+# 'refused', the caller's sessions}; an empty first and second admit without eviction. It reads
+# one count per replica and the caller's own sessions, never every session.
 _OPEN = """
 local me, caller = ARGV[1], ARGV[3]
 local busy_here = {}
 for i = 8, #ARGV do
   busy_here[ARGV[i]] = true
 end
-local total, mine = 0, {}
+local total = 0
 for _, replica in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local entries = redis.call('HGETALL', 'gw:o:r:' .. replica)
-  if #entries == 0 and replica ~= me then
+  local count = redis.call('HLEN', 'gw:o:r:' .. replica)
+  if count == 0 and replica ~= me then
     redis.call('SREM', KEYS[1], replica)
   end
-  for i = 1, #entries, 2 do
-    total = total + 1
-    local held = cjson.decode(entries[i + 1])
-    if held[1] == caller then
-      local busy = held[3] == 1
-      if replica == me then
-        busy = busy_here[entries[i]] == true
-      end
-      table.insert(mine, {entries[i], replica, tonumber(held[2]), busy})
+  total = total + count
+end
+local mine = {}
+local index = redis.call('HGETALL', KEYS[2])
+for i = 1, #index, 2 do
+  local session, replica = index[i], index[i + 1]
+  local entry = redis.call('HGET', 'gw:o:r:' .. replica, session)
+  if not entry then
+    redis.call('HDEL', KEYS[2], session)
+  else
+    local held = cjson.decode(entry)
+    local busy = held[3] == 1
+    if replica == me then
+      busy = busy_here[session] == true
     end
+    table.insert(mine, {session, replica, tonumber(held[2]), busy})
   end
 end
 local function register()
@@ -65,6 +75,8 @@ local function register()
   redis.call('HSET', key, ARGV[2], cjson.encode({caller, tonumber(ARGV[4]), 0}))
   redis.call('EXPIRE', key, ARGV[7])
   redis.call('SADD', KEYS[1], me)
+  redis.call('HSET', KEYS[2], ARGV[2], me)
+  redis.call('EXPIRE', KEYS[2], ARGV[7])
 end
 if #mine < tonumber(ARGV[5]) and total < tonumber(ARGV[6]) then
   register()
@@ -74,6 +86,7 @@ table.sort(mine, function(a, b) return a[3] < b[3] end)
 for _, held in ipairs(mine) do
   if not held[4] then
     redis.call('HDEL', 'gw:o:r:' .. held[2], held[1])
+    redis.call('HDEL', KEYS[2], held[1])
     register()
     if held[2] ~= me then
       redis.call('PUBLISH', 'gw:end:' .. held[2], held[1])
@@ -83,7 +96,6 @@ for _, held in ipairs(mine) do
 end
 return {'', 'refused', #mine}
 """
-
 
 # KEYS: the set of replicas. ARGV: this replica. Returns {replica, session, entry, ...} of the others.
 _ELSEWHERE = """
@@ -123,7 +135,7 @@ class RedisSessions:
         args: list[str | int] = [self._replica, session_id, caller, repr(self._clock())]
         args += [limits.per_caller, limits.total, self._ttl, *busy_here]
         try:
-            evicted, replica, mine = await self._open(keys=[REPLICAS], args=args)
+            evicted, replica, mine = await self._open(keys=[REPLICAS, _index(caller)], args=args)
         except RedisError as error:
             what = type(error).__name__
             raise StateUnavailableError(f"The shared state at {self._where} is unreachable ({what})") from None
@@ -198,3 +210,8 @@ class RedisSessions:
             except RedisError as error:
                 log.warning("session end channel at %s lost (%s); subscribing again", self._where, error)
                 await anyio.sleep(RETRY_SECONDS)
+
+
+def _index(caller: str) -> str:
+    """The key of a caller's sessions on every replica: session id -> the replica holding it."""
+    return f"gw:o:c:{state_key(caller)}"
