@@ -1,14 +1,15 @@
-"""Shared state in Redis: budgets counted by one atomic script, session state as expiring keys,
-changes announced over pub/sub.
+"""Shared state in Redis: each call's budget count and session-state read in one atomic script,
+session state written behind the calls, changes announced over pub/sub.
 
 Keys (all under `gw:`): `gw:b:s:<session>:total` and `:recent` (calls of one session, ever and in
 the window), `gw:b:c:<caller>:recent` and `:running` (calls of one caller in the window, and
-running now), `gw:s:<session>:<state key>` (a session's state as JSON). Windows are sorted sets
-of call tickets scored by the wall-clock time of the call, so every replica reads the same
-window; a running call's ticket leaves when the call ends, or after `lease` seconds when its
-replica died holding it. Every key expires on its own, so nothing needs sweeping. One Redis
-(or a Sentinel-managed primary) holds them: the budget script touches keys of two names at
-once, which Redis Cluster would place on different nodes.
+running now), `gw:s:<session>` (a session's state: one JSON text per state key, and `@at`, the
+wall-clock time of the call that wrote it). Windows are sorted sets of call tickets scored by the
+wall-clock time of the call, so every replica reads the same window; a running call's ticket
+leaves when the call ends, or after `lease` seconds when its replica died holding it. Every key
+expires on its own, so nothing needs sweeping. One Redis (or a Sentinel-managed primary) holds
+them: the script touches keys of several names at once, which Redis Cluster would place on
+different nodes. HTTP session ownership is `gateway.shared.redissessions`.
 """
 
 from __future__ import annotations
