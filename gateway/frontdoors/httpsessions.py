@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # What the gateway is told of a refusal or an eviction: (caller key, session id or "", outcome, detail).
 SessionEvent = Callable[[str, str, str, str], Awaitable[None]]
+# How long a stopping process waits to take its sessions out of a shared directory.
+LEAVE_SECONDS = 5.0
 
 
 def endpoint_of(scope: Scope) -> str | None:
@@ -83,13 +85,19 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
     async def run(self) -> AsyncIterator[None]:
         """The SDK's run, with this process's sessions kept known to the directory while it serves;
         they leave it when it stops."""
-        async with super().run(), anyio.create_task_group() as group:
-            group.start_soon(self._directory.serve, self._held, self._end_idle)
+        async with super().run():
             try:
-                yield
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._directory.serve, self._held, self._end_idle)
+                    try:
+                        yield
+                    finally:
+                        group.cancel_scope.cancel()
             finally:
-                group.cancel_scope.cancel()
-                await self._directory.leave()
+                # Also when the server stops by cancellation; a Redis that does not answer within
+                # LEAVE_SECONDS leaves the sessions to expire.
+                with anyio.move_on_after(LEAVE_SECONDS, shield=True):
+                    await self._directory.leave()
 
     def _admit_session(
         self, requestor: AuthorizationContext | None, session_id: str | None = None
