@@ -216,6 +216,11 @@ class RedisState:
     async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
         """Read a session's state (and count its call against `charge`'s budget), in one round trip
         that also carries this replica's pending writes."""
+        return await self._round_trip(session_id, keys, charge, self._take(session_id))
+
+    async def _round_trip(
+        self, session_id: str, keys: Sequence[str], charge: Charge | None, writes: dict[str, _Write]
+    ) -> Begun:
         ticket, now = uuid4().hex, self._clock()
         names = _budget_keys(session_id, charge.caller if charge is not None else "")
         args: list[str | int] = ["", "", "", "", "", "", "", "", "", "", ""]
@@ -234,7 +239,6 @@ class RedisState:
                 math.ceil(WINDOW_SECONDS),
                 math.ceil(self._lease),
             ]
-        writes = self._take(session_id)
         names += [_state_name(session_id), *(_state_name(written) for written in writes)]
         batch = [
             [repr(write.stamp), write.ttl, [item for pair in write.values.items() for item in pair]]
@@ -267,9 +271,13 @@ class RedisState:
         self._written.set()
 
     async def flush(self) -> None:
-        """Write every pending state now, in one round trip."""
-        if self._pending:
-            await self.begin("", (), None)
+        """Write every pending state now, in one round trip, with those another round trip carries
+        unanswered yet: when this returns, every save made before it is in Redis."""
+        if self._pending or self._sent:
+            writes = {**self._sent, **self._pending}
+            self._sent.update(self._pending)
+            self._pending.clear()
+            await self._round_trip("", (), None, writes)
 
     async def write_behind(self) -> None:
         """Send pending writes that no call's round trip carried within `WRITE_BEHIND_SECONDS`; runs
