@@ -8,9 +8,11 @@ emptied Redis database, and drives them with 2026-07-28 clients, each its own ca
 of a role with a per-minute budget, so every call passes the budget script and carries its loop
 window; a `concurrent` limit would add one round trip, freeing the slot),
 spread over the replicas in turn. It reads, per call: the Redis commands by name (INFO
-commandstats), the PostgreSQL transactions committed (pg_stat_database, the whole database's) and
-the audit rows written with the transactions that wrote them (their distinct `xmin`),
-and each replica's CPU time from /proc. No load balancer: its CPU would blur the replicas'.
+commandstats; `hmget` and `hset` run inside the scripts: a round trip with an `hmget` is a call's
+own, one without only writes session state behind the calls), the PostgreSQL transactions
+committed (pg_stat_database, the whole database's) and the audit rows written with the transactions
+that wrote them (their distinct `xmin`), and each replica's CPU time from /proc. No load balancer:
+its CPU would blur the replicas'.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ from benchmarks.gateway_latency import REPO, _interrupt, cpu_seconds, free_port,
 MODE = "2026-07-28"
 WARMUP_CALLS = 20
 URL_FILE = REPO / ".cache" / "postgres" / "url"
-# The commands the gateway sends; commandstats also counts those its budget script runs inside
-# Redis (zadd, expire, ...), which cost no round trip. Each is one round trip, except that the
-# SETs of one call's session state go in one pipeline (here one SET a call: only the loop window).
+# The commands the gateway sends; commandstats also counts those its scripts run inside Redis
+# (zadd, expire, ...), which cost no round trip. Each is one round trip (older gateways sent a
+# call's SETs of session state in one pipeline: here one SET a call, only the loop window).
 _SENT = ("evalsha", "eval", "mget", "set", "zrem", "publish")
+# Run inside the script that is each round trip: a call's own round trip reads its session's state
+# (hmget); one that only carries written-behind state does not. hset: session states written.
+_INSIDE = ("hmget", "hset")
 
 
 @dataclass
@@ -220,7 +225,8 @@ def report(runs: Sequence[Run], sessions: int) -> str:
         cpu = ", ".join(f"{seconds / per_replica_calls * 1000:.2f}" for seconds in run_.cpu_per_replica)
         commands = {name: run_.redis_commands[name] for name in _SENT if run_.redis_commands[name]}
         total = sum(commands.values())
-        by_name = " ".join(f"{name} {count / run_.calls:.2f}" for name, count in commands.items())
+        inside = {name: run_.redis_commands[name] for name in _INSIDE if run_.redis_commands[name]}
+        by_name = " ".join(f"{name} {count / run_.calls:.2f}" for name, count in (commands | inside).items())
         lines.append(
             f"| {run_.replicas} | {run_.calls_per_s:.0f} | {per_replica_calls / run_.seconds:.0f} | {cpu} | "
             f"{total / run_.calls:.2f} ({by_name}) | {run_.redis_cpu / run_.calls * 1e6:.0f} µs "

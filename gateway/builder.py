@@ -17,7 +17,7 @@ from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
-from gateway.pipeline.budgets import Budgets
+from gateway.pipeline.budgets import Budgets, Charge
 from gateway.pipeline.chain import CallNext, Pipeline, Step
 from gateway.pipeline.confirmation import ConfirmationStore, ConfirmRiskyCalls
 from gateway.pipeline.execution import ExecuteWithDeadline
@@ -29,6 +29,7 @@ from gateway.redaction import Redactor
 from gateway.registrations import RegistrationStore
 from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
+from gateway.session import SessionContext
 from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.stores import StoreSettings
@@ -151,9 +152,19 @@ def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> Shar
     return RedisState(config.store.redis, clock=wall_clock, session_ttl=settings.session_idle_timeout, lease=lease)
 
 
-def share_step(config: GatewayConfig, state: SharedState) -> ShareSessionState:
-    """The step moving a stateless-era session's state through the seam, kept as long as an idle session."""
-    return ShareSessionState(state, session_codecs(config.settings), config.settings.session_idle_timeout)
+def share_step(
+    config: GatewayConfig,
+    state: SharedState,
+    charge_of: Callable[[SessionContext], Charge | None] | None = None,
+    *,
+    write_through: bool = False,
+) -> ShareSessionState:
+    """The step moving a stateless-era session's state through the seam, kept as long as an idle
+    session; with `charge_of`, its round trip counts the call against its budget too."""
+    settings = config.settings
+    return ShareSessionState(
+        state, session_codecs(settings), settings.session_idle_timeout, charge_of=charge_of, write_through=write_through
+    )
 
 
 def pipeline(

@@ -194,7 +194,7 @@ class Gateway:
         self.registrations = stores.registrations
         self._stack.push_async_callback(self.shared.aclose)
         self.live_groups.load_stored(self.registrations)
-        share = builder.share_step(self.config, self.shared)
+        share = builder.share_step(self.config, self.shared, self.budgets.charge_of)
         self.pipeline = builder.pipeline(
             self.config,
             stores,
@@ -207,7 +207,8 @@ class Gateway:
             self.router.execute,
         )
         meta = MetaTools(self.skills, self.call_tool)
-        self._meta_pipeline = builder.meta_pipeline(stores, share, self._wall_clock, self.metrics, meta.run)
+        meta_share = builder.share_step(self.config, self.shared, write_through=True)
+        self._meta_pipeline = builder.meta_pipeline(stores, meta_share, self._wall_clock, self.metrics, meta.run)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -220,6 +221,7 @@ class Gateway:
         self._members_changed()
         self._group.start_soon(self._expire_idle_sessions)
         self._group.start_soon(self.audit.maintain)
+        self._group.start_soon(self.shared.write_behind)
         if self._serving:
             self._group.start_soon(self.shared.follow, self.follow_registrations)
         self._started.set()

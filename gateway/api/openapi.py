@@ -72,15 +72,16 @@ _GROUP = {
 }
 _SESSION = {
     "type": "object",
-    "required": ["id", "caller", "transport", "created_at", "last_seen"],
+    "required": ["id", "caller", "transport", "last_seen"],
     "properties": {
         "id": {"type": "string"},
         "caller": {"type": "string"},
         "role": {"type": ["string", "null"]},
         "transport": {"type": "string"},
         "group": {"type": ["string", "null"]},
-        "created_at": {"type": "number", "description": "epoch seconds"},
+        "created_at": {"type": "number", "description": "epoch seconds; only for this replica's sessions"},
         "last_seen": {"type": "number", "description": "epoch seconds"},
+        "replica": {"type": "string", "description": "the other replica holding this HTTP session (store.redis)"},
     },
 }
 _APPROVAL = {"type": "object", "description": "id, status, caller, role, tool, arguments, created, expires, decided_by"}

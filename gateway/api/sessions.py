@@ -1,5 +1,8 @@
 """`/api/v1/sessions`: the live client sessions, for admins; ending one.
 
+With replicas (`store.redis`), the listing adds the HTTP sessions the other replicas hold, as their
+latest heartbeat told (id, caller, replica, last activity); only this replica's can be ended here.
+
 Ending a session releases its state (active skills, workspace instances, per-session servers)
 and, for an HTTP session, its transport: the client's next request with that id is answered 404,
 as after its own DELETE, and it starts a new session.
@@ -16,6 +19,7 @@ from starlette.routing import Route
 from gateway.api.common import API_PREFIX, Api
 from gateway.errors import NotFoundError
 from gateway.session import SessionContext
+from gateway.shared.sessions import RemoteSession
 
 PATH = f"{API_PREFIX}/sessions"
 EndTransport = Callable[[str], Awaitable[None]]
@@ -36,10 +40,21 @@ def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
             "last_seen": gateway.wall_time(context.last_seen),
         }
 
+    def shown_elsewhere(held: RemoteSession) -> dict[str, object]:
+        return {
+            "id": held.id,
+            "caller": held.caller,
+            "transport": "http",
+            "replica": held.replica,
+            "last_seen": held.last_active,
+        }
+
     async def listing(request: Request) -> Response:
         api.caller(request).require_admin()
         live = sorted(gateway.sessions.live(), key=lambda context: context.created_at)
-        return JSONResponse({"sessions": [shown(context) for context in live]})
+        elsewhere = await gateway.shared.sessions.elsewhere()
+        sessions = [shown(context) for context in live] + [shown_elsewhere(held) for held in elsewhere]
+        return JSONResponse({"sessions": sessions})
 
     async def end(request: Request) -> Response:
         api.caller(request).require_admin()

@@ -23,11 +23,12 @@ from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
 from gateway.errors import NotFoundError
 from gateway.frontdoors.envelope import GROUP_PATH, EnvelopeGuard
-from gateway.frontdoors.httpsessions import LimitedSessionManager, SessionLimits
+from gateway.frontdoors.httpsessions import LimitedSessionManager
 from gateway.frontdoors.mcpserver import build_server, group_endpoint
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
 from gateway.metrics import CONTENT_TYPE
 from gateway.service import Gateway
+from gateway.shared.sessions import SessionLimits
 from gateway.upstreams.connection import State
 from gateway.web.app import web_app
 
@@ -110,6 +111,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         server,
         limits,
         service.record_session_event,
+        service.shared.sessions,
         json_response=settings.http_json_responses,
         security_settings=security,
         session_idle_timeout=settings.session_idle_timeout,

@@ -4,7 +4,8 @@ The SDK's session manager caps the sessions of everyone together; a single calle
 locks every other caller out. Here a caller at its own limit makes room by losing its own
 least recently used idle session (one with no request in flight and no open event stream); nobody
 else's session is ever ended to make room. A caller whose every session is busy, or a newcomer to
-a full gateway, is refused with a JSON-RPC error saying which limit and what to do.
+a full gateway, is refused with a JSON-RPC error saying which limit and what to do. The rule and
+where sessions are counted (this process, or every replica) are `gateway.shared.sessions`.
 
 A session also belongs to the endpoint that opened it (`/mcp` or a tool group's `/mcp/g/<group>`):
 presented at any other, it is answered as a session that does not exist.
@@ -13,13 +14,14 @@ presented at any other, it is answered as a session that does not exist.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Container, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 from uuid import uuid4
 
+import anyio
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.lowlevel.server import Server
@@ -30,55 +32,17 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
+from gateway.errors import StateUnavailableError
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ResponseModeTransport
+from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
 
 log = logging.getLogger(__name__)
 
 # What the gateway is told of a refusal or an eviction: (caller key, session id or "", outcome, detail).
 SessionEvent = Callable[[str, str, str, str], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionLimits:
-    """How many HTTP sessions one caller, and everyone together, may hold open."""
-
-    per_caller: int
-    total: int
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """The answer to a new session: admitted, admitted once `evict` is gone, or refused (`refusal` says why)."""
-
-    evict: str | None = None
-    refusal: str = ""
-    status: int = 200
-
-
-def admit(caller: str, owners: Mapping[str, str], busy: Container[str], limits: SessionLimits) -> Admission:
-    """Whether `caller` may open another session, given every open session's owner (least recently
-    used first) and the sessions with a request in flight. Only the caller's own sessions are evicted."""
-    mine = [session for session, owner in owners.items() if owner == caller]
-    over_own = len(mine) >= limits.per_caller
-    full = len(owners) >= limits.total
-    if not over_own and not full:
-        return Admission()
-    idle = next((session for session in mine if session not in busy), None)
-    if idle is not None:
-        return Admission(evict=idle)
-    if over_own:
-        return Admission(
-            refusal=f"Too many open sessions: this caller has {len(mine)} open, the limit is {limits.per_caller}, "
-            "and every one is busy. End sessions you no longer need (HTTP DELETE with their Mcp-Session-Id) "
-            "or wait for one to finish, then retry.",
-            status=429,
-        )
-    return Admission(
-        refusal=f"The gateway is full: {limits.total} sessions are open, its limit, and none of them is an idle "
-        "session of this caller. Retry later.",
-        status=503,
-    )
+# How long a stopping process waits to take its sessions out of a shared directory.
+LEAVE_SECONDS = 5.0
 
 
 def endpoint_of(scope: Scope) -> str | None:
@@ -97,20 +61,50 @@ def caller_of(scope: Scope) -> str:
 class LimitedSessionManager(StreamableHTTPSessionManager):
     """The SDK's streamable HTTP session manager, with `SessionLimits` in place of its global cap."""
 
-    def __init__(self, app: Server[Any], limits: SessionLimits, on_event: SessionEvent, **options: Any) -> None:
+    def __init__(
+        self,
+        app: Server[Any],
+        limits: SessionLimits,
+        on_event: SessionEvent,
+        directory: SessionDirectory,
+        **options: Any,
+    ) -> None:
         super().__init__(app, max_sessions=None, **options)
         self._limits = limits
         self._on_event = on_event
+        self._directory = directory
+        # Session id -> wall-clock seconds of the end of its latest request.
+        self._active: dict[str, float] = {}
         # Session id -> its caller's key, least recently used first.
         self._owners: dict[str, str] = {}
         # Session id -> the group whose endpoint opened it (None: `/mcp`).
         self._endpoints: dict[str, str | None] = {}
         self._busy: Counter[str] = Counter()
 
-    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """The SDK's run, with this process's sessions kept known to the directory while it serves;
+        they leave it when it stops."""
+        async with super().run():
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._directory.serve, self._held, self._end_idle)
+                    try:
+                        yield
+                    finally:
+                        group.cancel_scope.cancel()
+            finally:
+                # Also when the server stops by cancellation; a Redis that does not answer within
+                # LEAVE_SECONDS leaves the sessions to expire.
+                with anyio.move_on_after(LEAVE_SECONDS, shield=True):
+                    await self._directory.leave()
+
+    def _admit_session(
+        self, requestor: AuthorizationContext | None, session_id: str | None = None
+    ) -> StreamableHTTPServerTransport | None:
         # The SDK's own, with a transport that streams only the responses that need a stream.
         transport = ResponseModeTransport(
-            mcp_session_id=uuid4().hex,
+            mcp_session_id=session_id or uuid4().hex,
             is_json_response_enabled=self.json_response,
             event_store=self.event_store,
             security_settings=self.security_settings,
@@ -141,12 +135,17 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         user = scope.get("user")
         requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
         async with self._session_creation_lock:
-            admission = admit(caller, self._owners, self._busy, self._limits)
-            if admission.evict is not None:
+            session_id = uuid4().hex
+            try:
+                admission = await self._directory.admit(caller, session_id, self._owners, self._busy, self._limits)
+            except StateUnavailableError as error:
+                admission = Admission(refusal=f"{error.message}; retry in a moment.", status=503)
+            evicted = self._server_instances.get(admission.evict) if admission.evict is not None else None
+            if evicted is not None and not admission.elsewhere:
                 # Ended as a DELETE would end it: its id answers 404 from now on, its transport stops,
                 # and the connection's teardown releases its gateway state.
-                await self._discard_session(admission.evict, self._server_instances[admission.evict])
-            transport = None if admission.refusal else self._admit_session(requestor)
+                await self._discard_session(evicted.mcp_session_id or "", evicted)
+            transport = None if admission.refusal else self._admit_session(requestor, session_id)
             if transport is not None and transport.mcp_session_id is not None:
                 self._owners[transport.mcp_session_id] = caller
                 self._endpoints[transport.mcp_session_id] = endpoint_of(scope)
@@ -167,9 +166,26 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         if transport is not None:
             await self._discard_session(session_id, transport)
 
+    async def _end_idle(self, session_id: str) -> None:
+        """End a session another replica evicted, unless a request of it runs now: then it stays,
+        and the next heartbeat counts it again."""
+        transport = self._server_instances.get(session_id)
+        if transport is None or session_id in self._busy:
+            return
+        log.info("session %s ended to make room for a new one of its caller on another replica", session_id)
+        await self._discard_session(session_id, transport)
+
+    def _held(self) -> list[HeldSession]:
+        return [
+            HeldSession(session, owner, self._active.get(session, 0.0), session in self._busy)
+            for session, owner in self._owners.items()
+        ]
+
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
-        self._owners.pop(session_id, None)
+        if self._owners.pop(session_id, None) is not None:
+            await self._directory.ended(session_id)
         self._endpoints.pop(session_id, None)
+        self._active.pop(session_id, None)
         await super()._discard_session(session_id, transport)
 
     @contextmanager
@@ -188,6 +204,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             owner = self._owners.pop(session_id, None)
             if owner is not None:
                 self._owners[session_id] = owner
+                self._active[session_id] = time.time()
 
 
 def _refusal(message: str, status: int) -> Response:

@@ -33,6 +33,8 @@ from gateway.session import Closer, SessionContext
 WINDOW_SECONDS = 60.0
 # Marks a session whose end the step already listens for, so it registers once.
 STATE_KEY = "gateway.budgets.watched"
+# The note of a call counted ahead (`Admission`), which the step takes instead of counting it.
+ADMISSION_NOTE = "gateway.budgets.admission"
 
 
 class BudgetExceededError(ToolRefusedError):
@@ -56,6 +58,33 @@ class _SessionUsage:
 class _CallerUsage:
     running: int = 0
     recent: deque[float] = field(default_factory=deque)
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A call to count: against `budget`, for this session and caller."""
+
+    session_id: str
+    caller: str
+    budget: Budget
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A call counted ahead of the budget step, in the round trip that read its session's state
+    (see `gateway.shared`); the step takes it instead of counting the call again."""
+
+    charge: Charge
+    ticket: str
+    """Names the call among the counted ones."""
+    refused: BudgetExceededError | None
+
+    def take(self) -> str:
+        """The ticket `BudgetCounter.free` takes (empty when the budget limits no concurrency), or
+        raise the refusal."""
+        if self.refused is not None:
+            raise self.refused
+        return self.ticket if self.charge.budget.concurrent is not None else ""
 
 
 class BudgetCounter(Protocol):
@@ -203,7 +232,11 @@ class Budgets:
         # start a fresh budget.
         session = call.session
         caller = session.principal or session.caller
-        ticket = await self.tracker.admit(session.id, caller, budget)
+        admission: Admission | None = call.notes.pop(ADMISSION_NOTE, None)
+        if admission is not None:
+            ticket = admission.take()
+        else:
+            ticket = await self.tracker.admit(session.id, caller, budget)
         if not session.state.get(STATE_KEY):
             session.state[STATE_KEY] = True
             session.on_close(self._forget(session.id))
@@ -211,6 +244,13 @@ class Budgets:
             return await call_next(call)
         finally:
             await self.tracker.free(caller, ticket)
+
+    def charge_of(self, session: SessionContext) -> Charge | None:
+        """What a call of the session would be counted against now; None when its role has no budget."""
+        budget = self._budget_of(session.role)
+        if budget is None:
+            return None
+        return Charge(session.id, session.principal or session.caller, budget)
 
     async def charge(self, session: SessionContext) -> None:
         """Count one request an upstream made of the session's client (sampling, elicitation) like a

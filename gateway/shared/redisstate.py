@@ -1,23 +1,28 @@
-"""Shared state in Redis: budgets counted by one atomic script, session state as expiring keys,
-changes announced over pub/sub.
+"""Shared state in Redis: each call's budget count and session-state read in one atomic script,
+session state written behind the calls, changes announced over pub/sub.
 
 Keys (all under `gw:`): `gw:b:s:<session>:total` and `:recent` (calls of one session, ever and in
 the window), `gw:b:c:<caller>:recent` and `:running` (calls of one caller in the window, and
-running now), `gw:s:<session>:<state key>` (a session's state as JSON). Windows are sorted sets
-of call tickets scored by the wall-clock time of the call, so every replica reads the same
-window; a running call's ticket leaves when the call ends, or after `lease` seconds when its
-replica died holding it. Every key expires on its own, so nothing needs sweeping. One Redis
-(or a Sentinel-managed primary) holds them: the budget script touches keys of two names at
-once, which Redis Cluster would place on different nodes.
+running now), `gw:s:<session>` (a session's state: one JSON text per state key, and `@at`, the
+wall-clock time of the call that wrote it). Windows are sorted sets of call tickets scored by the
+wall-clock time of the call, so every replica reads the same window; a running call's ticket
+leaves when the call ends, or after `lease` seconds when its replica died holding it. Every key
+expires on its own, so nothing needs sweeping. One Redis (or a Sentinel-managed primary) holds
+them: the script touches keys of several names at once, which Redis Cluster would place on
+different nodes. HTTP session ownership is `gateway.shared.redissessions`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 from uuid import uuid4
@@ -28,28 +33,61 @@ from redis.exceptions import RedisError
 
 from gateway.auth.policy import Budget
 from gateway.errors import StateUnavailableError
-from gateway.pipeline.budgets import WINDOW_SECONDS, BudgetCounter, refusal
+from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, BudgetExceededError, Charge, refusal
 from gateway.session import state_key
-from gateway.shared.state import ChangeHandler
+from gateway.shared.redissessions import RedisSessions
+from gateway.shared.sessions import SessionDirectory
+from gateway.shared.state import Begun, ChangeHandler
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "gw:changes"
 # How long `follow` waits before subscribing again after Redis went away.
 RESUBSCRIBE_SECONDS = 1.0
+# How long a call's changed session state may wait for another round trip to carry it.
+WRITE_BEHIND_SECONDS = 0.005
 
-# KEYS: session total, session window, caller window, caller running.
+# One script is every round trip the hot path makes. KEYS: session total, session window, caller
+# window, caller running, the session's state hash, then one hash per state write carried along.
 # ARGV: now, window cutoff, lease cutoff, max per session, per minute, caller per minute,
-# concurrent (-1: no limit), ticket, session ttl, window ttl, lease ttl.
-# Returns {limit, oldest score}: an empty limit admits the call. Only a budget with a concurrency
-# limit holds a slot among the running calls, so the others need no round trip to free one.
-_ADMIT = """
+# concurrent (-1: no limit), ticket, session ttl, window ttl, lease ttl (the budget; ARGV[4] = ''
+# when no budget is charged), the writes as JSON ([stamp, ttl, [field, value, ...]] per KEYS[6..]),
+# then the state fields to read. It applies the writes first (a write older than the stored state
+# is dropped; an equal one, a resend, rewrites the same), then checks and counts the call, then reads the state.
+# Returns {limit, oldest score, value...}: an empty limit admits the call. Only a budget with a
+# concurrency limit holds a slot among the running calls, so the others need no round trip to free one.
+_BEGIN = """
+local writes = cjson.decode(ARGV[12])
+for i, write in ipairs(writes) do
+  local key = KEYS[5 + i]
+  local stored = tonumber(redis.call('HGET', key, '@at') or '-1')
+  if tonumber(write[1]) >= stored then
+    redis.call('HSET', key, '@at', write[1], unpack(write[3]))
+    redis.call('EXPIRE', key, write[2])
+  end
+end
+local function read()
+  if #ARGV < 13 then
+    return {}
+  end
+  return redis.call('HMGET', KEYS[5], unpack(ARGV, 13))
+end
+local function answer(limit, oldest)
+  local out = {limit, oldest}
+  for _, value in ipairs(read()) do
+    table.insert(out, value)
+  end
+  return out
+end
+if ARGV[4] == '' then
+  return answer('', '0')
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[3])
 local per_session = tonumber(ARGV[4])
 if per_session >= 0 and tonumber(redis.call('GET', KEYS[1]) or '0') >= per_session then
-  return {'max_calls_per_session', '0'}
+  return answer('max_calls_per_session', '0')
 end
 local windows = {
   {'calls_per_minute', KEYS[2], tonumber(ARGV[5])},
@@ -58,12 +96,12 @@ local windows = {
 for _, window in ipairs(windows) do
   if window[3] >= 0 and redis.call('ZCARD', window[2]) >= window[3] then
     local oldest = redis.call('ZRANGE', window[2], 0, 0, 'WITHSCORES')
-    return {window[1], oldest[2]}
+    return answer(window[1], oldest[2])
   end
 end
 local concurrent = tonumber(ARGV[7])
 if concurrent >= 0 and redis.call('ZCARD', KEYS[4]) >= concurrent then
-  return {'concurrent', '0'}
+  return answer('concurrent', '0')
 end
 redis.call('INCR', KEYS[1])
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[8])
@@ -75,7 +113,18 @@ if concurrent >= 0 then
   redis.call('ZADD', KEYS[4], ARGV[1], ARGV[8])
   redis.call('EXPIRE', KEYS[4], ARGV[11])
 end
-return {'', '0'}
+return answer('', '0')
+"""
+
+# KEYS: session total, session window, caller window, caller running. ARGV: the ticket.
+# A call admitted ahead (see `begin`) that a step refused before the budget step: uncounted.
+_REFUND = """
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  redis.call('DECR', KEYS[1])
+end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 0
 """
 
 
@@ -100,103 +149,180 @@ def _limit(value: int | None) -> int:
 
 
 class RedisBudgets:
-    """The `BudgetCounter` replicas share: every check and count of a call in one script run."""
+    """The `BudgetCounter` replicas share: every check and count of a call in one script run, the
+    same round trip that carries the replica's pending state writes."""
 
-    def __init__(
-        self, client: aioredis.Redis, url: str, clock: Callable[[], float], session_ttl: float, lease: float
-    ) -> None:
-        self._redis = client
-        self._url = url
-        self._clock = clock
-        self._session_ttl = math.ceil(max(session_ttl, WINDOW_SECONDS))
-        self._lease = lease
-        self._admit = client.register_script(_ADMIT)
+    def __init__(self, state: RedisState) -> None:
+        self._state = state
 
     async def admit(self, session_id: str, caller: str, budget: Budget) -> str:
         """Admit one call or raise `BudgetExceededError`; the ticket names the call's concurrency slot
         (empty when the budget limits no concurrency)."""
-        now = self._clock()
-        ticket = uuid4().hex
-        keys = [
-            f"gw:b:s:{state_key(session_id)}:total",
-            f"gw:b:s:{state_key(session_id)}:recent",
-            f"gw:b:c:{state_key(caller)}:recent",
-            f"gw:b:c:{state_key(caller)}:running",
-        ]
-        args: list[str | int] = [
-            repr(now),
-            repr(now - WINDOW_SECONDS),
-            repr(now - self._lease),
-            _limit(budget.max_calls_per_session),
-            _limit(budget.calls_per_minute),
-            _limit(budget.caller_calls_per_minute),
-            _limit(budget.concurrent),
-            ticket,
-            self._session_ttl,
-            math.ceil(WINDOW_SECONDS),
-            math.ceil(self._lease),
-        ]
-        async with _reachable(self._url):
-            limit, oldest = await self._admit(keys=keys, args=args)
-        if not limit:
-            return ticket if budget.concurrent is not None else ""
-        caps = {
-            "max_calls_per_session": budget.max_calls_per_session,
-            "calls_per_minute": budget.calls_per_minute,
-            "caller_calls_per_minute": budget.caller_calls_per_minute,
-            "concurrent": budget.concurrent,
-        }
-        cap = caps[limit]
-        assert cap is not None
-        wait = max(1, math.ceil(float(oldest) + WINDOW_SECONDS - now))
-        raise refusal(limit, cap, wait)
+        begun = await self._state.begin(session_id, (), Charge(session_id, caller, budget))
+        assert begun.admission is not None
+        return begun.admission.take()
 
     async def free(self, caller: str, ticket: str) -> None:
         """Give the call's concurrency slot back (an empty ticket holds none)."""
         if not ticket:
             return
-        async with _reachable(self._url):
-            await self._redis.zrem(f"gw:b:c:{state_key(caller)}:running", ticket)
+        async with _reachable(self._state.url):
+            await self._state.redis.zrem(f"gw:b:c:{state_key(caller)}:running", ticket)
 
     async def forget(self, session_id: str) -> None:
         """Nothing: the session may go on at another replica; its counts expire after its idle timeout."""
 
 
+@dataclass(slots=True)
+class _Write:
+    """A session's state waiting to be written: all its texts, stamped with when the call ended."""
+
+    stamp: float
+    values: dict[str, str]
+    ttl: int
+
+
 class RedisState:
-    """The `SharedState` of replicas: one Redis, reached at `url`."""
+    """The `SharedState` of replicas: one Redis, reached at `url`.
+
+    Each call makes one round trip on its path: `begin` runs one script that writes this replica's
+    pending session states, counts the call against its budget and reads the session's state.
+    State a call changed is written behind (`save`): carried by the next round trip this replica
+    makes, or sent by `write_behind` `WRITE_BEHIND_SECONDS` after the call if none went meanwhile.
+    """
 
     shared = True
 
     def __init__(self, url: str, *, clock: Callable[[], float] = time.time, session_ttl: float, lease: float) -> None:
-        self._url = url
-        self._redis = aioredis.Redis.from_url(url, decode_responses=True)
-        self._session_ttl = session_ttl
-        self.budgets: BudgetCounter = RedisBudgets(self._redis, url, clock, session_ttl, lease)
+        self.url = url
+        self.redis = aioredis.Redis.from_url(url, decode_responses=True)
+        self._clock = clock
+        self._session_ttl = math.ceil(max(session_ttl, WINDOW_SECONDS))
+        self._lease = lease
+        self._begin = self.redis.register_script(_BEGIN)
+        self._refund = self.redis.register_script(_REFUND)
+        self.budgets: BudgetCounter = RedisBudgets(self)
+        # Writes not yet sent, and those sent whose answer has not come: a round trip carries every
+        # pending one and the unanswered one of the session it reads, so that no read of this
+        # replica can overtake a write it made (a resent write only rewrites the same).
+        self._pending: dict[str, _Write] = {}
+        self._sent: dict[str, _Write] = {}
+        self._written = anyio.Event()
         # Each process's own announcements come back to it over the channel; this tells them apart.
-        self._origin = uuid4().hex
+        # It also names the replica among those holding HTTP sessions.
+        self._origin = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
+        self.sessions: SessionDirectory = RedisSessions(self.redis, _where(url), self._origin, clock)
 
-    async def load(self, session_id: str, keys: Sequence[str]) -> dict[str, str]:
-        """The stored texts of `keys`, in one round trip."""
-        names = [self._key(session_id, key) for key in keys]
-        async with _reachable(self._url):
-            values = await self._redis.mget(names)
+    async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
+        """Read a session's state (and count its call against `charge`'s budget), in one round trip
+        that also carries this replica's pending writes."""
+        return await self._round_trip(session_id, keys, charge, self._take(session_id))
+
+    async def _round_trip(
+        self, session_id: str, keys: Sequence[str], charge: Charge | None, writes: dict[str, _Write]
+    ) -> Begun:
+        ticket, now = uuid4().hex, self._clock()
+        names = _budget_keys(session_id, charge.caller if charge is not None else "")
+        args: list[str | int] = ["", "", "", "", "", "", "", "", "", "", ""]
+        if charge is not None:
+            budget = charge.budget
+            args = [
+                repr(now),
+                repr(now - WINDOW_SECONDS),
+                repr(now - self._lease),
+                _limit(budget.max_calls_per_session),
+                _limit(budget.calls_per_minute),
+                _limit(budget.caller_calls_per_minute),
+                _limit(budget.concurrent),
+                ticket,
+                self._session_ttl,
+                math.ceil(WINDOW_SECONDS),
+                math.ceil(self._lease),
+            ]
+        names += [_state_name(session_id), *(_state_name(written) for written in writes)]
+        batch = [
+            [repr(write.stamp), write.ttl, [item for pair in write.values.items() for item in pair]]
+            for write in writes.values()
+        ]
+        args += [json.dumps(batch), *keys]
+        try:
+            async with _reachable(self.url):
+                answer = await self._begin(keys=names, args=args)
+        except BaseException:
+            self._restore(writes)
+            raise
+        self._done(writes)
+        limit, oldest, *values = answer
         # decode_responses: Redis answers text.
-        return {key: cast(str, value) for key, value in zip(keys, values, strict=True) if value is not None}
+        stored = {key: cast(str, value) for key, value in zip(keys, values, strict=True) if value is not None}
+        if charge is None:
+            return Begun(stored, None)
+        return Begun(stored, Admission(charge, ticket, _refusal(charge.budget, limit, oldest, now)))
 
-    async def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
-        """Store every text with its expiry, in one round trip."""
-        async with _reachable(self._url), self._redis.pipeline(transaction=False) as pipe:
-            for key, value in values.items():
-                pipe.set(self._key(session_id, key), value, ex=math.ceil(ttl))
-            await pipe.execute()
+    async def refund(self, admission: Admission) -> None:
+        """Uncount a call admitted ahead that never reached the budget step."""
+        names = _budget_keys(admission.charge.session_id, admission.charge.caller)
+        async with _reachable(self.url):
+            await self._refund(keys=names, args=[admission.ticket])
+
+    def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
+        """Queue a session's state to be written behind the call; a newer save of the session replaces it."""
+        self._pending[session_id] = _Write(self._clock(), dict(values), math.ceil(ttl))
+        self._written.set()
+
+    async def flush(self) -> None:
+        """Write every pending state now, in one round trip, with those another round trip carries
+        unanswered yet: when this returns, every save made before it is in Redis."""
+        if self._pending or self._sent:
+            writes = {**self._sent, **self._pending}
+            self._sent.update(self._pending)
+            self._pending.clear()
+            await self._round_trip("", (), None, writes)
+
+    async def write_behind(self) -> None:
+        """Send pending writes that no call's round trip carried within `WRITE_BEHIND_SECONDS`; runs
+        until cancelled. A write that fails stays pending and goes with the next round trip."""
+        while True:
+            await self._written.wait()
+            self._written = anyio.Event()
+            await anyio.sleep(WRITE_BEHIND_SECONDS)
+            try:
+                await self.flush()
+            except StateUnavailableError as error:
+                log.warning("session state not written yet: %s; retrying", error.message)
+                await anyio.sleep(RESUBSCRIBE_SECONDS)
+                self._written.set()
+
+    def _take(self, session_id: str) -> dict[str, _Write]:
+        """The pending writes, and the session's own sent one still unanswered (another round trip
+        may carry it yet, and this one reads the session)."""
+        writes = dict(self._pending)
+        unanswered = self._sent.get(session_id)
+        if unanswered is not None and session_id not in writes:
+            writes[session_id] = unanswered
+        self._sent.update(self._pending)
+        self._pending.clear()
+        return writes
+
+    def _done(self, writes: Mapping[str, _Write]) -> None:
+        for session_id, write in writes.items():
+            if self._sent.get(session_id) is write:
+                del self._sent[session_id]
+
+    def _restore(self, writes: Mapping[str, _Write]) -> None:
+        # A failed round trip's writes wait again, unless the session saved a newer state meanwhile.
+        for session_id, write in writes.items():
+            if self._sent.get(session_id) is write:
+                del self._sent[session_id]
+                self._pending.setdefault(session_id, write)
 
     async def announce(self) -> None:
         """Publish a change; the others re-read the registrations. The change is stored already, so
         an unreachable Redis is only logged: the others catch up when they subscribe again."""
         try:
-            await self._redis.publish(CHANNEL, self._origin)
+            await self.redis.publish(CHANNEL, self._origin)
         except RedisError as error:
-            log.warning("change not announced to the other replicas: %s unreachable (%s)", _where(self._url), error)
+            log.warning("change not announced to the other replicas: %s unreachable (%s)", _where(self.url), error)
 
     async def follow(self, on_change: ChangeHandler) -> None:
         """Listen on the change channel, subscribing again whenever Redis went away; after each
@@ -204,7 +330,7 @@ class RedisState:
         first = True
         while True:
             try:
-                async with self._redis.pubsub() as pubsub:
+                async with self.redis.pubsub() as pubsub:
                     await pubsub.subscribe(CHANNEL)
                     if not first:
                         await on_change()
@@ -213,13 +339,38 @@ class RedisState:
                         if message.get("type") == "message" and message.get("data") != self._origin:
                             await on_change()
             except RedisError as error:
-                log.warning("change channel at %s lost (%s); subscribing again", _where(self._url), error)
+                log.warning("change channel at %s lost (%s); subscribing again", _where(self.url), error)
                 await anyio.sleep(RESUBSCRIBE_SECONDS)
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._redis.aclose()
+        """Write what is pending, then close the connection pool; a stopping replica loses no write
+        unless Redis is unreachable then."""
+        try:
+            await self.flush()
+        except StateUnavailableError as error:
+            log.warning("session states of %d sessions not written: %s", len(self._pending), error.message)
+        await self.redis.aclose()
 
-    @staticmethod
-    def _key(session_id: str, key: str) -> str:
-        return f"gw:s:{state_key(session_id, key)}"
+
+def _budget_keys(session_id: str, caller: str) -> list[str]:
+    session, owner = state_key(session_id), state_key(caller)
+    return [f"gw:b:s:{session}:total", f"gw:b:s:{session}:recent", f"gw:b:c:{owner}:recent", f"gw:b:c:{owner}:running"]
+
+
+def _state_name(session_id: str) -> str:
+    return f"gw:s:{state_key(session_id)}"
+
+
+def _refusal(budget: Budget, limit: str, oldest: str, now: float) -> BudgetExceededError | None:
+    """The refusal the script's answer names, or None when it admitted the call."""
+    if not limit:
+        return None
+    caps = {
+        "max_calls_per_session": budget.max_calls_per_session,
+        "calls_per_minute": budget.calls_per_minute,
+        "caller_calls_per_minute": budget.caller_calls_per_minute,
+        "concurrent": budget.concurrent,
+    }
+    cap = caps[limit]
+    assert cap is not None
+    return refusal(limit, cap, max(1, math.ceil(float(oldest) + WINDOW_SECONDS - now)))

@@ -1,9 +1,11 @@
 """The seam of shared state: what replicas must see alike, and the in-process side of it.
 
-Above the seam the gateway asks a `SharedState` for four things and never learns where they live:
+Above the seam the gateway asks a `SharedState` for five things and never learns where they live:
 - `budgets`, the `BudgetCounter` of the budget step;
-- `load` and `save`: a stateless-era session's state (active skills, the loop window) by session
-  id, so that whichever replica answers a call sees the calls before it;
+- `begin` and `save`: a stateless-era session's state (active skills, the loop window) by session
+  id, so that whichever replica answers a call sees the calls before it; `begin` may count the
+  call against its budget in the same round trip, and `save` writes behind the call;
+- `sessions`, the `SessionDirectory` the HTTP session limits count in;
 - `announce` and `follow`: a change of the API registrations on one replica reaches the others,
   which read the registrations again.
 `LocalState` is the single-node default: budgets counted in the process, session state left on
@@ -24,9 +26,10 @@ import mcp_types as types
 
 from gateway.config.model import GatewaySettings
 from gateway.pipeline import loops
-from gateway.pipeline.budgets import BudgetCounter, BudgetTracker
+from gateway.pipeline.budgets import ADMISSION_NOTE, Admission, BudgetCounter, BudgetTracker, Charge
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.session import SessionContext
+from gateway.shared.sessions import LocalSessions, SessionDirectory
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
 
@@ -38,19 +41,44 @@ ChangeHandler = Callable[[], Awaitable[None]]
 RUNNING_KEY = "gateway.shared.running"
 
 
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """What a call learns in its one round trip: its session's stored state texts (keys never
+    saved, or expired, left out), and its budget admission when the backend counted it ahead."""
+
+    values: dict[str, str]
+    admission: Admission | None
+
+
 class SharedState(Protocol):
     """Where the state replicas share lives."""
 
     shared: bool
     """Whether other processes see this state; False for the in-process default."""
     budgets: BudgetCounter
+    sessions: SessionDirectory
 
-    async def load(self, session_id: str, keys: Sequence[str]) -> dict[str, str]:
-        """The stored texts of `keys` of a session; keys never saved, or expired, are left out."""
+    async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
+        """Before a call: the stored texts of `keys` of a session, and (when the backend can do both
+        at once) the call counted against `charge`."""
         ...
 
-    async def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
-        """Store texts of a session, each kept `ttl` seconds after its last save."""
+    async def refund(self, admission: Admission) -> None:
+        """Uncount a call counted ahead by `begin` that was refused before the budget step."""
+        ...
+
+    def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
+        """Write texts of a session behind the call, each kept `ttl` seconds after its last save. A
+        save never overtakes a later one of the same session, and a read of this process never
+        overtakes its saves."""
+        ...
+
+    async def flush(self) -> None:
+        """Write every pending save now."""
+        ...
+
+    async def write_behind(self) -> None:
+        """Write pending saves off the callers' path; runs until cancelled."""
         ...
 
     async def announce(self) -> None:
@@ -62,7 +90,7 @@ class SharedState(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Release connections."""
+        """Write what is pending and release connections."""
         ...
 
 
@@ -73,13 +101,24 @@ class LocalState:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.budgets: BudgetCounter = BudgetTracker(clock)
+        self.sessions: SessionDirectory = LocalSessions()
 
-    async def load(self, session_id: str, keys: Sequence[str]) -> dict[str, str]:
-        """Nothing: the context already holds the session's state."""
-        return {}
+    async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
+        """Nothing: the context already holds the session's state, and the budget step counts."""
+        return Begun({}, None)
 
-    async def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
+    async def refund(self, admission: Admission) -> None:
+        """Nothing: `begin` counts nothing ahead."""
+
+    def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
         """Nothing to do: the context keeps the state."""
+
+    async def flush(self) -> None:
+        """Nothing is pending."""
+
+    async def write_behind(self) -> None:
+        """Nothing will be pending."""
+        await anyio.sleep_forever()
 
     async def announce(self) -> None:
         """No other replica to tell."""
@@ -116,17 +155,33 @@ def session_codecs(settings: GatewaySettings) -> dict[str, Codec]:
 
 
 class ShareSessionState:
-    """Pipeline step: a stateless-era session's state read through the seam before the call and
-    written back after it (refused calls too: a loop's block must hold on every replica).
+    """Pipeline step: a stateless-era session's state read through the seam before the call, in
+    the same round trip that counts the call against its budget (`charge_of`, when given), and
+    written back after it when it changed (refused calls too: a loop's block must hold on every
+    replica).
+
+    The tools' pipeline writes behind the answer (`write_through` False): the call's path keeps its
+    one round trip. The meta-tools' pipeline writes through: a skill loaded or unloaded is in the
+    shared state before the client hears of it, whichever replica it calls next.
 
     Only stateless-era sessions move: a handshake-era session lives in one replica's SDK, and
     the load balancer keeps its requests there.
     """
 
-    def __init__(self, state: SharedState, codecs: Mapping[str, Codec], ttl: float) -> None:
+    def __init__(
+        self,
+        state: SharedState,
+        codecs: Mapping[str, Codec],
+        ttl: float,
+        *,
+        charge_of: Callable[[SessionContext], Charge | None] | None = None,
+        write_through: bool = False,
+    ) -> None:
         self._state = state
         self._codecs = dict(codecs)
         self._ttl = ttl
+        self._charge_of = charge_of
+        self._write_through = write_through
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         session = call.session
@@ -134,16 +189,30 @@ class ShareSessionState:
             return await call_next(call)
         running: int = session.state.get(RUNNING_KEY, 0)
         if not running:
-            await self._pull(session)
+            charge = self._charge_of(session) if self._charge_of is not None else None
+            begun = await self._state.begin(session.id, list(self._codecs), charge)
+            # What was read is what the state encodes to (or, if unreadable, differs: written afresh).
+            before = begun.values
+            self._apply(session, begun.values)
+            if begun.admission is not None:
+                call.notes[ADMISSION_NOTE] = begun.admission
+        else:
+            before = self._encode(session)
         session.state[RUNNING_KEY] = running + 1
         try:
             return await call_next(call)
         finally:
             session.state[RUNNING_KEY] -= 1
-            await self._push(session)
+            admission: Admission | None = call.notes.pop(ADMISSION_NOTE, None)
+            if admission is not None and admission.refused is None:
+                await self._state.refund(admission)
+            after = self._encode(session)
+            if after != before:
+                self._state.save(session.id, after, self._ttl)
+                if self._write_through:
+                    await self._state.flush()
 
-    async def _pull(self, session: SessionContext) -> None:
-        stored = await self._state.load(session.id, list(self._codecs))
+    def _apply(self, session: SessionContext, stored: Mapping[str, str]) -> None:
         for key, codec in self._codecs.items():
             text = stored.get(key)
             if text is None:
@@ -155,7 +224,5 @@ class ShareSessionState:
                 log.warning("shared state %r of session %s is unreadable; starting it afresh", key, session.id)
                 session.state.pop(key, None)
 
-    async def _push(self, session: SessionContext) -> None:
-        values = {key: codec.encode(session.state[key]) for key, codec in self._codecs.items() if key in session.state}
-        if values:
-            await self._state.save(session.id, values, self._ttl)
+    def _encode(self, session: SessionContext) -> dict[str, str]:
+        return {key: codec.encode(session.state[key]) for key, codec in self._codecs.items() if key in session.state}

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.access import KEYS, http_client
 from tests.support.harness import toy_stdio
-from tests.support.replicas import Cluster, cluster, live_sessions, replica_config
+from tests.support.replicas import Cluster, cluster, held_sessions, replica_config
 from tests.support.skills import write_skill
 
 pytestmark = pytest.mark.anyio
@@ -71,7 +71,7 @@ async def test_a_handshake_era_session_stays_on_the_replica_the_load_balancer_ha
         http_client(gateways.url, KEYS["analyst"]) as client,
     ):
         answers = [_text(await client.call_tool("toy__echo", {"text": f"call {n}"})) for n in range(8)]
-        holders = [len(await live_sessions(r.url)) for r in gateways.replicas]
+        holders = [len(await held_sessions(r.url)) for r in gateways.replicas]
     assert answers == [f"call {n}" for n in range(8)]
     assert sorted(holders) == [0, 1]
 
@@ -137,7 +137,7 @@ async def test_handshake_clients_of_a_killed_replica_initialize_again_and_carry_
 
 async def _holder(gateways: Cluster) -> Any:
     for replica in gateways.replicas:
-        if await live_sessions(replica.url):
+        if await held_sessions(replica.url):
             return replica
     raise AssertionError("no replica holds the session")
 

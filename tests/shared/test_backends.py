@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 
 from gateway.auth.policy import Budget
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewaySettings
-from gateway.errors import ConfigError, StateUnavailableError
+from gateway.errors import ConfigError, StateUnavailableError, ToolRefusedError
 from gateway.pipeline.budgets import BudgetExceededError, Budgets
-from gateway.pipeline.chain import Pipeline, ToolCall
+from gateway.pipeline.chain import CallNext, Pipeline, Step, ToolCall
 from gateway.pipeline.loops import DetectLoops
 from gateway.session import SessionContext
 from gateway.shared.redisstate import RedisState
@@ -78,16 +79,32 @@ def _tool(name: str) -> ToolRecord:
     return ToolRecord(name=name, source="test", original_name=name, input_schema={"type": "object"})
 
 
-def _pipeline(state: SharedState, answer: Callable[[ToolCall], str]) -> Pipeline:
+@dataclass
+class Replica:
+    """One replica's pipeline over its shared state."""
+
+    pipeline: Pipeline
+    state: SharedState
+
+
+def _pipeline(state: SharedState, answer: Callable[[ToolCall], str], *steps: Step) -> Replica:
     async def terminal(call: ToolCall) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(text=answer(call))])
 
-    share = ShareSessionState(state, session_codecs(SETTINGS), ttl=600)
-    return Pipeline([share, DetectLoops(SETTINGS.loop_window, SETTINGS.loop_repeat_limit)], terminal)
+    budgets = [step for step in steps if isinstance(step, Budgets)]
+    share = ShareSessionState(
+        state, session_codecs(SETTINGS), ttl=600, charge_of=budgets[0].charge_of if budgets else None
+    )
+    return Replica(
+        Pipeline([share, *steps, DetectLoops(SETTINGS.loop_window, SETTINGS.loop_repeat_limit)], terminal), state
+    )
 
 
-async def _call(pipeline: Pipeline, session: SessionContext, tool: str, **arguments: Any) -> types.CallToolResult:
-    return await pipeline.run(ToolCall(session=session, tool=_tool(tool), arguments=arguments))
+async def _call(replica: Replica, session: SessionContext, tool: str, **arguments: Any) -> types.CallToolResult:
+    """One call, its state written before the next call (as `write_behind` does within milliseconds)."""
+    result = await replica.pipeline.run(ToolCall(session=session, tool=_tool(tool), arguments=arguments))
+    await replica.state.flush()
+    return result
 
 
 async def test_a_session_past_its_calls_per_minute_is_refused_on_every_replica(replicas: Replicas) -> None:
@@ -162,13 +179,80 @@ async def test_a_stateless_session_s_active_skills_and_their_order_reach_every_r
 
 async def test_the_budget_step_counts_through_the_seam(replicas: Replicas) -> None:
     budgets = Budgets(lambda role: Budget(max_calls_per_session=1), counter=replicas.states[0].budgets)
+    replica = _pipeline(replicas.states[0], lambda call: "ok", budgets)
+    assert not (await _call(replica, replicas.sessions[0], "echo")).is_error
+    assert (await _call(replica, replicas.sessions[0], "echo")).is_error
 
-    async def terminal(call: ToolCall) -> types.CallToolResult:
-        return types.CallToolResult(content=[types.TextContent(text="ok")])
 
-    pipeline = Pipeline([budgets], terminal)
-    assert not (await _call(pipeline, replicas.sessions[0], "echo")).is_error
-    assert (await _call(pipeline, replicas.sessions[0], "echo")).is_error
+class RefuseBad:
+    """A step before the budget step that refuses calls with `bad` among their arguments."""
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        if "bad" in call.arguments:
+            raise ToolRefusedError("Refused: bad")
+        return await call_next(call)
+
+
+async def test_a_call_refused_before_the_budget_step_uses_none_of_the_budget(replicas: Replicas) -> None:
+    budgets = Budgets(
+        lambda role: Budget(max_calls_per_session=1, calls_per_minute=1), counter=replicas.states[0].budgets
+    )
+    replica = _pipeline(replicas.states[0], lambda call: "ok", RefuseBad(), budgets)
+    assert (await _call(replica, replicas.sessions[0], "echo", bad=1)).is_error
+    assert not (await _call(replica, replicas.sessions[0], "echo", n=1)).is_error
+    refused = await _call(replica, replicas.sessions[0], "echo", n=2)
+    assert refused.is_error and "max_calls_per_session" in refused.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_replica_s_call_sees_the_state_it_has_not_written_yet(replicas: Replicas) -> None:
+    replica = _pipeline(replicas.states[0], lambda call: "same")
+    for _ in range(2):
+        await replica.pipeline.run(ToolCall(session=replicas.sessions[0], tool=_tool("search"), arguments={}))
+    refused = await replica.pipeline.run(ToolCall(session=replicas.sessions[0], tool=_tool("search"), arguments={}))
+    assert refused.is_error and "3 times in a row" in refused.content[0].text  # type: ignore[union-attr]
+
+
+async def test_state_written_behind_reaches_the_other_replica_without_another_call(redis_url: str) -> None:
+    clock = ManualClock()
+    writer, reader = (RedisState(redis_url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(writer.write_behind)
+            writer.save("s-behind", {"k": "v"}, 600)
+            with anyio.fail_after(30):
+                while (await reader.begin("s-behind", ["k"], None)).values != {"k": "v"}:
+                    await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+    finally:
+        await writer.aclose()
+        await reader.aclose()
+
+
+async def test_an_earlier_save_never_replaces_a_later_one(redis_url: str) -> None:
+    clock = ManualClock()
+    late, early = (RedisState(redis_url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
+    try:
+        clock.now += 10
+        late.save("s-order", {"k": "later"}, 600)
+        clock.now -= 5
+        early.save("s-order", {"k": "earlier"}, 600)
+        await late.flush()
+        await early.flush()
+        assert (await early.begin("s-order", ["k"], None)).values == {"k": "later"}
+    finally:
+        await late.aclose()
+        await early.aclose()
+
+
+async def test_a_stopping_replica_writes_what_is_pending(redis_url: str) -> None:
+    stopping = RedisState(redis_url, session_ttl=600, lease=120)
+    stopping.save("s-stop", {"k": "kept"}, 600)
+    await stopping.aclose()
+    fresh = RedisState(redis_url, session_ttl=600, lease=120)
+    try:
+        assert (await fresh.begin("s-stop", ["k"], None)).values == {"k": "kept"}
+    finally:
+        await fresh.aclose()
 
 
 async def test_a_concurrency_slot_of_a_replica_that_died_frees_after_its_lease(redis_url: str) -> None:

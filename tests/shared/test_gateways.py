@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from gateway.config.model import GatewayConfig
+from gateway.service import Gateway
 from gateway.stores import StoreSettings
 from tests.support.skills import skill_config, skill_gateway, structured, text
 
@@ -25,21 +26,19 @@ def _config(root: Path, redis_url: str, **settings: Any) -> GatewayConfig:
 
 
 @asynccontextmanager
-async def two_gateways(tmp_path: Path, redis_url: str, **settings: Any) -> AsyncIterator[tuple[Client, Client]]:
+async def two_gateways(
+    tmp_path: Path, redis_url: str, **settings: Any
+) -> AsyncIterator[tuple[tuple[Gateway, Client], tuple[Gateway, Client]]]:
     async with AsyncExitStack() as stack:
-        clients = [
-            (
-                await stack.enter_async_context(
-                    skill_gateway(_config(tmp_path / name, redis_url, **settings), mode=MODERN)
-                )
-            )[1]
+        pairs = [
+            await stack.enter_async_context(skill_gateway(_config(tmp_path / name, redis_url, **settings), mode=MODERN))
             for name in ("a", "b")
         ]
-        yield clients[0], clients[1]
+        yield pairs[0], pairs[1]
 
 
 async def test_a_skill_loaded_on_one_gateway_is_active_and_usable_on_the_other(tmp_path: Path, redis_url: str) -> None:
-    async with two_gateways(tmp_path, redis_url, skill_capacity=2) as (first, second):
+    async with two_gateways(tmp_path, redis_url, skill_capacity=2) as ((_, first), (_, second)):
         structured(await first.call_tool("Load_Skill", {"name": "adding"}))
         structured(await second.call_tool("Load_Skill", {"name": "echoing"}))
         used = await first.call_tool("Use_Tool", {"name": "toy__add", "arguments": {"a": 2, "b": 3}})
@@ -54,9 +53,13 @@ async def test_a_skill_loaded_on_one_gateway_is_active_and_usable_on_the_other(t
 
 
 async def test_a_loop_started_on_one_gateway_is_stopped_on_the_other(tmp_path: Path, redis_url: str) -> None:
-    async with two_gateways(tmp_path, redis_url, loop_repeat_limit=3) as (first, second):
-        for client in (first, second):
+    async with two_gateways(tmp_path, redis_url, loop_repeat_limit=3) as (one, other):
+        for _, client in (one, other):
             await client.call_tool("Load_Skill", {"name": "adding"})
-        results = [await client.call_tool("toy__add", {"a": 1, "b": 1}) for client in (first, second, first)]
+        results = []
+        for gateway, client in (one, other, one):
+            results.append(await client.call_tool("toy__add", {"a": 1, "b": 1}))
+            # A tool call's state is written behind its answer, within milliseconds; here at once.
+            await gateway.shared.flush()
     assert [result.is_error for result in results] == [False, False, True]
     assert "3 times in a row" in text(results[2])

@@ -129,3 +129,8 @@ async def live_sessions(url: str) -> list[dict[str, Any]]:
         answer.raise_for_status()
         sessions: list[dict[str, Any]] = answer.json()["sessions"]
         return sessions
+
+
+async def held_sessions(url: str) -> list[dict[str, Any]]:
+    """The sessions a replica holds itself: its listing without those of the other replicas."""
+    return [session for session in await live_sessions(url) if "replica" not in session]

@@ -1,0 +1,69 @@
+"""Session limits across real gateway processes sharing one Redis: a caller's oldest idle session
+makes room whichever replica holds it, and a killed replica's sessions stop counting once their
+heartbeat expires."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from gateway.shared.redissessions import HEARTBEAT_SECONDS
+from tests.support.access import KEYS
+from tests.support.harness import toy_stdio
+from tests.support.rawsessions import open_raw, raw_session, raw_status
+from tests.support.replicas import cluster, held_sessions, replica_config
+
+pytestmark = pytest.mark.anyio
+# Bounds on waiting for what a loaded machine does slowly; never a claim about speed.
+LIMIT = 30.0
+# A dead replica's sessions count until their expiry, three heartbeats.
+EXPIRY_LIMIT = 3 * HEARTBEAT_SECONDS + LIMIT
+
+
+def _configs(tmp_path: Path, redis_url: str, **settings: Any) -> list[Path]:
+    roles: dict[str, Any] = {
+        "admin": {"admin": True, "allow": ["*"]},
+        "analyst": {"allow": ["toy__*"]},
+        "intern": {"allow": ["toy__echo"]},
+    }
+    servers = {"toy": {**toy_stdio("toy"), "required": True, "tools": {"crash": {"enabled": False}}}}
+    return [
+        replica_config(tmp_path, f"r{n}", redis_url, servers=servers, roles=roles, gateway=settings) for n in range(2)
+    ]
+
+
+async def test_a_caller_at_its_limit_on_one_replica_ends_its_idle_session_on_the_other(
+    tmp_path: Path, redis_url: str
+) -> None:
+    async with (
+        cluster(_configs(tmp_path, redis_url, max_sessions_per_caller=1), tmp_path) as gateways,
+        httpx2.AsyncClient(timeout=LIMIT) as http,
+    ):
+        first, second = (f"{replica.url}/mcp" for replica in gateways.replicas)
+        older = await raw_session(http, first, KEYS["analyst"])
+        newer = await raw_session(http, second, KEYS["analyst"])
+        with anyio.fail_after(LIMIT):
+            while await raw_status(http, first, KEYS["analyst"], older) != 404:
+                await anyio.sleep(0.05)
+        assert await raw_status(http, second, KEYS["analyst"], newer) == 200
+        assert await held_sessions(gateways.replicas[0].url) == []
+
+
+async def test_a_killed_replica_s_sessions_stop_counting_once_their_heartbeat_expires(
+    tmp_path: Path, redis_url: str
+) -> None:
+    async with (
+        cluster(_configs(tmp_path, redis_url, max_sessions=1), tmp_path) as gateways,
+        httpx2.AsyncClient(timeout=LIMIT) as http,
+    ):
+        first, second = (f"{replica.url}/mcp" for replica in gateways.replicas)
+        await raw_session(http, first, KEYS["analyst"])
+        assert (await open_raw(http, second, KEYS["admin"])).status_code == 503
+        gateways.replicas[0].kill()
+        with anyio.fail_after(EXPIRY_LIMIT):
+            while (await open_raw(http, second, KEYS["admin"])).status_code != 200:
+                await anyio.sleep(0.5)
