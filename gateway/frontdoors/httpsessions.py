@@ -30,6 +30,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
+from gateway.frontdoors.hotpath import ConnectionOf, HotPath
+from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ResponseModeTransport
 
@@ -97,8 +99,23 @@ def caller_of(scope: Scope) -> str:
 class LimitedSessionManager(StreamableHTTPSessionManager):
     """The SDK's streamable HTTP session manager, with `SessionLimits` in place of its global cap."""
 
-    def __init__(self, app: Server[Any], limits: SessionLimits, on_event: SessionEvent, **options: Any) -> None:
+    def __init__(
+        self,
+        app: Server[Any],
+        limits: SessionLimits,
+        on_event: SessionEvent,
+        *,
+        connection_of: ConnectionOf | None = None,
+        listings: ListingCache | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(app, max_sessions=None, **options)
+        # Given how to find a session's connection, its tools/call and tools/list take the hot path.
+        self._hot = (
+            None
+            if connection_of is None
+            else HotPath(app, connection_of, listings or ListingCache(), lambda: self._lifespan_state)
+        )
         self._limits = limits
         self._on_event = on_event
         # Session id -> its caller's key, least recently used first.
@@ -116,6 +133,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             security_settings=self.security_settings,
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
+            hot=self._hot,
         )
         assert transport.mcp_session_id is not None
         if requestor is not None:

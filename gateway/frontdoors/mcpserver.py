@@ -81,7 +81,10 @@ def group_endpoint(scope: Scope, group: str) -> Iterator[None]:
 
 
 class GatewayServer(Server[Any]):
-    """The SDK server, advertising list_changed for tools, prompts and resources."""
+    """The SDK server, advertising list_changed for tools, prompts and resources; `listings` holds
+    its tools/list pages (`build_server` sets it)."""
+
+    listings: ListingCache
 
     def create_initialization_options(
         self,
@@ -117,6 +120,13 @@ def _connection(ctx: Context) -> Connection:
     # reaches handlers through the request's session proxy.
     connection: Connection = ctx.session._connection
     return connection
+
+
+def session_connection(gateway: Gateway, session_id: str) -> Connection | None:
+    """The SDK connection of the HTTP session `session_id`, once a request of it reached the gateway."""
+    context = gateway.sessions.get(session_id)
+    connection = context.state.get(CONNECTION_KEY) if context is not None else None
+    return connection if isinstance(connection, Connection) and connection.session_id == session_id else None
 
 
 def identity_of(gateway: Gateway, ctx: Context) -> Identity:
@@ -419,6 +429,7 @@ def build_server(
         server, gateway, lambda ctx: session_of(gateway, ctx), lambda r: redacted_error(r, gateway.redact), page_size
     )
     server.middleware.append(listings)
+    server.listings = listings
 
     async def notify() -> None:
         await notify_tools_changed(gateway, bus)
