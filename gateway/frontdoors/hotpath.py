@@ -20,8 +20,7 @@ methods, and any request whose answer needs a stream (`responsemode.needs_stream
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +38,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from starlette.requests import Request
 
-from gateway.frontdoors.listingcache import ListingCache
+from gateway.frontdoors.listingcache import LIST_TOOLS, ListingCache, Wire
 
 log = logging.getLogger(__name__)
 
@@ -119,13 +118,26 @@ class HotPath:
         """The JSON-RPC answer to `message` (a request to one of `HOT_METHODS`), encoded."""
         request_id: types.RequestId = message["id"]
         method: str = message["method"]
-        params = message.get("params")
         dispatch = EdgeDispatch(request_id, ServerMessageMetadata(request_context=request, can_send_request=False))
         runner = ServerRunner(self._server, connection, self._lifespan())
+        if method != LIST_TOOLS:
+            return await self._run(runner, dispatch, method, message.get("params"), calls, None)
+        with self._listings.wire() as wire:
+            return await self._run(runner, dispatch, method, message.get("params"), calls, wire)
+
+    @staticmethod
+    async def _run(
+        runner: ServerRunner[Any],
+        dispatch: EdgeDispatch,
+        method: str,
+        params: Mapping[str, Any] | None,
+        calls: InFlight,
+        wire: Wire | None,
+    ) -> bytes:
+        request_id = dispatch.request_id
         with calls.track(dispatch) as scope:
             try:
-                with self._listings.wire() as wire:
-                    result = await runner.on_request(dispatch, method, params)
+                result = await runner.on_request(dispatch, method, params)
             except Exception as error:
                 if dispatch.cancel_requested.is_set():
                     return error_body(request_id, CANCELLED)
@@ -138,7 +150,8 @@ class HotPath:
                 return error_body(request_id, data)
         if scope.cancelled_caught or dispatch.cancel_requested.is_set():
             return error_body(request_id, CANCELLED)
-        return result_body(request_id, wire.body if wire.body is not None else pydantic_core.to_json(result))
+        encoded = wire.body if wire is not None else None
+        return result_body(request_id, encoded if encoded is not None else pydantic_core.to_json(result))
 
 
 class InFlight:
@@ -148,18 +161,9 @@ class InFlight:
     def __init__(self) -> None:
         self._calls: dict[str, tuple[EdgeDispatch, anyio.CancelScope]] = {}
 
-    @contextmanager
-    def track(self, dispatch: EdgeDispatch) -> Iterator[anyio.CancelScope]:
+    def track(self, dispatch: EdgeDispatch) -> _Tracked:
         """A cancel scope around the request, findable by its id while it runs."""
-        key = str(dispatch.request_id)
-        with anyio.CancelScope() as scope:
-            self._calls[key] = (dispatch, scope)
-            try:
-                yield scope
-            finally:
-                # A reused id may have replaced this entry: leave the newer one.
-                if self._calls.get(key, (None, None))[0] is dispatch:
-                    del self._calls[key]
+        return _Tracked(self._calls, dispatch)
 
     def cancel(self, request_id: object) -> bool:
         """Cancel the request the client gave up (its `notifications/cancelled`); whether one was found."""
@@ -175,3 +179,26 @@ class InFlight:
         for dispatch, scope in list(self._calls.values()):
             dispatch.cancel_requested.set()
             scope.cancel()
+
+
+class _Tracked:
+    """One request's cancel scope, in its session's table while entered (a plain context manager:
+    this runs once per call)."""
+
+    def __init__(self, calls: dict[str, tuple[EdgeDispatch, anyio.CancelScope]], dispatch: EdgeDispatch) -> None:
+        self._calls = calls
+        self._dispatch = dispatch
+        self._key = str(dispatch.request_id)
+        self._scope = anyio.CancelScope()
+
+    def __enter__(self) -> anyio.CancelScope:
+        scope = self._scope.__enter__()
+        self._calls[self._key] = (self._dispatch, scope)
+        return scope
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        # A reused id may have replaced this entry: leave the newer one.
+        entry = self._calls.get(self._key)
+        if entry is not None and entry[0] is self._dispatch:
+            del self._calls[self._key]
+        return bool(self._scope.__exit__(*exc_info))

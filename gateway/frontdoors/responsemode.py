@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from contextlib import suppress
 from functools import partial
 from http import HTTPStatus
 from typing import Any
@@ -277,7 +278,7 @@ class _Keepalive:
     def __init__(self, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
         self._send = send
         self._headers = headers
-        self._done = anyio.Event()
+        self._done: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -287,18 +288,21 @@ class _Keepalive:
 
     def start(self) -> None:
         """Turn the answer into a stream (the timer's callback)."""
-        self._task = asyncio.get_running_loop().create_task(self._ping())
+        # Made here, not per answer: nearly every answer is done before the timer fires. Plain
+        # asyncio, as the timer is: a loop callback runs outside any task anyio could look at.
+        done = self._done = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._ping(done))
 
-    async def _ping(self) -> None:
+    async def _ping(self, done: asyncio.Event) -> None:
         await self._send({"type": "http.response.start", "status": HTTPStatus.OK, "headers": self._headers})
-        while not self._done.is_set():
+        while not done.is_set():
             await self._send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
-            with anyio.move_on_after(KEEPALIVE_INTERVAL):
-                await self._done.wait()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), KEEPALIVE_INTERVAL)
 
     async def finish(self, body: bytes | None) -> None:
         """Stop the comment lines and end the stream with the answer (None: end it without one)."""
-        assert self._task is not None
+        assert self._task is not None and self._done is not None
         self._done.set()
         try:
             await self._task
