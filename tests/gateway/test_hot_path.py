@@ -51,8 +51,8 @@ class HotCalls:
 
 
 @asynccontextmanager
-async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient, str]]:
-    config = make_config(tmp_path, placeholder(["toy"]))
+async def served(tmp_path: Path, **settings: Any) -> AsyncIterator[tuple[httpx2.AsyncClient, str]]:
+    config = make_config(tmp_path, placeholder(["toy"]), **settings)
     async with http_gateway(config, transports=in_memory({"toy": toy()})) as (_, url), httpx2.AsyncClient() as http:
         yield http, f"{url}/mcp"
 
@@ -109,6 +109,19 @@ async def test_a_call_that_needs_a_stream_still_gets_one_on_a_known_session(
     messages = events(answer)
     assert any(message.get("method") == "notifications/progress" for message in messages)
     assert messages[-1]["id"] == 7 and not messages[-1]["result"].get("isError")
+
+
+async def test_with_json_bodies_configured_even_a_progress_call_takes_the_hot_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hot = HotCalls(monkeypatch)
+    async with served(tmp_path, http_json_responses=True) as (http, url):
+        session = await known_session(http, url)
+        params = {"name": "toy__sleep", "arguments": {"seconds": 0.05}, "_meta": {"progressToken": "p1"}}
+        answer = await session.post("tools/call", params, request_id=3)
+    assert hot.ids == [3]
+    assert content_type(answer) == "application/json"
+    assert answer.json()["id"] == 3 and not answer.json()["result"].get("isError")
 
 
 async def test_a_session_that_is_not_known_is_not_found(tmp_path: Path) -> None:
