@@ -38,7 +38,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from starlette.requests import Request
 
-from gateway.frontdoors.listingcache import LIST_TOOLS, ListingCache, Wire
+from gateway.frontdoors.listingcache import LIST_TOOLS, Wire, wire
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +100,9 @@ class HotPath:
     manager's lifespan state, which the SDK hands every handler.
     """
 
-    def __init__(
-        self, server: Server[Any], connection_of: ConnectionOf, listings: ListingCache, lifespan: Callable[[], Any]
-    ) -> None:
+    def __init__(self, server: Server[Any], connection_of: ConnectionOf, lifespan: Callable[[], Any]) -> None:
         self._server = server
         self._connection_of = connection_of
-        self._listings = listings
         self._lifespan = lifespan
 
     def connection(self, session_id: str) -> Connection | None:
@@ -122,8 +119,8 @@ class HotPath:
         runner = ServerRunner(self._server, connection, self._lifespan())
         if method != LIST_TOOLS:
             return await self._run(runner, dispatch, method, message.get("params"), calls, None)
-        with self._listings.wire() as wire:
-            return await self._run(runner, dispatch, method, message.get("params"), calls, wire)
+        with wire() as page:
+            return await self._run(runner, dispatch, method, message.get("params"), calls, page)
 
     @staticmethod
     async def _run(
@@ -132,7 +129,7 @@ class HotPath:
         method: str,
         params: Mapping[str, Any] | None,
         calls: InFlight,
-        wire: Wire | None,
+        page: Wire | None,
     ) -> bytes:
         request_id = dispatch.request_id
         with calls.track(dispatch) as scope:
@@ -150,7 +147,7 @@ class HotPath:
                 return error_body(request_id, data)
         if scope.cancelled_caught or dispatch.cancel_requested.is_set():
             return error_body(request_id, CANCELLED)
-        encoded = wire.body if wire is not None else None
+        encoded = page.body if page is not None else None
         return result_body(request_id, encoded if encoded is not None else pydantic_core.to_json(result))
 
 

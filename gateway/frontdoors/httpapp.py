@@ -112,7 +112,6 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         limits,
         service.record_session_event,
         connection_of=partial(session_connection, service),
-        listings=server.listings,
         json_response=settings.http_json_responses,
         security_settings=security,
         session_idle_timeout=settings.session_idle_timeout,

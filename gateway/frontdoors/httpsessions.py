@@ -31,7 +31,6 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
 from gateway.frontdoors.hotpath import ConnectionOf, HotPath
-from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ResponseModeTransport
 
@@ -106,16 +105,11 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         on_event: SessionEvent,
         *,
         connection_of: ConnectionOf | None = None,
-        listings: ListingCache | None = None,
         **options: Any,
     ) -> None:
         super().__init__(app, max_sessions=None, **options)
         # Given how to find a session's connection, its tools/call and tools/list take the hot path.
-        self._hot = (
-            None
-            if connection_of is None
-            else HotPath(app, connection_of, listings or ListingCache(), lambda: self._lifespan_state)
-        )
+        self._hot = None if connection_of is None else HotPath(app, connection_of, lambda: self._lifespan_state)
         self._limits = limits
         self._on_event = on_event
         # Session id -> its caller's key, least recently used first.

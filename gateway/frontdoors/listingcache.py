@@ -63,6 +63,18 @@ _LOOKUP: ContextVar[_Lookup | None] = ContextVar("gateway.listing", default=None
 _WIRE: ContextVar[Wire | None] = ContextVar("gateway.listing.wire", default=None)
 
 
+@contextmanager
+def wire() -> Iterator[Wire]:
+    """Within this, a tools/list request answered from, or kept in, a listing cache leaves its
+    page's JSON bytes in the `Wire` yielded."""
+    holder = Wire()
+    token = _WIRE.set(holder)
+    try:
+        yield holder
+    finally:
+        _WIRE.reset(token)
+
+
 @dataclass
 class ListingCache:
     """Wire-form tools/list pages by (visibility set, protocol version, cursor), least recently used dropped."""
@@ -85,17 +97,6 @@ class ListingCache:
         self._pages.move_to_end(key)
         lookup.page = kept
         return True
-
-    @contextmanager
-    def wire(self) -> Iterator[Wire]:
-        """Within this, a tools/list request answered from, or kept in, the cache leaves its page's
-        JSON bytes in the `Wire` yielded."""
-        wire = Wire()
-        token = _WIRE.set(wire)
-        try:
-            yield wire
-        finally:
-            _WIRE.reset(token)
 
     def clear(self) -> None:
         """Drop every kept page."""
@@ -122,9 +123,9 @@ class ListingCache:
                 self._pages.popitem(last=False)
         if page is None:
             return result
-        wire = _WIRE.get()
-        if wire is not None:
+        holder = _WIRE.get()
+        if holder is not None:
             if page.encoded is None:
                 page.encoded = pydantic_core.to_json(page.result)
-            wire.body = page.encoded
+            holder.body = page.encoded
         return page.result

@@ -81,10 +81,7 @@ def group_endpoint(scope: Scope, group: str) -> Iterator[None]:
 
 
 class GatewayServer(Server[Any]):
-    """The SDK server, advertising list_changed for tools, prompts and resources; `listings` holds
-    its tools/list pages (`build_server` sets it)."""
-
-    listings: ListingCache
+    """The SDK server, advertising list_changed for tools, prompts and resources."""
 
     def create_initialization_options(
         self,
@@ -429,7 +426,6 @@ def build_server(
         server, gateway, lambda ctx: session_of(gateway, ctx), lambda r: redacted_error(r, gateway.redact), page_size
     )
     server.middleware.append(listings)
-    server.listings = listings
 
     async def notify() -> None:
         await notify_tools_changed(gateway, bus)
