@@ -155,6 +155,28 @@ async def test_a_hot_call_the_client_cancels_is_answered_as_cancelled(
     assert answer.json() == {"jsonrpc": "2.0", "id": 9, "error": {"code": -32800, "message": "Request cancelled"}}
 
 
+async def test_a_hot_call_of_a_session_the_client_ends_is_answered_as_the_sdk_answers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hot = HotCalls(monkeypatch)
+    answers: list[httpx2.Response] = []
+    async with served(tmp_path) as (http, url):
+        session = await known_session(http, url)
+
+        async def slow() -> None:
+            answers.append(await session.post("tools/call", {"name": "toy__sleep", "arguments": {"seconds": 30}}, 4))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow)
+                await hot.entered.wait()
+                ended = await http.delete(url, headers={"mcp-session-id": session.session_id})
+    (answer,) = answers
+    assert ended.status_code == 200
+    assert answer.status_code == 500
+    assert answer.json()["error"]["message"] == "Session terminated before the request completed"
+
+
 async def test_a_hot_call_outlasting_the_keepalive_interval_becomes_a_kept_alive_stream(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
