@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,7 +25,7 @@ from gateway.config.model import GatewayConfig
 from gateway.errors import NotFoundError
 from gateway.frontdoors.envelope import GROUP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager
-from gateway.frontdoors.mcpserver import build_server, group_endpoint
+from gateway.frontdoors.mcpserver import build_server, group_endpoint, session_connection
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
 from gateway.metrics import CONTENT_TYPE
 from gateway.service import Gateway
@@ -112,6 +113,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         limits,
         service.record_session_event,
         service.shared.sessions,
+        connection_of=partial(session_connection, service),
         json_response=settings.http_json_responses,
         security_settings=security,
         session_idle_timeout=settings.session_idle_timeout,

@@ -33,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
 from gateway.errors import StateUnavailableError
+from gateway.frontdoors.hotpath import ConnectionOf, HotPath
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ResponseModeTransport
 from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
@@ -67,9 +68,13 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         limits: SessionLimits,
         on_event: SessionEvent,
         directory: SessionDirectory,
+        *,
+        connection_of: ConnectionOf | None = None,
         **options: Any,
     ) -> None:
         super().__init__(app, max_sessions=None, **options)
+        # Given how to find a session's connection, its tools/call and tools/list take the hot path.
+        self._hot = None if connection_of is None else HotPath(app, connection_of, lambda: self._lifespan_state)
         self._limits = limits
         self._on_event = on_event
         self._directory = directory
@@ -110,6 +115,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             security_settings=self.security_settings,
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
+            hot=self._hot,
         )
         assert transport.mcp_session_id is not None
         if requestor is not None:

@@ -119,6 +119,13 @@ def _connection(ctx: Context) -> Connection:
     return connection
 
 
+def session_connection(gateway: Gateway, session_id: str) -> Connection | None:
+    """The SDK connection of the HTTP session `session_id`, once a request of it reached the gateway."""
+    context = gateway.sessions.get(session_id)
+    connection = context.state.get(CONNECTION_KEY) if context is not None else None
+    return connection if isinstance(connection, Connection) and connection.session_id == session_id else None
+
+
 def identity_of(gateway: Gateway, ctx: Context) -> Identity:
     """Who sent this request: what the HTTP auth middleware found, else the local (stdio) identity."""
     request = ctx.request

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
@@ -13,47 +11,10 @@ from mcp import Client
 from gateway.frontdoors import responsemode
 from gateway.frontdoors.responsemode import needs_stream
 from tests.support.harness import http_gateway, in_memory, make_config, placeholder
+from tests.support.rawhttp import RawSession, content_type, events
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
-
-VERSION = "2025-11-25"
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-class RawSession:
-    """One MCP session spoken as plain HTTP, so that each answer's content type can be seen."""
-
-    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
-        self._http = http
-        self._url = url
-        self._headers = dict(HEADERS)
-        self._next_id = 0
-
-    async def open(self, capabilities: dict[str, Any] | None = None) -> None:
-        """Initialize with `capabilities` (none by default) and confirm it."""
-        params = {"protocolVersion": VERSION, "capabilities": capabilities or {}, "clientInfo": {"name": "raw"}}
-        answer = await self.post("initialize", params)
-        self._headers["mcp-session-id"] = answer.headers["mcp-session-id"]
-        self._headers["MCP-Protocol-Version"] = VERSION
-        await self._http.post(
-            self._url, headers=self._headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
-        )
-
-    async def post(self, method: str, params: dict[str, Any]) -> httpx2.Response:
-        """Send one request and read its whole answer."""
-        self._next_id += 1
-        body = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
-        return await self._http.post(self._url, headers=self._headers, json=body, timeout=30)
-
-
-def _content_type(answer: httpx2.Response) -> str:
-    return answer.headers["content-type"].split(";")[0]
-
-
-def _events(answer: httpx2.Response) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of an event-stream answer, in order."""
-    return [json.loads(line[len("data:") :]) for line in answer.text.splitlines() if line.startswith("data:")]
 
 
 async def test_a_call_without_a_progress_token_is_answered_with_a_json_body(tmp_path: Path) -> None:
@@ -64,9 +25,9 @@ async def test_a_call_without_a_progress_token_is_answered_with_a_json_body(tmp_
         answer = await session.post("tools/call", {"name": "toy__echo", "arguments": {"text": "plain"}})
         listing = await session.post("tools/list", {})
     assert answer.status_code == 200
-    assert _content_type(answer) == "application/json"
+    assert content_type(answer) == "application/json"
     assert answer.json()["result"]["content"][0]["text"] == "plain"
-    assert _content_type(listing) == "application/json"
+    assert content_type(listing) == "application/json"
     assert "toy__echo" in {tool["name"] for tool in listing.json()["result"]["tools"]}
 
 
@@ -77,8 +38,8 @@ async def test_a_call_with_a_progress_token_gets_an_event_stream_with_its_progre
         await session.open()
         params = {"name": "toy__sleep", "arguments": {"seconds": 0.1}, "_meta": {"progressToken": "p1"}}
         answer = await session.post("tools/call", params)
-    assert _content_type(answer) == "text/event-stream"
-    messages = _events(answer)
+    assert content_type(answer) == "text/event-stream"
+    messages = events(answer)
     progress = [m for m in messages if m.get("method") == "notifications/progress"]
     assert progress and all(m["params"]["progressToken"] == "p1" for m in progress)
     assert "result" in messages[-1] and not messages[-1]["result"].get("isError")
@@ -91,8 +52,8 @@ async def test_a_client_that_can_be_asked_something_gets_event_streams(tmp_path:
         session = RawSession(http, f"{url}/mcp")
         await session.open({capability: {}})
         answer = await session.post("tools/call", {"name": "toy__echo", "arguments": {"text": "askable"}})
-    assert _content_type(answer) == "text/event-stream"
-    assert _events(answer)[-1]["result"]["content"][0]["text"] == "askable"
+    assert content_type(answer) == "text/event-stream"
+    assert events(answer)[-1]["result"]["content"][0]["text"] == "askable"
 
 
 async def test_a_client_that_asked_for_log_messages_gets_event_streams(tmp_path: Path) -> None:
@@ -103,8 +64,8 @@ async def test_a_client_that_asked_for_log_messages_gets_event_streams(tmp_path:
         before = await session.post("tools/call", {"name": "toy__echo", "arguments": {"text": "one"}})
         await session.post("logging/setLevel", {"level": "info"})
         after = await session.post("tools/call", {"name": "toy__echo", "arguments": {"text": "two"}})
-    assert _content_type(before) == "application/json"
-    assert _content_type(after) == "text/event-stream"
+    assert content_type(before) == "application/json"
+    assert content_type(after) == "text/event-stream"
 
 
 async def test_the_sdk_client_gets_its_answers_either_way(tmp_path: Path) -> None:
@@ -147,8 +108,8 @@ async def test_a_call_outlasting_the_keepalive_interval_becomes_a_kept_alive_str
         await session.open()
         answer = await session.post("tools/call", {"name": "toy__sleep", "arguments": {"seconds": 0.5}})
         quick = await session.post("tools/call", {"name": "toy__echo", "arguments": {"text": "quick"}})
-    assert _content_type(answer) == "text/event-stream"
+    assert content_type(answer) == "text/event-stream"
     assert ": ping" in answer.text
-    (message,) = _events(answer)
+    (message,) = events(answer)
     assert not message["result"].get("isError") and message["id"] == 2
-    assert _content_type(quick) == "application/json"
+    assert content_type(quick) == "application/json"
