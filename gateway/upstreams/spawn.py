@@ -1,12 +1,12 @@
 """Starting a stdio server without forking the gateway: `subprocess` spawns with vfork, uvloop forks.
 
 Under uvloop, `anyio.open_process` goes through libuv, which forks the whole gateway (about 100
-MB) and waits until the child has executed its command: measured per spawn from a 97 MB process,
-2.1 ms of the gateway's CPU and 3.1 ms of the child's (copying, then dropping, the page tables),
-paid by every server of a start-up one after the other on the event loop. CPython's `subprocess`
-uses vfork when no `preexec_fn` is given: 0.23 ms and 0.5 ms. The process is then watched with a
-pidfd and its pipes are read and written without blocking, so the rest (the SDK's stop and drain
-helpers included) sees an ordinary `anyio.abc.Process`. Linux only (pidfds).
+MB): measured per spawn from a 97 MB process, 2.1 ms of the gateway's CPU and 3.1 ms of the
+child's (copying, then dropping, the page tables). CPython's `subprocess` uses vfork when no
+`preexec_fn` is given: 0.23 ms and 0.5 ms. Either way the event loop waits until the child has
+executed its command. The process is then watched with a pidfd and its pipes are read and written
+without blocking, so the rest (the SDK's stop and drain helpers included) sees an ordinary
+`anyio.abc.Process`. Linux only (pidfds).
 """
 
 from __future__ import annotations
