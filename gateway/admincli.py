@@ -12,13 +12,15 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-import httpx2
 import yaml
 
 from gateway.errors import GatewayError
+
+if TYPE_CHECKING:
+    import httpx2
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 KEY_VARIABLE = "GATEWAY_API_KEY"
@@ -35,6 +37,8 @@ class AdminClient:
     """A client of one gateway's admin API."""
 
     def __init__(self, url: str, api_key: str | None, transport: httpx2.BaseTransport | None = None) -> None:
+        import httpx2  # 50 ms: loaded by the commands that talk to a gateway, not by the others nor `--help`
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = url.rstrip("/")
         self._http = httpx2.Client(base_url=self.url, headers=headers, timeout=30.0, transport=transport)
@@ -45,6 +49,8 @@ class AdminClient:
 
     def request(self, method: str, path: str, body: Any = None, params: Mapping[str, str] | None = None) -> Any:
         """The JSON answer to one request (None for 204); raises `RemoteError` with the gateway's own words."""
+        import httpx2
+
         try:
             response = self._http.request(method, API + path, json=body, params=params)
         except httpx2.TransportError as error:

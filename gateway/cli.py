@@ -15,38 +15,21 @@ from collections.abc import Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
-
-import anyio
-import uvicorn
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gateway import admincli
 from gateway.auth.apikeys import hash_key, key_problem
-from gateway.auth.identity import Identity
-from gateway.auth.policy import derive_risk
 from gateway.config.clientfiles import CLIENTS, gateway_snippet
-from gateway.config.loading import default_config_path, load_config
-from gateway.config.model import GatewayConfig
-from gateway.config.secrets import secrets_of
 from gateway.errors import ConfigError
-from gateway.frontdoors.httpapp import create_app
-from gateway.frontdoors.stdio import serve_stdio
 from gateway.logformat import LOG_FORMATS, formatter
-from gateway.pipeline.approvals import (
-    ApprovalClosedError,
-    ApprovalNotFoundError,
-    ApprovalStore,
-    ApprovalStoreError,
-    decision_entry,
-)
-from gateway.pipeline.audit import AuditError, AuditStore
 from gateway.redaction import Redactor, configure_logging
-from gateway.registrations import RegistrationStore
-from gateway.reload import reload_on_hangup
-from gateway.service import START_GRACE, Gateway
-from gateway.stores import DatabaseError
-from gateway.upstreams.connection import State
-from gateway.upstreams.workspaces import PRIVILEGED, Workspaces
+
+if TYPE_CHECKING:
+    from gateway.config.model import GatewayConfig
+    from gateway.service import Gateway
+
+# Each command imports what it needs when it runs: `--help`, `hash-key` and the commands against a
+# running gateway load neither the SDK nor the HTTP server, and `check` no HTTP server.
 
 log = logging.getLogger("gateway")
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -148,6 +131,8 @@ def _run_remote(args: argparse.Namespace) -> int:
 
 
 def _config(path: Path | None) -> GatewayConfig:
+    from gateway.config.loading import default_config_path, load_config
+
     return load_config(path or default_config_path())
 
 
@@ -172,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    from gateway.config.secrets import secrets_of
+
     configure_logging(Redactor(secrets_of(config)), logging.getLogger().level)
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
@@ -189,6 +176,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
+    import anyio
+    import uvicorn
+
+    from gateway.frontdoors.httpapp import create_app
+    from gateway.reload import reload_on_hangup
+    from gateway.service import Gateway
+
     gateway = Gateway(config)
     # The gateway's redactor also learns the secrets of servers registered while it runs.
     configure_logging(gateway.redact, logging.getLogger().level)
@@ -235,6 +229,11 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
+    import anyio
+
+    from gateway.auth.identity import Identity
+    from gateway.frontdoors.stdio import serve_stdio
+
     settings = config.settings
     if args.group is not None and not _group_known(config, args.group):
         return 2
@@ -246,6 +245,9 @@ def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
 def _group_known(config: GatewayConfig, name: str) -> bool:
     """Whether `name` is a group of the config file or of the API (the registration store);
     if not, says so on stderr, naming the groups there are."""
+    from gateway.registrations import RegistrationStore
+    from gateway.stores import DatabaseError
+
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -283,6 +285,12 @@ def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 
 def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
+    import anyio
+
+    from gateway.service import START_GRACE, Gateway
+    from gateway.upstreams.connection import State
+    from gateway.upstreams.workspaces import PRIVILEGED
+
     async def run() -> int:
         async with Gateway(config, serving=False) as gateway:
             failed = False
@@ -341,6 +349,11 @@ def _skill_rows(gateway: Gateway) -> list[dict[str, Any]]:
 
 
 def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
+    import anyio
+
+    from gateway.auth.policy import derive_risk
+    from gateway.service import Gateway
+
     filters = [f"--{name}" for name in _CATALOG_FILTERS if getattr(args, name)]
     if filters:
         print(f"error: {', '.join(filters)} filter the running gateway's catalog: drop --config", file=sys.stderr)
@@ -389,6 +402,10 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 
 def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
+    import anyio
+
+    from gateway.pipeline.audit import AuditError, AuditStore
+
     try:
         store = AuditStore.open(config.store, Path(config.settings.data_dir))
     except AuditError as error:
@@ -412,6 +429,17 @@ def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
 
 def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     """Whoever can run this on the gateway's data directory is the person who approves."""
+    import anyio
+
+    from gateway.pipeline.approvals import (
+        ApprovalClosedError,
+        ApprovalNotFoundError,
+        ApprovalStore,
+        ApprovalStoreError,
+        decision_entry,
+    )
+    from gateway.pipeline.audit import AuditStore
+
     data_dir = Path(config.settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -456,6 +484,8 @@ def _size(count: float) -> str:
 
 
 def _workspaces(config: GatewayConfig, args: argparse.Namespace) -> int:
+    from gateway.upstreams.workspaces import Workspaces
+
     workspaces = Workspaces(Path(config.settings.data_dir) / "workspaces", config.settings, {})
     if args.action == "purge":
         removed = workspaces.sweep()

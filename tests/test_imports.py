@@ -1,15 +1,25 @@
-"""Importing the gateway loads nothing it needs only for sandboxes, JWTs or tool search: start-up stays fast."""
+"""Importing the gateway loads nothing a command does not need: start-up stays fast.
+
+`import gateway.cli` (what `--help`, `hash-key` and the commands against a running gateway pay)
+loads neither the SDK nor an HTTP stack; `check` loads no HTTP front door nor web page; and
+nothing loads docker-py, PyJWT or the stemmer before a sandboxed tool, a JWT or a search needs them.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.harness import REPO
 
 # docker-py (with requests), PyJWT and the stemmer load when a sandboxed tool, a JWT or a search first needs them.
 LAZY = ("docker", "requests", "jwt", "snowballstemmer", "gateway.sandbox.source", "gateway.sandbox.containers")
+# What serving needs and the command line alone does not: the SDK (with its HTTP stack), anyio, jsonschema.
+SERVING = ("mcp", "mcp_types", "uvicorn", "starlette", "httpx2", "anyio", "jsonschema", "pydantic")
+# The HTTP front door and the web page, which `check` does not serve.
+FRONT_DOOR = ("gateway.frontdoors.httpapp", "gateway.web.app", "gateway.api.routes", "jinja2", "markdown_it")
 
 
 def _run(probe: str) -> str:
@@ -18,8 +28,27 @@ def _run(probe: str) -> str:
     return done.stdout
 
 
+def _loaded(names: tuple[str, ...]) -> str:
+    return f"print(json.dumps([m for m in {names!r} if m in sys.modules]))"
+
+
 def test_importing_the_command_line_loads_neither_docker_nor_jwt_nor_the_stemmer() -> None:
-    probe = f"import json, sys; import gateway.cli; print(json.dumps([m for m in {LAZY!r} if m in sys.modules]))"
+    assert json.loads(_run(f"import json, sys; import gateway.cli; {_loaded(LAZY)}")) == []
+
+
+def test_importing_the_command_line_loads_neither_the_sdk_nor_an_http_stack() -> None:
+    assert json.loads(_run(f"import json, sys; import gateway.cli; {_loaded(SERVING)}")) == []
+
+
+def test_check_loads_no_http_front_door_and_no_web_page(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"gateway": {"data_dir": str(tmp_path / "data")}, "servers": {}}))
+    probe = (
+        "import contextlib, json, sys; from gateway import cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(sys.stderr):\n"
+        f"    cli.main(['check', '--config', {str(config)!r}])\n"
+        f"{_loaded(FRONT_DOOR + LAZY)}"
+    )
     assert json.loads(_run(probe)) == []
 
 

@@ -8,11 +8,12 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, cast
 
 from gateway.errors import ConfigError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 JsonPath = tuple[str | int, ...]
 Problem = tuple[JsonPath, str]
@@ -44,6 +45,8 @@ def _schema() -> dict[str, Any]:
 def schema_problems(data: Any, kind: str) -> list[Problem]:
     """Every schema violation of `data`, read as the format `kind` (a definition in the schema)."""
     schema = _schema() if kind == "gateway" else {**_schema(), "$ref": f"#/$defs/{kind}"}
+    import jsonschema  # 40 ms: loaded when a file is validated, not by commands that read none
+
     validator = jsonschema.Draft202012Validator(schema)
     return [problem for error in validator.iter_errors(data) for problem in explain_error(error)]
 
@@ -160,6 +163,8 @@ def validate_section(
 
     `hide_values` keeps the section's values out of the messages, for sections that hold secrets.
     """
+    import jsonschema  # 40 ms: loaded when a file is validated, not by commands that read none
+
     validator = jsonschema.Draft202012Validator(schema)
     problems = sorted(
         (render_path((section, *path)), text.split("; got ", 1)[0] if hide_values else text)

@@ -15,6 +15,7 @@ the SDK: every stdio test goes through them, so an SDK release that moves them f
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 from mcp.client.stdio import (
     StdioServerParameters,
     _aclose_all,
@@ -38,6 +39,7 @@ from mcp.shared.message import SessionMessage
 from gateway.errors import clip
 from gateway.upstreams.directcalls import DirectCalls
 from gateway.upstreams.faults import FaultLog
+from gateway.upstreams.spawn import spawn
 
 # JSON-RPC's range for implementation-defined server errors; the gateway's own code for the cap.
 RESULT_TOO_LARGE = -32001
@@ -149,13 +151,14 @@ async def stdio_transport(
     lines that are not messages are dropped and counted in `faults`. `direct` gets the server's
     input for its calls, and the responses to them before the session sees anything."""
     command = await _get_executable_command(server.command)
-    process = await _create_platform_compatible_process(
-        command=command,
-        args=server.args,
-        env=get_default_environment() | (server.env or {}),
-        errlog=errlog,
-        cwd=server.cwd,
-    )
+    env = get_default_environment() | (server.env or {})
+    process: Process
+    if sys.platform == "linux":  # pidfds are Linux's; see gateway/upstreams/spawn.py
+        process = spawn([command, *server.args], env, errlog, server.cwd)
+    else:
+        process = await _create_platform_compatible_process(
+            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
+        )
     # No awaits from the spawn to the task group: a cancellation in the gap would leak the process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
