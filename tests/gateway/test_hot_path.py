@@ -3,7 +3,7 @@ same answers as the SDK's way, streams where they carry something, cancellation 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -135,43 +135,49 @@ async def test_a_session_that_is_not_known_is_not_found(tmp_path: Path) -> None:
     assert still.json()["result"]["content"][0]["text"] == "mine"
 
 
-async def test_a_hot_call_the_client_cancels_is_answered_as_cancelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def interrupted_sleep(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request_id: int,
+    interrupt: Callable[[httpx2.AsyncClient, str, RawSession], Awaitable[Any]],
+) -> tuple[httpx2.Response, Any]:
+    """A 30 s sleep called on the hot path of a known session, `interrupt`ed once it runs there: the
+    call's answer and what `interrupt` returned."""
     hot = HotCalls(monkeypatch)
     answers: list[httpx2.Response] = []
     async with served(tmp_path) as (http, url):
         session = await known_session(http, url)
 
         async def slow() -> None:
-            answers.append(await session.post("tools/call", {"name": "toy__sleep", "arguments": {"seconds": 30}}, 9))
+            arguments = {"name": "toy__sleep", "arguments": {"seconds": 30}}
+            answers.append(await session.post("tools/call", arguments, request_id))
 
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
                 group.start_soon(slow)
                 await hot.entered.wait()
-                await session.notify("notifications/cancelled", {"requestId": 9, "reason": "no longer needed"})
+                interrupted = await interrupt(http, url, session)
     (answer,) = answers
+    return answer, interrupted
+
+
+async def test_a_hot_call_the_client_cancels_is_answered_as_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def cancel(http: httpx2.AsyncClient, url: str, session: RawSession) -> None:
+        await session.notify("notifications/cancelled", {"requestId": 9, "reason": "no longer needed"})
+
+    answer, _ = await interrupted_sleep(tmp_path, monkeypatch, 9, cancel)
     assert answer.json() == {"jsonrpc": "2.0", "id": 9, "error": {"code": -32800, "message": "Request cancelled"}}
 
 
 async def test_a_hot_call_of_a_session_the_client_ends_is_answered_as_the_sdk_answers_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hot = HotCalls(monkeypatch)
-    answers: list[httpx2.Response] = []
-    async with served(tmp_path) as (http, url):
-        session = await known_session(http, url)
+    async def end(http: httpx2.AsyncClient, url: str, session: RawSession) -> httpx2.Response:
+        return await http.delete(url, headers={"mcp-session-id": session.session_id})
 
-        async def slow() -> None:
-            answers.append(await session.post("tools/call", {"name": "toy__sleep", "arguments": {"seconds": 30}}, 4))
-
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as group:
-                group.start_soon(slow)
-                await hot.entered.wait()
-                ended = await http.delete(url, headers={"mcp-session-id": session.session_id})
-    (answer,) = answers
+    answer, ended = await interrupted_sleep(tmp_path, monkeypatch, 4, end)
     assert ended.status_code == 200
     assert answer.status_code == 500
     assert answer.json()["error"]["message"] == "Session terminated before the request completed"
