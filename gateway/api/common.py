@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.auth.identity import Identity
 from gateway.config.schema import ConfigProblems, nesting_problem, raise_if_any
-from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError
+from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError, StateUnavailableError
 from gateway.service import Gateway
 from gateway.session import SessionContext
 from gateway.stores import DatabaseError
@@ -63,6 +63,8 @@ def answer_error(error: Exception) -> JSONResponse:
         return error_response(error.status, error.message)
     if isinstance(error, ProtocolError):
         return error_response(400, error.message)
+    if isinstance(error, StateUnavailableError):
+        return error_response(503, f"{error.message}; retry in a moment")
     if isinstance(error, DatabaseError):
         log.warning("the store failed an API request: %s", error.message)
         return error_response(

@@ -1,7 +1,8 @@
 """`/api/v1/sessions`: the live client sessions, for admins; ending one.
 
 With replicas (`store.redis`), the listing adds the HTTP sessions the other replicas hold, as their
-latest heartbeat told (id, caller, replica, last activity); only this replica's can be ended here.
+latest heartbeat told (id, caller, replica, last activity), and ending one of those has its replica
+end it, busy or not.
 
 Ending a session releases its state (active skills, workspace instances, per-session servers)
 and, for an HTTP session, its transport: the client's next request with that id is answered 404,
@@ -59,10 +60,11 @@ def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
     async def end(request: Request) -> Response:
         api.caller(request).require_admin()
         session_id: str = request.path_params["session_id"]
-        if gateway.sessions.get(session_id) is None:
+        if gateway.sessions.get(session_id) is not None:
+            await end_transport(session_id)
+            await gateway.close_session(session_id)
+        elif not await gateway.shared.sessions.end_elsewhere(session_id):
             raise NotFoundError(f"No such session: {session_id!r}")
-        await end_transport(session_id)
-        await gateway.close_session(session_id)
         return Response(status_code=204)
 
     return [

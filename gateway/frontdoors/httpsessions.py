@@ -93,7 +93,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         async with super().run():
             try:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(self._directory.serve, self._held, self._end_idle)
+                    group.start_soon(self._directory.serve, self._held, self._end_idle, self.end)
                     try:
                         yield
                     finally:

@@ -9,7 +9,8 @@ a replica that dies stops refreshing it and its sessions stop counting within
 `3 * HEARTBEAT_SECONDS`; one that stops deletes it. A new session is decided and counted in one
 script over every replica's hash: admitted, admitted in place of the caller's least recently
 active idle session (removed at once, and its replica told on `gw:end:<replica>` to end it), or
-refused. No tool call touches these keys.
+refused. An operator ending another replica's session removes it from that replica's hash and
+tells the replica on `gw:stop:<replica>`. No tool call touches these keys.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from redis.typing import EncodableT, FieldT
 
 from gateway.errors import StateUnavailableError
 from gateway.session import state_key
-from gateway.shared.sessions import Admission, EndIdle, Held, RemoteSession, SessionLimits, refused
+from gateway.shared.sessions import Admission, EndSession, Held, RemoteSession, SessionLimits, refused
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,18 @@ end
 return found
 """
 
+# KEYS: the set of replicas. ARGV: this replica, the session. Removes the session from the other
+# replica holding it and tells that replica to end it; returns 1, or 0 when no other replica holds it.
+_END = """
+for _, replica in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if replica ~= ARGV[1] and redis.call('HDEL', 'gw:o:r:' .. replica, ARGV[2]) == 1 then
+    redis.call('PUBLISH', 'gw:stop:' .. replica, ARGV[2])
+    return 1
+  end
+end
+return 0
+"""
+
 
 class RedisSessions:
     """The `SessionDirectory` of replicas: every replica's HTTP sessions in one Redis."""
@@ -126,6 +139,7 @@ class RedisSessions:
         self._ttl = int(3 * HEARTBEAT_SECONDS)
         self._open = client.register_script(_OPEN)
         self._elsewhere = client.register_script(_ELSEWHERE)
+        self._end = client.register_script(_END)
 
     async def admit(
         self, caller: str, session_id: str, owners: Mapping[str, str], busy: Container[str], limits: SessionLimits
@@ -152,11 +166,11 @@ class RedisSessions:
         except RedisError as error:
             log.warning("ended session %s not removed from %s (%s)", session_id, self._where, error)
 
-    async def serve(self, held: Held, end_idle: EndIdle) -> None:
+    async def serve(self, held: Held, end_idle: EndSession, end: EndSession) -> None:
         """Heartbeats of this replica's sessions, and the ends other replicas ask for."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._heartbeats, held)
-            await self._listen(end_idle)
+            await self._listen({f"gw:end:{self._replica}": end_idle, f"gw:stop:{self._replica}": end})
 
     async def leave(self) -> None:
         """Remove this replica's sessions from the directory."""
@@ -167,6 +181,14 @@ class RedisSessions:
                 await pipe.execute()
         except RedisError as error:
             log.warning("sessions of this replica left in %s until they expire (%s)", self._where, error)
+
+    async def end_elsewhere(self, session_id: str) -> bool:
+        """Tell the replica holding `session_id` to end it, in one round trip."""
+        try:
+            return bool(await self._end(keys=[REPLICAS], args=[self._replica, session_id]))
+        except RedisError as error:
+            what = type(error).__name__
+            raise StateUnavailableError(f"The shared state at {self._where} is unreachable ({what})") from None
 
     async def elsewhere(self) -> list[RemoteSession]:
         """The other replicas' sessions, in one round trip."""
@@ -199,14 +221,14 @@ class RedisSessions:
                 log.warning("sessions of this replica not refreshed in %s (%s)", self._where, error)
             await anyio.sleep(HEARTBEAT_SECONDS)
 
-    async def _listen(self, end_idle: EndIdle) -> None:
+    async def _listen(self, handlers: Mapping[str, EndSession]) -> None:
         while True:
             try:
                 async with self._redis.pubsub() as pubsub:
-                    await pubsub.subscribe(f"gw:end:{self._replica}")
+                    await pubsub.subscribe(*handlers)
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            await end_idle(str(message["data"]))
+                            await handlers[str(message["channel"])](str(message["data"]))
             except RedisError as error:
                 log.warning("session end channel at %s lost (%s); subscribing again", self._where, error)
                 await anyio.sleep(RETRY_SECONDS)

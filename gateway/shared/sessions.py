@@ -91,7 +91,7 @@ def refused(over_own: bool, mine: int, limits: SessionLimits) -> Admission:
 
 
 Held = Callable[[], Sequence[HeldSession]]
-EndIdle = Callable[[str], Awaitable[None]]
+EndSession = Callable[[str], Awaitable[None]]
 
 
 class SessionDirectory(Protocol):
@@ -108,13 +108,17 @@ class SessionDirectory(Protocol):
         """A session of this process ended."""
         ...
 
-    async def serve(self, held: Held, end_idle: EndIdle) -> None:
-        """Keep this process's sessions known (`held` lists them) and end those another replica
-        evicted (`end_idle`); runs until cancelled."""
+    async def serve(self, held: Held, end_idle: EndSession, end: EndSession) -> None:
+        """Keep this process's sessions known (`held` lists them), end those another replica evicted
+        (`end_idle`) and those an operator ended there (`end`); runs until cancelled."""
         ...
 
     async def leave(self) -> None:
         """This process stops: its sessions are no longer counted."""
+        ...
+
+    async def end_elsewhere(self, session_id: str) -> bool:
+        """Have the replica holding `session_id` end it, busy or not; False when no other replica holds it."""
         ...
 
     async def elsewhere(self) -> list[RemoteSession]:
@@ -134,12 +138,16 @@ class LocalSessions:
     async def ended(self, session_id: str) -> None:
         """Nothing to tell: the process's maps are the directory."""
 
-    async def serve(self, held: Held, end_idle: EndIdle) -> None:
-        """No other replica evicts anything."""
+    async def serve(self, held: Held, end_idle: EndSession, end: EndSession) -> None:
+        """No other replica evicts or ends anything."""
         await anyio.sleep_forever()
 
     async def leave(self) -> None:
         """Nothing is shared."""
+
+    async def end_elsewhere(self, session_id: str) -> bool:
+        """No other replica holds anything."""
+        return False
 
     async def elsewhere(self) -> list[RemoteSession]:
         """No other replica."""

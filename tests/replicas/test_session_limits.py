@@ -1,6 +1,6 @@
 """Session limits across real gateway processes sharing one Redis: a caller's oldest idle session
-makes room whichever replica holds it, and a killed replica's sessions stop counting once their
-heartbeat expires."""
+makes room whichever replica holds it, a killed replica's sessions stop counting once their
+heartbeat expires, and an admin of one replica ends a session another holds."""
 
 from __future__ import annotations
 
@@ -67,3 +67,21 @@ async def test_a_killed_replica_s_sessions_stop_counting_once_their_heartbeat_ex
         with anyio.fail_after(EXPIRY_LIMIT):
             while (await open_raw(http, second, KEYS["admin"])).status_code != 200:
                 await anyio.sleep(0.5)
+
+
+async def test_an_admin_of_one_replica_ends_a_session_the_other_replica_holds(tmp_path: Path, redis_url: str) -> None:
+    async with (
+        cluster(_configs(tmp_path, redis_url), tmp_path) as gateways,
+        httpx2.AsyncClient(timeout=LIMIT) as http,
+    ):
+        holder, other = gateways.replicas
+        session = await raw_session(http, f"{holder.url}/mcp", KEYS["analyst"])
+        admin = {"Authorization": f"Bearer {KEYS['admin']}"}
+        ended = await http.delete(f"{other.url}/api/v1/sessions/{session}", headers=admin)
+        assert ended.status_code == 204
+        with anyio.fail_after(LIMIT):
+            while await raw_status(http, f"{holder.url}/mcp", KEYS["analyst"], session) != 404:
+                await anyio.sleep(0.05)
+        assert await held_sessions(holder.url) == []
+        again = await http.delete(f"{other.url}/api/v1/sessions/{session}", headers=admin)
+        assert again.status_code == 404
