@@ -1,10 +1,13 @@
 """The web page in a real headless Chromium: signing in, live search, a tool's parameters, try-it,
-what a guest may open, adding a server that a connected MCP client then sees, an approval that lets a
-parked call run once, hostile text that runs nothing, and axe-core on every page."""
+what a guest may open, adding a server that a connected MCP client then sees, a store that cannot be
+written, an approval that lets a parked call run once, hostile text that runs nothing, and axe-core on
+every page."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +138,25 @@ def test_an_admin_adds_a_server_on_the_page_and_a_connected_client_sees_its_tool
         WebDriverWait(browser, WAIT).until(
             lambda driver: "ready" in driver.find_element(*row).text, "the new server's row never showed it ready"
         )
+
+
+def test_adding_a_server_while_the_store_is_locked_shows_a_503_page_and_adds_nothing(
+    served: ServedGateway, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    sign_in(browser, served.url, ADMIN)
+    browser.get(f"{served.url}/servers")
+    browser.find_element(By.ID, "s-name").send_keys("late")
+    browser.find_element(By.ID, "s-url").send_keys("http://127.0.0.1:9/mcp")
+    # Another process holds the write lock of the registrations file past SQLite's busy timeout.
+    with closing(sqlite3.connect(tmp_path / "data" / "registrations.db", isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        browser.find_element(By.XPATH, "//button[text()='Add server']").click()
+        wait_for_text(browser, "p.error", "store cannot be read or written")
+        holder.execute("ROLLBACK")
+    assert browser.title.startswith("503")
+    assert "late" not in served.portal.call(served.gateway.registrations.entries, "server")
+    browser.get(f"{served.url}/servers")
+    assert "late" not in browser.find_element(By.ID, "server-rows").text
 
 
 def test_an_approval_on_the_page_lets_a_parked_call_run_exactly_once(
