@@ -209,7 +209,10 @@ def gateway_config(directory: Path) -> Path:
         name = f"s{index:02d}"
         servers[name] = {"command": sys.executable, "args": upstream_command(name)[1:], "cwd": str(REPO)}
     path = directory / "gateway.json"
-    path.write_text(json.dumps({"gateway": {"data_dir": str(directory / "data")}, "servers": servers}))
+    # The same bound on a server's start as the direct path's: a busy machine's slow start must not
+    # become a timeout and a restart on one side only.
+    settings = {"data_dir": str(directory / "data"), "upstream_connect_timeout": CATALOG_TIMEOUT}
+    path.write_text(json.dumps({"gateway": settings, "servers": servers}))
     return path
 
 

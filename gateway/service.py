@@ -303,11 +303,18 @@ class Gateway:
         self.skills.refresh()
         for clash in self.catalog.clashes:
             log.warning(clash.describe())
-        for listener in list(self._listeners):
-            try:
-                await listener()
-            except Exception:  # a client that went away must not stop the others being told
-                log.debug("change listener failed", exc_info=True)
+        # Told in tasks of their own: a listener that waits (clients are told at most once per
+        # interval) must not hold up the server whose listing changed, still inside its connect timeout.
+        if self._group is not None:
+            for listener in list(self._listeners):
+                self._group.start_soon(self._tell, listener)
+
+    @staticmethod
+    async def _tell(listener: ChangeListener) -> None:
+        try:
+            await listener()
+        except Exception:  # a client that went away must not stop the others being told
+            log.debug("change listener failed", exc_info=True)
 
     # Tool groups (see `livegroups`)
 

@@ -427,6 +427,12 @@ def build_server(
     )
     server.middleware.append(listings)
 
+    async def initialized(ctx: Context, params: types.NotificationParams) -> None:
+        # Known from its handshake, a client that has sent no request yet is still told of list changes.
+        session_of(gateway, ctx)
+
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+
     async def notify() -> None:
         await notify_tools_changed(gateway, bus)
 

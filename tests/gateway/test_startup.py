@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +13,6 @@ import mcp_types as types
 import pytest
 import yaml
 from mcp import Client
-from mcp.client._memory import InMemoryTransport
-from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
@@ -26,7 +22,7 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.transports import TransportFactory
 from tests.support.harness import REPO, free_port, http_gateway, listening, make_config
-from tests.support.probe import silent_transport, wait_until
+from tests.support.probe import gated, silent_transport, wait_until
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -34,18 +30,6 @@ pytestmark = pytest.mark.anyio
 # High, so that a gateway that waited for its upstreams could not answer within the tests' bounds.
 CONNECT_TIMEOUT = 60.0
 HANGS = {"command": sys.executable, "args": ["-m", "tests.support.hangs"], "cwd": str(REPO)}
-
-
-def gated(server: MCPServer, gate: anyio.Event) -> TransportFactory:
-    """A transport to `server` in memory that connects only once `gate` is set: an upstream ready when the test says."""
-
-    @asynccontextmanager
-    async def connect() -> AsyncIterator[Any]:
-        await gate.wait()
-        async with InMemoryTransport(server) as streams:
-            yield streams
-
-    return connect
 
 
 def servers_joining_late(tmp_path: Path) -> tuple[Any, dict[str, TransportFactory], anyio.Event]:
@@ -85,6 +69,26 @@ async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path
             assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
             # The required server is ready; the optional one still hanging does not matter.
             assert (await http.get(f"{url}/readyz")).status_code == 200
+
+
+async def test_a_client_that_has_only_shaken_hands_is_told_when_a_server_joins(tmp_path: Path) -> None:
+    config, transports, gate = servers_joining_late(tmp_path)
+    told = anyio.Event()
+
+    async def handle(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        async with (
+            http_gateway(config, transports=transports, settled=False) as (gateway, url),
+            Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
+        ):
+            # No request yet: the gateway knows the client from its `notifications/initialized`.
+            await wait_until(lambda: listening(gateway))
+            gate.set()
+            await told.wait()
+            assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
 
 
 async def test_a_stateless_era_client_listening_is_told_when_a_server_joins(tmp_path: Path) -> None:

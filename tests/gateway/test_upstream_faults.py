@@ -8,15 +8,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
+from gateway.upstreams.connection import State
 from tests.support.faulty import stormy_server
 from tests.support.harness import REPO, gateway_client, in_memory, make_config, placeholder
-from tests.support.probe import wait_until
+from tests.support.probe import gated, wait_until
+from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +75,21 @@ async def test_a_list_changed_storm_becomes_a_few_relists_and_a_few_client_notif
         await wait_until(lambda: tools_told(received) >= 1, limit=30)
         assert counts.lists - before <= allowed
         assert tools_told(received) <= allowed
+
+
+async def test_telling_clients_of_a_change_holds_up_no_server_joining_after_it(tmp_path: Path) -> None:
+    # Clients are told at most once a minute, and the clock stands still: every change after the
+    # first waits out the whole interval, longer than a server may take to connect, before it is told.
+    config = make_config(tmp_path, placeholder(["one", "two"]), notify_coalesce_ms=60_000, upstream_connect_timeout=30)
+    joins = anyio.Event()
+    gateway = Gateway(config, transports={**in_memory({"one": toy("one")}), "two": gated(toy("two"), joins)})
+    server = build_server(gateway, clock=lambda: 0.0)
+    async with gateway.running(), Client(server, mode="legacy"):
+        await wait_until(lambda: [status.state for status in gateway.statuses()] == [State.READY, State.CONNECTING])
+        joins.set()
+        await wait_until(
+            lambda: [status.state for status in gateway.statuses()] == [State.READY, State.READY], limit=60
+        )
 
 
 async def test_a_progress_flood_reaches_the_client_as_its_first_and_last_reports(tmp_path: Path) -> None:

@@ -6,11 +6,12 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from mcp.client._memory import InMemoryTransport
 from mcp.server import MCPServer
 from mcp.types import EmbeddedResource, TextContent, TextResourceContents
 
@@ -46,6 +47,18 @@ def probe_server(observed: Observed, name: str = "probe") -> MCPServer:
         return [TextContent(text="see attached"), EmbeddedResource(resource=contents)]
 
     return server
+
+
+def gated(server: MCPServer, gate: anyio.Event) -> Callable[[], AbstractAsyncContextManager[Any]]:
+    """A transport to `server` in memory that connects only once `gate` is set: an upstream ready when the test says."""
+
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[Any]:
+        await gate.wait()
+        async with InMemoryTransport(server) as streams:
+            yield streams
+
+    return connect
 
 
 @asynccontextmanager
