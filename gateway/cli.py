@@ -180,6 +180,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.frontdoors.httpapp import create_app
+    from gateway.heap import settle_heap
     from gateway.reload import reload_on_hangup
     from gateway.service import Gateway
 
@@ -216,6 +217,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
             group.cancel_scope.cancel()
         return failure
 
+    settle_heap()
     failure = None
     # uvicorn raises the signal it caught again once it has shut down.
     with suppress(KeyboardInterrupt):

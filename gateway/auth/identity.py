@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from gateway.errors import GatewayError
@@ -29,20 +29,22 @@ class Identity:
     role: str | None
     method: Method
     issuer: str | None = None
+    key: str = field(init=False, repr=False, compare=False)
+    """Who this is, unambiguously: how the caller signed in, and as whom.
 
-    @property
-    def key(self) -> str:
-        """Who this is, unambiguously: how the caller signed in, and as whom.
+    `api_key:<caller>`, `jwt:<issuer>:<subject>`, `stdio:<caller>` or, with authentication off,
+    `local:local`; every anonymous request has the key `anonymous`, and each anonymous session one
+    of its own (`caller_key`). Worked out once: a call reads it several times.
+    """
 
-        `api_key:<caller>`, `jwt:<issuer>:<subject>`, `stdio:<caller>` or, with authentication
-        off, `local:local`; every anonymous request has the key `anonymous`, and each anonymous
-        session one of its own (`caller_key`).
-        """
+    def __post_init__(self) -> None:
         if self.method == "anonymous":
-            return state_key(self.method)
-        if self.method == "jwt":
-            return state_key(self.method, self.issuer or "", self.caller)
-        return state_key(self.method, self.caller)
+            key = state_key(self.method)
+        elif self.method == "jwt":
+            key = state_key(self.method, self.issuer or "", self.caller)
+        else:
+            key = state_key(self.method, self.caller)
+        object.__setattr__(self, "key", key)
 
 
 def caller_key(identity: Identity, session_id: str) -> str:

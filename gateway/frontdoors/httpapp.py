@@ -10,8 +10,10 @@ from functools import partial
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette._utils import get_route_path
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
+from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -23,7 +25,7 @@ from gateway.auth.identity import AuthenticationError
 from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
 from gateway.errors import NotFoundError
-from gateway.frontdoors.envelope import GROUP_PATH, EnvelopeGuard
+from gateway.frontdoors.envelope import GROUP_PATH, MCP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager
 from gateway.frontdoors.mcpserver import build_server, group_endpoint, session_connection
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
@@ -96,7 +98,48 @@ class GroupEndpoint:
             await self._app(scope, receive, send)
 
 
-def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gateway | None = None) -> Starlette:
+def mcp_route(path: str) -> str | None:
+    """Which MCP endpoint `path` is, as the routes `/mcp` and `/mcp/g/{group}` match it: "" for
+    `/mcp`, the group's name for `/mcp/g/<group>`, None for any other path (`/mcp/g/` included)."""
+    if path == MCP_PATH:
+        return ""
+    if path.startswith(GROUP_PATH):
+        name = path[len(GROUP_PATH) :]
+        if name and "/" not in name:
+            return name
+    return None
+
+
+class McpFront:
+    """The gateway's ASGI application: a request to an MCP endpoint goes to it past Starlette's
+    router and its exception middleware, through the same Host and Origin check, authentication
+    and envelope checks, in the same order, and the same answer to an unhandled error (a plain
+    500); everything else, lifespan included, goes to the Starlette application.
+
+    Nearly every request is an MCP call, and Starlette's exception middleware, router and route
+    matching did nothing for it but cost every call (see docs/performance.md). The path is read
+    as Starlette's router reads it (`get_route_path`).
+    """
+
+    def __init__(self, app: Starlette, mcp: ASGIApp, group: ASGIApp) -> None:
+        self._app = app
+        self._mcp = mcp
+        self._group = group
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            name = mcp_route(get_route_path(scope))
+            if name is not None:
+                if name == "":
+                    await self._mcp(scope, receive, send)
+                    return
+                scope["path_params"] = {"group": name}
+                await self._group(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gateway | None = None) -> McpFront:
     """The ASGI application serving `config` (a lifespan starts and stops everything)."""
     service = gateway or Gateway(config)
     server = build_server(service)
@@ -158,19 +201,24 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
 
     mcp = StreamableHTTPASGIApp(sessions)
-    # MCP first: Starlette tries routes in order, and nearly every request is a call to `/mcp`.
-    routes: list[BaseRoute] = [Route("/mcp", mcp), Route(GROUP_PATH + "{group}", GroupEndpoint(service, mcp))]
-    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
+    # `/mcp` and `/mcp/g/<group>` never reach Starlette's router: McpFront sends them past it.
+    routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator.settings))
     routes += api_routes(service, security, sessions.end)
     routes += registry_routes(service)
     # Last: the web page answers every path no other route does.
     routes.append(web_app(service))
     app = Starlette(routes=routes, lifespan=lifespan)
-    # Innermost: only an authenticated request gets its body read.
-    app.add_middleware(EnvelopeGuard)
-    protected = ("/mcp", API_PREFIX, REGISTRY_PATH, METRICS_PATH)
-    app.add_middleware(AuthMiddleware, authenticator=authenticator, protected_prefixes=protected)
-    # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
-    app.add_middleware(HostOriginGuard, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))
-    return app
+
+    def guarded(inner: ASGIApp) -> ASGIApp:
+        # Innermost: only an authenticated request gets its body read.
+        inner = EnvelopeGuard(inner)
+        protected = ("/mcp", API_PREFIX, REGISTRY_PATH, METRICS_PATH)
+        inner = AuthMiddleware(inner, authenticator=authenticator, protected_prefixes=protected)
+        # Outermost: a page reached through DNS rebinding learns nothing, not even whether it needs a key.
+        return HostOriginGuard(inner, check_host=loopback, allowed_origins=tuple(settings.allowed_origins))
+
+    # Every other path meets the same checks, in the same order, inside Starlette's error middleware.
+    app.add_middleware(guarded)
+    group = GroupEndpoint(service, mcp)
+    return McpFront(app, ServerErrorMiddleware(guarded(mcp)), ServerErrorMiddleware(guarded(group)))

@@ -12,6 +12,7 @@ from mcp.server.stdio import stdio_server
 from gateway.auth.identity import Identity
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
+from gateway.heap import settle_heap
 from gateway.redaction import configure_logging
 from gateway.reload import reload_on_hangup
 from gateway.service import Gateway
@@ -25,6 +26,7 @@ async def serve_stdio(config: GatewayConfig, identity: Identity, group: str | No
     # The gateway's redactor also learns the secrets of servers added while it runs.
     configure_logging(gateway.redact, logging.getLogger().level)
     server = build_server(gateway)
+    settle_heap()
     failure: str | None = None
     async with stdio_server() as (read, write):
         async with gateway.running(), anyio.create_task_group() as tasks:

@@ -334,3 +334,18 @@ def test_print_key_hash_refuses_a_short_key() -> None:
     assert print_key_hash(None, stdin=io.StringIO("short\n"), stdout=out, stderr=err) == 2
     assert out.getvalue() == ""
     assert "at least 16 characters" in err.getvalue()
+
+
+def test_an_identity_s_key_names_how_and_as_whom_it_signed_in_and_is_worked_out_once() -> None:
+    jwt_caller = Identity("alice", "dev", "jwt", issuer="https://id.example")
+    keys = {
+        Identity("alice", "dev", "api_key"): "api_key:alice",
+        jwt_caller: "jwt:https%3A//id.example:alice",
+        Identity("a:b", None, "stdio"): "stdio:a%3Ab",
+        Identity("local", None, "local"): "local:local",
+        Identity("anonymous", None, "anonymous"): "anonymous",
+    }
+    assert {identity: identity.key for identity in keys} == keys
+    assert jwt_caller.key is jwt_caller.key
+    assert jwt_caller == Identity("alice", "dev", "jwt", issuer="https://id.example")
+    assert "key" not in repr(jwt_caller)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import yaml
 from gateway import requestid
 from gateway.logformat import JsonFormatter
 from tests.support.access import http_client
-from tests.support.harness import gateway_process, toy_stdio, until_listed
+from tests.support.harness import REPO, gateway_process, toy_stdio, until_listed
 
 pytestmark = pytest.mark.anyio
 
@@ -61,3 +63,23 @@ def test_a_json_line_carries_the_request_id_only_inside_a_call() -> None:
     assert outside.keys() == {"time", "level", "logger", "message"}
     assert outside["message"] == "hello there" and outside["logger"] == "gateway.test" and outside["level"] == "INFO"
     assert inside["request_id"] == request_id and requestid.current() is None
+
+
+def test_request_ids_are_unique_and_a_process_s_ids_sort_in_the_order_its_calls_began() -> None:
+    ids = []
+    for _ in range(1000):
+        with requestid.bound() as request_id:
+            ids.append(request_id)
+    assert len(set(ids)) == len(ids) and ids == sorted(ids)
+    assert all(len(request_id) == 32 and int(request_id, 16) >= 0 for request_id in ids)
+
+
+def test_two_processes_never_hand_out_the_same_request_id() -> None:
+    program = "from gateway import requestid\nfor _ in range(100):\n    print(requestid.fresh())"
+    runs = [
+        subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True, cwd=REPO)
+        for _ in range(2)
+    ]
+    first, second = (set(run.stdout.split()) for run in runs)
+    assert len(first) == len(second) == 100 and not first & second
+    assert not first & {requestid.fresh() for _ in range(100)}

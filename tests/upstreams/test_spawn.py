@@ -30,6 +30,23 @@ async def test_what_is_written_to_a_spawned_process_comes_back_and_its_exit_code
     await process.aclose()
 
 
+async def test_a_write_the_pipe_takes_at_once_lets_no_other_task_run() -> None:
+    process = spawn(["cat"], dict(os.environ), sys.stderr, None)
+    ran: list[str] = []
+
+    async def other() -> None:
+        ran.append("other")
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(other)
+            await process.stdin.send(b"hello\n")
+            assert ran == []
+        assert await process.stdout.receive() == b"hello\n"
+        await process.aclose()
+    assert ran == ["other"]
+
+
 async def test_a_spawned_process_leads_a_process_group_of_its_own_and_reports_the_signal_that_ended_it() -> None:
     process = spawn(["sleep", "60"], dict(os.environ), sys.stderr, None)
     assert os.getpgid(process.pid) == process.pid
