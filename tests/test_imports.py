@@ -66,3 +66,7 @@ def test_a_command_loads_neither_the_sdks_high_level_client_nor_its_server_frame
 def test_the_sandbox_package_still_offers_its_names() -> None:
     probe = "import gateway.sandbox as s; print(s.DockerSandbox.__name__, s.sweep.__name__, s.SandboxLimits.__name__)"
     assert _run(probe).split() == ["DockerSandbox", "sweep", "SandboxLimits"]
+
+
+def test_a_gateway_without_http_servers_loads_no_http_client(tmp_path: Path) -> None:
+    assert _check_loads(tmp_path, ("httpx2", "mcp.client.streamable_http", "mcp.client.sse")) == []
