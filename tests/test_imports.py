@@ -70,3 +70,24 @@ def test_the_sandbox_package_still_offers_its_names() -> None:
 
 def test_a_gateway_without_http_servers_loads_no_http_client(tmp_path: Path) -> None:
     assert _check_loads(tmp_path, ("httpx2", "mcp.client.streamable_http", "mcp.client.sse")) == []
+
+
+def test_the_http_app_loads_the_web_page_at_its_first_request(tmp_path: Path) -> None:
+    web_page = ("gateway.web.app", "gateway.web.pages", "jinja2", "markdown_it")
+    probe = (
+        "import json, sys\n"
+        "import anyio, httpx2\n"
+        "from gateway.config.loading import parse_config\n"
+        "from gateway.frontdoors.httpapp import create_app\n"
+        "from pathlib import Path\n"
+        f"config = parse_config({{'gateway': {{'data_dir': {str(tmp_path)!r}}}}}, source='test', base_dir=Path('.'))\n"
+        "app = create_app(config)\n"
+        f"before = [m for m in {web_page!r} if m in sys.modules]\n"
+        "async def visit():\n"
+        "    transport = httpx2.ASGITransport(app=app)\n"
+        "    async with httpx2.AsyncClient(transport=transport, base_url='http://127.0.0.1') as http:\n"
+        "        return (await http.get('/')).status_code\n"
+        "status = anyio.run(visit)\n"
+        f"print(json.dumps([before, status, [m for m in {web_page!r} if m in sys.modules]]))"
+    )
+    assert json.loads(_run(probe)) == [[], 200, list(web_page)]
