@@ -198,6 +198,8 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
             port=args.port,
             log_level=args.log_level.lower(),
             lifespan="on",
+            # Nothing is served over WebSocket: no protocol module loaded for it.
+            ws="none",
             log_config=None,
             access_log=logging.getLogger().isEnabledFor(logging.DEBUG),
         )
