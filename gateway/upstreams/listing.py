@@ -19,10 +19,12 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
     """The server's tools as records, with the operator's per-server and per-tool settings applied.
 
     Equal parts of the input schemas (a whole schema, a `{"type": "string"}`) become one object
-    shared by every record: a catalog of thousands of tools holds each shape once, not per tool.
+    shared by every record, and so do equal tag sets: a catalog of thousands of tools
+    holds each shape once, not per tool.
     """
     records = []
     shapes: dict[Hashable, Any] = {}
+    tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
     for tool in tools:
         settings = config.settings_for(tool.name)
         if not settings.enabled:
@@ -40,7 +42,8 @@ def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolReco
                 annotations=record.annotations,
                 risk=settings.risk or config.risk,
                 layer=settings.layer or config.layer,
-                tags=frozenset(config.tags) | frozenset(settings.tags),
+                # The server's and the tool's own: one set for all the tools with the same (about 200 bytes each).
+                tags=tag_sets.setdefault(settings.tags, frozenset(settings.tags)),
                 sandbox=_sandbox_kind(settings.sandbox or config.sandbox),
                 timeout=settings.timeout or config.timeout,
                 execution=record.execution,

@@ -6,7 +6,7 @@ import copy
 
 import mcp_types as types
 
-from gateway.config.model import ServerConfig
+from gateway.config.model import ServerConfig, ToolSettings
 from gateway.upstreams.listing import records_for, shared
 
 QUERY = {"type": "string", "description": "What to look for"}
@@ -27,6 +27,15 @@ def test_equal_schema_parts_of_a_server_s_tools_are_one_object_and_values_are_un
     assert first is second
     assert third is not first and third["properties"]["query"] is first["properties"]["query"]
     assert [record.input_schema for record in records] == [_schema("limit"), _schema("limit"), _schema("size")]
+
+
+def test_the_tools_of_a_server_that_add_no_tags_share_its_tag_set() -> None:
+    tools = [types.Tool(name=f"t{i}", input_schema={"type": "object"}) for i in range(3)]
+    own = {"t2": ToolSettings(tags=("write",))}
+    config = ServerConfig(name="s", transport="stdio", command="x", tags=("files",), tools=own)
+    first, second, third = (record.tags for record in records_for(config, tools))
+    assert first is second and first == {"files"}
+    assert third == {"files", "write"}
 
 
 def test_sharing_keeps_types_apart_that_compare_equal() -> None:
