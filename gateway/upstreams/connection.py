@@ -440,8 +440,8 @@ class Upstream:
         """Run `tool` on this server under its original name.
 
         A call that asks for no progress takes the connection's direct path when it has one
-        (`directcalls`); its result is then checked against the tool's output schema here, once,
-        where the SDK's session would have checked it.
+        (`directcalls`), others the SDK's session; either way the result is checked against the
+        tool's output schema here, once (the session keeps no schemas: `listing.UpstreamSession`).
         """
         session = await self._live_session()
         direct = self._direct
@@ -450,8 +450,10 @@ class Upstream:
         try:
             with self.client_side.in_flight.request():
                 if progress is not None or direct is None:
-                    return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
-                result = parse_result(session.protocol_version, await direct.call(tool.original_name, dict(arguments)))
+                    result = await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
+                else:
+                    answer = await direct.call(tool.original_name, dict(arguments))
+                    result = parse_result(session.protocol_version, answer)
         except MCPError as error:
             raise _translate(self.name, error) from None
         if tool.output_schema is not None and not result.is_error:
