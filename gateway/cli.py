@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gateway import admincli
+from gateway import admincli, lazysdk
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.config.clientfiles import CLIENTS, gateway_snippet
 from gateway.errors import ConfigError
@@ -138,6 +138,8 @@ def _config(path: Path | None) -> GatewayConfig:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of `python -m gateway` and `mcp-gateway`."""
+    # Before anything imports the SDK: its packages' re-exports would load what the gateway does not use.
+    lazysdk.install()
     if argv is None:
         argv = sys.argv[1:]
     if list(argv[:2]) == ["sandbox", "build"]:
@@ -197,6 +199,8 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
             port=args.port,
             log_level=args.log_level.lower(),
             lifespan="on",
+            # Nothing is served over WebSocket: no protocol module loaded for it.
+            ws="none",
             log_config=None,
             access_log=logging.getLogger().isEnabledFor(logging.DEBUG),
         )

@@ -556,7 +556,7 @@ class Gateway:
             prefix = f"{namespace}{SEPARATOR}" if namespace else ""
             if upstream.name in listed or not name.startswith(prefix):
                 continue
-            expected = records_for(upstream.config, [types.Tool(name=name[len(prefix) :], input_schema={})])
+            expected = records_for(upstream.config, [{"name": name[len(prefix) :], "inputSchema": {"type": "object"}}])
             if any(self.visibility.may_see(session, record.renamed(name)) for record in expected):
                 raise ServerNotConnectedError(name, upstream.name)
 

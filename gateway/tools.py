@@ -73,18 +73,3 @@ class ToolRecord:
             annotations=self.annotations,
             execution=self.execution,
         )
-
-    @classmethod
-    def from_mcp(cls, source: str, tool: types.Tool) -> ToolRecord:
-        """A record for a tool listed by an MCP server, not yet given its exposed name."""
-        return cls(
-            name=tool.name,
-            source=source,
-            original_name=tool.name,
-            description=tool.description or "",
-            input_schema=tool.input_schema,
-            output_schema=tool.output_schema,
-            title=tool.title,
-            annotations=tool.annotations,
-            execution=tool.execution,
-        )

@@ -20,6 +20,8 @@ LAZY = ("docker", "requests", "jwt", "snowballstemmer", "gateway.sandbox.source"
 SERVING = ("mcp", "mcp_types", "uvicorn", "starlette", "httpx2", "anyio", "jsonschema", "pydantic")
 # The HTTP front door and the web page, which `check` does not serve.
 FRONT_DOOR = ("gateway.frontdoors.httpapp", "gateway.web.app", "gateway.api.routes", "jinja2", "markdown_it")
+# What the SDK's package `__init__` modules import and no command uses: the command line stands in for those packages.
+SDK_UNUSED = ("mcp.client.client", "mcp.server.mcpserver.server", "cryptography")
 
 
 def _run(probe: str) -> str:
@@ -40,18 +42,52 @@ def test_importing_the_command_line_loads_neither_the_sdk_nor_an_http_stack() ->
     assert json.loads(_run(f"import json, sys; import gateway.cli; {_loaded(SERVING)}")) == []
 
 
-def test_check_loads_no_http_front_door_and_no_web_page(tmp_path: Path) -> None:
+def _check_loads(tmp_path: Path, names: tuple[str, ...]) -> list[str]:
     config = tmp_path / "gateway.json"
     config.write_text(json.dumps({"gateway": {"data_dir": str(tmp_path / "data")}, "servers": {}}))
     probe = (
         "import contextlib, json, sys; from gateway import cli\n"
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(sys.stderr):\n"
         f"    cli.main(['check', '--config', {str(config)!r}])\n"
-        f"{_loaded(FRONT_DOOR + LAZY)}"
+        f"{_loaded(names)}"
     )
-    assert json.loads(_run(probe)) == []
+    loaded: list[str] = json.loads(_run(probe))
+    return loaded
+
+
+def test_check_loads_no_http_front_door_and_no_web_page(tmp_path: Path) -> None:
+    assert _check_loads(tmp_path, FRONT_DOOR + LAZY) == []
+
+
+def test_a_command_loads_neither_the_sdks_high_level_client_nor_its_server_framework(tmp_path: Path) -> None:
+    assert _check_loads(tmp_path, SDK_UNUSED) == []
 
 
 def test_the_sandbox_package_still_offers_its_names() -> None:
     probe = "import gateway.sandbox as s; print(s.DockerSandbox.__name__, s.sweep.__name__, s.SandboxLimits.__name__)"
     assert _run(probe).split() == ["DockerSandbox", "sweep", "SandboxLimits"]
+
+
+def test_a_gateway_without_http_servers_loads_no_http_client(tmp_path: Path) -> None:
+    assert _check_loads(tmp_path, ("httpx2", "mcp.client.streamable_http", "mcp.client.sse")) == []
+
+
+def test_the_http_app_loads_the_web_page_at_its_first_request(tmp_path: Path) -> None:
+    web_page = ("gateway.web.app", "gateway.web.pages", "jinja2", "markdown_it")
+    probe = (
+        "import json, sys\n"
+        "import anyio, httpx2\n"
+        "from gateway.config.loading import parse_config\n"
+        "from gateway.frontdoors.httpapp import create_app\n"
+        "from pathlib import Path\n"
+        f"config = parse_config({{'gateway': {{'data_dir': {str(tmp_path)!r}}}}}, source='test', base_dir=Path('.'))\n"
+        "app = create_app(config)\n"
+        f"before = [m for m in {web_page!r} if m in sys.modules]\n"
+        "async def visit():\n"
+        "    transport = httpx2.ASGITransport(app=app)\n"
+        "    async with httpx2.AsyncClient(transport=transport, base_url='http://127.0.0.1') as http:\n"
+        "        return (await http.get('/')).status_code\n"
+        "status = anyio.run(visit)\n"
+        f"print(json.dumps([before, status, [m for m in {web_page!r} if m in sys.modules]]))"
+    )
+    assert json.loads(_run(probe)) == [[], 200, list(web_page)]

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.common import API_PREFIX
@@ -33,7 +33,6 @@ from gateway.metrics import CONTENT_TYPE
 from gateway.service import Gateway
 from gateway.shared.sessions import SessionLimits
 from gateway.upstreams.connection import State
-from gateway.web.app import web_app
 
 METRICS_PATH = "/metrics"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -96,6 +95,22 @@ class GroupEndpoint:
             return
         with group_endpoint(scope, name):
             await self._app(scope, receive, send)
+
+
+class WebPage:
+    """The web page, built at its first request: a gateway nobody browses does not hold its
+    templates, Markdown renderer and page modules (about 3 MB)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None:
+            from gateway.web.app import web_app
+
+            self._app = web_app(self._gateway)
+        await self._app(scope, receive, send)
 
 
 def mcp_route(path: str) -> str | None:
@@ -207,7 +222,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     routes += api_routes(service, security, sessions.end)
     routes += registry_routes(service)
     # Last: the web page answers every path no other route does.
-    routes.append(web_app(service))
+    routes.append(Mount("", app=WebPage(service)))
     app = Starlette(routes=routes, lifespan=lifespan)
 
     def guarded(inner: ASGIApp) -> ASGIApp:

@@ -12,9 +12,10 @@ replaces with the kept page. A page is kept with the state objects it was built 
 catalog's tool list, the role rules, the group, the meta-tools); the gateway replaces those
 objects when they change, so a page built from older ones is never served.
 
-A page is also kept as JSON bytes, encoded the first time a request answered at the HTTP edge
-(`gateway.frontdoors.hotpath`) asks for it within `wire()`: such a request skips the encoding of
-the page's few hundred kilobytes (about 5 ms per full listing of 2,000 tools).
+A page is kept as JSON bytes only: a request answered at the HTTP edge (`gateway.frontdoors.hotpath`)
+within `wire()` sends them as they are, skipping the encoding of the page's few hundred kilobytes
+(about 5 ms per full listing of 2,000 tools); any other gets the page decoded from them. Keeping
+the wire dict as well held every kept page twice.
 """
 
 from __future__ import annotations
@@ -36,11 +37,10 @@ DEFAULT_PAGES = 64
 
 @dataclass(slots=True)
 class _Page:
-    """One kept page: the state objects it was built from, its wire dict, and its JSON once asked for."""
+    """One kept page: the state objects it was built from and its JSON."""
 
     stamp: tuple[object, ...]
-    result: dict[str, Any]
-    encoded: bytes | None = None
+    encoded: bytes
 
 
 @dataclass(slots=True)
@@ -116,16 +116,19 @@ class ListingCache:
         finally:
             _LOOKUP.reset(token)
         page = lookup.page
-        if page is None and lookup.key is not None and isinstance(result, dict):
-            page = self._pages[lookup.key] = _Page(lookup.stamp, result)
+        holder = _WIRE.get()
+        if page is None:
+            if lookup.key is None or not isinstance(result, dict):
+                return result
+            page = self._pages[lookup.key] = _Page(lookup.stamp, pydantic_core.to_json(result))
             self._pages.move_to_end(lookup.key)
             while len(self._pages) > self.size:
                 self._pages.popitem(last=False)
-        if page is None:
-            return result
-        holder = _WIRE.get()
+        elif holder is None:
+            # Served on the SDK's way, which encodes a dict: the handler's result was empty.
+            kept: dict[str, Any] = pydantic_core.from_json(page.encoded, cache_strings="keys")
+            return kept
         if holder is not None:
-            if page.encoded is None:
-                page.encoded = pydantic_core.to_json(page.result)
             holder.body = page.encoded
-        return page.result
+        # The page just built, or (at the edge, which sends the bytes) whatever the handler answered.
+        return result

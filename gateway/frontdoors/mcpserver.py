@@ -16,10 +16,9 @@ from typing import Any
 from uuid import uuid4
 
 import mcp_types as types
-from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 

@@ -16,7 +16,7 @@ import docker
 import docker.errors
 import mcp_types as types
 from docker import DockerClient
-from mcp import Client
+from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError

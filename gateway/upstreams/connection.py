@@ -43,7 +43,7 @@ from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
-from gateway.upstreams.listing import all_pages, paged, records_for
+from gateway.upstreams.listing import UpstreamSession, all_pages, listed_tools, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
 from gateway.upstreams.transports import TransportFactory, WatchedStream, transport_for
@@ -233,7 +233,7 @@ class Upstream:
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)
             options = self.client_side.session_options()
-            session = ClientSession(watched, write, message_handler=self._on_message, **options)
+            session = UpstreamSession(watched, write, message_handler=self._on_message, **options)
             await stack.enter_async_context(session)
             timeout, step = self._settings.upstream_connect_timeout, "initialize"
             try:
@@ -326,19 +326,22 @@ class Upstream:
         lines = [line.strip() for line in lines if line.strip()]
         return f" (stderr: {lines[-1]}; full log: {path})" if lines else ""
 
-    async def _publish(self, session: ClientSession) -> None:
+    async def _publish(self, session: UpstreamSession) -> None:
         capabilities = session.server_capabilities
-        tools = await self._listed("tools/list", session.list_tools, "tools")
+        tools = await self._listed("tools/list", lambda: listed_tools(session))
         resources: list[types.Resource] = []
         templates: list[types.ResourceTemplate] = []
         prompts: list[types.Prompt] = []
         if capabilities is not None and capabilities.resources is not None:
-            resources = await self._listed("resources/list", session.list_resources, "resources")
+            resources = await self._listed(
+                "resources/list", lambda: all_pages(paged(session.list_resources), "resources")
+            )
             templates = await self._listed(
-                "resources/templates/list", session.list_resource_templates, "resource_templates"
+                "resources/templates/list",
+                lambda: all_pages(paged(session.list_resource_templates), "resource_templates"),
             )
         if capabilities is not None and capabilities.prompts is not None:
-            prompts = await self._listed("prompts/list", session.list_prompts, "prompts")
+            prompts = await self._listed("prompts/list", lambda: all_pages(paged(session.list_prompts), "prompts"))
         records = records_for(self.config, tools)
         self._tools = len(records)
         self._resources = len(resources) + len(templates)
@@ -357,14 +360,14 @@ class Upstream:
             )
         )
 
-    async def _listed(self, method: str, fetch: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
-        """Every page of one listing; a method the server does not implement lists nothing.
+    async def _listed(self, method: str, items: Callable[[], Awaitable[list[Any]]]) -> list[Any]:
+        """Every item of one listing; a method the server does not implement lists nothing.
 
         Many servers declare `resources` without implementing `resources/templates/list`: the
         rest of what they offer is served all the same.
         """
         try:
-            return await all_pages(paged(fetch), field)
+            return await items()
         except MCPError as error:
             if error.error.code != types.METHOD_NOT_FOUND:
                 raise
@@ -383,7 +386,7 @@ class Upstream:
         ):
             self._refresh.set()
 
-    async def _follow_changes(self, session: ClientSession) -> None:
+    async def _follow_changes(self, session: UpstreamSession) -> None:
         pause = self._settings.notify_coalesce_ms / 1000
         while True:
             await self._refresh.wait()
@@ -437,8 +440,8 @@ class Upstream:
         """Run `tool` on this server under its original name.
 
         A call that asks for no progress takes the connection's direct path when it has one
-        (`directcalls`); its result is then checked against the tool's output schema here, once,
-        where the SDK's session would have checked it.
+        (`directcalls`), others the SDK's session; either way the result is checked against the
+        tool's output schema here, once (the session keeps no schemas: `listing.UpstreamSession`).
         """
         session = await self._live_session()
         direct = self._direct
@@ -447,8 +450,10 @@ class Upstream:
         try:
             with self.client_side.in_flight.request():
                 if progress is not None or direct is None:
-                    return await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
-                result = parse_result(session.protocol_version, await direct.call(tool.original_name, dict(arguments)))
+                    result = await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
+                else:
+                    answer = await direct.call(tool.original_name, dict(arguments))
+                    result = parse_result(session.protocol_version, answer)
         except MCPError as error:
             raise _translate(self.name, error) from None
         if tool.output_schema is not None and not result.is_error:

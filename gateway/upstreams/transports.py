@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-import httpx2
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 
 from gateway.config.model import ServerConfig
 from gateway.upstreams.children import server_parameters
@@ -84,6 +81,11 @@ def transport_for(
         return lambda: stdio_transport(params, errlog, max_message_bytes, fault_log, direct)
     assert config.url is not None
     url, headers = config.url, dict(config.headers)
+    # The HTTP client (httpx2 and the SDK's HTTP transports, about 1.4 MB) loads with the first HTTP server.
+    import httpx2
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
     if config.transport == "sse":
         return lambda: sse_client(url, headers=headers)
 

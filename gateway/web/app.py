@@ -1,4 +1,7 @@
-"""The web page's routes, mounted by the HTTP app at `/` after every other route, behind the security headers."""
+"""The web page's routes, mounted by the HTTP app at `/` after every other route, behind the security headers.
+
+The HTTP app builds them at the page's first request (`httpapp.WebPage`): a gateway nobody browses
+loads neither Jinja2, markdown-it nor the page modules."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Router
 from starlette.staticfiles import StaticFiles
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.service import Gateway
 from gateway.web import account, approvals, audit, catalog, connect, servers, skills, tool
@@ -17,7 +20,7 @@ from gateway.web.pages import Web
 STATIC = Path(__file__).parent / "static"
 
 
-def web_app(gateway: Gateway, web: Web | None = None) -> Mount:
+def web_app(gateway: Gateway, web: Web | None = None) -> ASGIApp:
     """Every page, its fragments and its static files; an unknown path is a 404 page."""
     web = web or Web(gateway)
     routes: list[BaseRoute] = [
@@ -37,4 +40,4 @@ def web_app(gateway: Gateway, web: Web | None = None) -> Mount:
         person, _ = web.person(request)
         await web.error_page(request, person, 404, "There is no such page.")(scope, receive, send)
 
-    return Mount("", app=SecurityHeaders(Router(routes=routes, default=not_found)))
+    return SecurityHeaders(Router(routes=routes, default=not_found))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,30 @@ async def test_pages_served_again_keep_their_cursors(tmp_path: Path) -> None:
         assert [name for page, _ in first for name in page] == [tool.name for tool in gateway.listed_tools(session)]
     assert first == second
     assert len(first) > 2
+
+
+async def test_a_kept_page_holds_its_listing_once_as_json(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"toy": {"command": "unused"}})
+    async with Gateway(config, transports=in_memory({"toy": toy(extra_tools=200)})) as gateway:
+        server = build_server(gateway)
+        # A first listing, in the other era, builds what every listing shares (and a page of its own).
+        async with Client(server, mode="2026-07-28") as other:
+            await other.list_tools(cache_mode="bypass")
+        tracemalloc.start(30)
+        try:
+            # The client keeps parts of what it was sent (output schemas): measured once it is gone.
+            async with Client(server, mode="legacy") as client:
+                wire = (await client.list_tools(cache_mode="bypass")).model_dump_json(by_alias=True, exclude_none=True)
+            gc.collect()  # what the request's task left in reference cycles
+            snapshot = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+        async with Client(server, mode="legacy") as client:
+            again = await client.list_tools(cache_mode="bypass")
+    kept = snapshot.filter_traces([tracemalloc.Filter(True, "*/listingcache.py", all_frames=True)])
+    held = sum(stat.size for stat in kept.statistics("filename"))
+    assert len(wire) < held < 1.5 * len(wire)
+    assert again.model_dump_json(by_alias=True, exclude_none=True) == wire
 
 
 async def _pages(client: Client) -> list[tuple[list[str], str | None]]:

@@ -41,6 +41,22 @@ async def test_plain_calls_to_a_stdio_server_are_answered_and_held_to_the_output
         assert broken.is_error and "Invalid structured content returned by tool shaped" in text_of(broken)
 
 
+async def test_calls_that_ask_for_progress_take_the_session_and_are_held_to_the_output_schema_too(
+    tmp_path: Path,
+) -> None:
+    config = make_config(tmp_path, {"answers": answers(tmp_path / "cancelled")})
+    progressed: list[float] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        progressed.append(done)
+
+    async with gateway_client(config) as (_, client):
+        shaped = await client.call_tool("answers__shaped", {"n": 3}, progress_callback=progress)
+        assert not shaped.is_error and shaped.structured_content == {"n": 3}
+        broken = await client.call_tool("answers__shaped", {"n": "three"}, progress_callback=progress)
+        assert broken.is_error and "Invalid structured content returned by tool shaped" in text_of(broken)
+
+
 async def test_an_error_answer_of_a_stdio_server_reaches_the_caller_with_its_message(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"answers": answers(tmp_path / "cancelled")})
     async with gateway_client(config) as (_, client):

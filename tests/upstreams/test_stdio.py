@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import tracemalloc
+
 import mcp_types as types
 
-from gateway.upstreams.stdio import RESULT_TOO_LARGE, LineReader, Oversized, refusal, response_id
+from gateway.upstreams.faults import FaultLog
+from gateway.upstreams.stdio import RESULT_TOO_LARGE, LineReader, Oversized, parse, refusal, response_id
 
 
 def test_lines_split_across_chunks_come_out_whole() -> None:
@@ -54,3 +59,22 @@ def test_an_oversized_response_becomes_an_error_naming_the_limit() -> None:
     assert error.error.code == RESULT_TOO_LARGE
     assert "100,000,000 bytes" in error.error.message
     assert "limit of 4,096 bytes" in error.error.message
+
+
+def test_a_listing_is_held_in_the_memory_of_its_decoded_json() -> None:
+    tool = {"name": "t", "description": "Looks up records.", "inputSchema": {"type": "object", "properties": {}}}
+    tools = [
+        {**tool, "name": f"tool_{index:03d}", "inputSchema": copy.deepcopy(tool["inputSchema"])} for index in range(100)
+    ]
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}).encode()
+    tracemalloc.start()
+    try:
+        decoded = json.loads(line)
+        plain = tracemalloc.get_traced_memory()[0]
+        del decoded
+        message = parse(line, FaultLog("s"))
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert message is not None and len(message.message.result["tools"]) == 100
+    assert held < 1.2 * plain
