@@ -95,9 +95,9 @@ def result_body(request_id: types.RequestId, result: bytes) -> bytes:
 class HotPath:
     """Answers one session's `tools/call` and `tools/list` requests in the POST's own task.
 
-    `connection_of` finds a session's SDK `Connection` by its id (None until the gateway has seen
-    the session, whose first request then takes the SDK's way); `lifespan` gives the session
-    manager's lifespan state, which the SDK hands every handler.
+    `connection_of` finds a session's SDK `Connection` by its id (None until the gateway knows the
+    session from its `notifications/initialized` or a first request on the SDK's way); `lifespan`
+    gives the session manager's lifespan state, which the SDK hands every handler.
     """
 
     def __init__(self, server: Server[Any], connection_of: ConnectionOf, lifespan: Callable[[], Any]) -> None:
