@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.access import KEYS, ROLES, access_config, auth_section, toy_entry
 from tests.support.harness import http_gateway, in_memory
+from tests.support.rawsessions import INITIALIZE, MCP_HEADERS
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -21,13 +22,6 @@ ROUTES = [
     "/.well-known/oauth-protected-resource",
     "/.well-known/oauth-protected-resource/mcp",
 ]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 ADMIN_ROLES: dict[str, Any] = {**ROLES, "admin": {**ROLES["admin"], "admin": True}}
 
 

@@ -12,17 +12,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 
 from tests.support.access import KEYS, ROLES, access_config, toy_entry
 from tests.support.harness import http_gateway, in_memory
+from tests.support.rawsessions import INITIALIZE, MCP_HEADERS
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 ADMIN: dict[str, str] = {"Authorization": f"Bearer {KEYS['admin']}"}
 ADMIN_ROLES: dict[str, Any] = {**ROLES, "admin": {**ROLES["admin"], "admin": True}}
 GROUPS = {"echoing": {"allow": ["toy__echo"]}}

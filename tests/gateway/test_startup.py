@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,20 @@ def tool_names(result: types.ListToolsResult) -> set[str]:
     return {tool.name for tool in result.tools}
 
 
-async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path: Path) -> None:
-    config, transports, gate = servers_joining_late(tmp_path)
+def tools_changed() -> tuple[anyio.Event, Callable[[Any], Awaitable[None]]]:
+    """An event set when a client receives tools/list_changed, and the message handler that sets it."""
     told = anyio.Event()
 
     async def handle(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             told.set()
 
+    return told, handle
+
+
+async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path: Path) -> None:
+    config, transports, gate = servers_joining_late(tmp_path)
+    told, handle = tools_changed()
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
         async with (
             http_gateway(config, transports=transports, settled=False) as (gateway, url),
@@ -73,12 +80,7 @@ async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path
 
 async def test_a_client_that_has_only_shaken_hands_is_told_when_a_server_joins(tmp_path: Path) -> None:
     config, transports, gate = servers_joining_late(tmp_path)
-    told = anyio.Event()
-
-    async def handle(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            told.set()
-
+    told, handle = tools_changed()
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
         async with (
             http_gateway(config, transports=transports, settled=False) as (gateway, url),

@@ -15,18 +15,12 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, toy_stdio, until_listed
 from tests.support.probe import Observed, probe_server, silent_transport, toy_process, wait_until
+from tests.support.rawsessions import INITIALIZE, MCP_HEADERS
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
 
 ERAS = ["legacy", "2026-07-28"]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -6,6 +6,7 @@ import httpx2
 
 VERSION = "2025-06-18"
 ACCEPT = "application/json, text/event-stream"
+MCP_HEADERS = {"Accept": ACCEPT, "Content-Type": "application/json"}
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -16,7 +17,7 @@ INITIALIZE = {
 
 def headers(key: str | None, session: str | None = None) -> dict[str, str]:
     """The headers of a request of the caller holding `key` (None: anonymous), in `session` if given."""
-    found = {"Accept": ACCEPT, "Content-Type": "application/json"}
+    found = dict(MCP_HEADERS)
     if key is not None:
         found["Authorization"] = f"Bearer {key}"
     if session is not None:
