@@ -43,7 +43,7 @@ from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
-from gateway.upstreams.listing import UpstreamSession, all_pages, listed_tools, paged, records_for
+from gateway.upstreams.listing import PageFetch, UpstreamSession, all_pages, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
 from gateway.upstreams.transports import TransportFactory, WatchedStream, transport_for
@@ -328,20 +328,17 @@ class Upstream:
 
     async def _publish(self, session: UpstreamSession) -> None:
         capabilities = session.server_capabilities
-        tools = await self._listed("tools/list", lambda: listed_tools(session))
+        tools = await self._listed("tools/list", session.tool_page)
         resources: list[types.Resource] = []
         templates: list[types.ResourceTemplate] = []
         prompts: list[types.Prompt] = []
         if capabilities is not None and capabilities.resources is not None:
-            resources = await self._listed(
-                "resources/list", lambda: all_pages(paged(session.list_resources), "resources")
-            )
+            resources = await self._listed("resources/list", paged(session.list_resources, "resources"))
             templates = await self._listed(
-                "resources/templates/list",
-                lambda: all_pages(paged(session.list_resource_templates), "resource_templates"),
+                "resources/templates/list", paged(session.list_resource_templates, "resource_templates")
             )
         if capabilities is not None and capabilities.prompts is not None:
-            prompts = await self._listed("prompts/list", lambda: all_pages(paged(session.list_prompts), "prompts"))
+            prompts = await self._listed("prompts/list", paged(session.list_prompts, "prompts"))
         records = records_for(self.config, tools)
         self._tools = len(records)
         self._resources = len(resources) + len(templates)
@@ -360,14 +357,14 @@ class Upstream:
             )
         )
 
-    async def _listed(self, method: str, items: Callable[[], Awaitable[list[Any]]]) -> list[Any]:
-        """Every item of one listing; a method the server does not implement lists nothing.
+    async def _listed(self, method: str, fetch: PageFetch) -> list[Any]:
+        """Every page of one listing; a method the server does not implement lists nothing.
 
         Many servers declare `resources` without implementing `resources/templates/list`: the
         rest of what they offer is served all the same.
         """
         try:
-            return await items()
+            return await all_pages(fetch, method)
         except MCPError as error:
             if error.error.code != types.METHOD_NOT_FOUND:
                 raise

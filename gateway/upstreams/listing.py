@@ -46,18 +46,6 @@ class UpstreamSession(ClientSession):
         """Nothing here: the session keeps no output schemas (see the module's docstring)."""
 
 
-async def listed_tools(session: UpstreamSession) -> list[Any]:
-    """Every tool the server lists, as JSON, page after page; a server that never stops paging is refused."""
-    tools: list[Any] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page, cursor = await session.tool_page(cursor)
-        tools.extend(page)
-        if not cursor:
-            return tools
-    raise ToolExecutionError(f"server lists more than {MAX_PAGES} pages of tools")
-
-
 def records_for(config: ServerConfig, tools: Sequence[Any]) -> tuple[ToolRecord, ...]:
     """The server's tools (as listed, in JSON) as records, with the operator's per-server and
     per-tool settings applied; a tool that is not of the protocol's shape fails the listing.
@@ -170,23 +158,27 @@ def _sandbox_kind(sandbox: Any) -> str | None:
     return None if sandbox is None else str(sandbox.mode)
 
 
-async def all_pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
+PageFetch = Callable[[str | None], Awaitable[tuple[list[Any], str | None]]]
+"""One page of a listing by cursor: its items and the next cursor (None after the last page)."""
+
+
+async def all_pages(fetch: PageFetch, method: str) -> list[Any]:
     """Every item of a paged listing, page after page; a server that never stops paging is refused."""
     items: list[Any] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        result = await fetch(cursor)
-        items.extend(getattr(result, field))
-        cursor = result.next_cursor
+        page, cursor = await fetch(cursor)
+        items.extend(page)
         if not cursor:
             return items
-    raise ToolExecutionError(f"server lists more than {MAX_PAGES} pages of {field}")
+    raise ToolExecutionError(f"server lists more than {MAX_PAGES} pages of {method}")
 
 
-def paged(method: Callable[..., Awaitable[Any]]) -> Callable[[str | None], Awaitable[Any]]:
-    """A listing method of the SDK's client session as a fetch of one page by cursor."""
+def paged(method: Callable[..., Awaitable[Any]], field: str) -> PageFetch:
+    """A listing method of the SDK's client session, whose pages hold their items in `field`, as a fetch of one page."""
 
-    def fetch(cursor: str | None) -> Awaitable[Any]:
-        return method(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+    async def fetch(cursor: str | None) -> tuple[list[Any], str | None]:
+        result = await method(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        return list(getattr(result, field)), result.next_cursor
 
     return fetch
