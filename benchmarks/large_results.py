@@ -95,7 +95,7 @@ async def main(sizes: list[int]) -> None:
             Client(build_server(gateway)) as first,
             Client(build_server(gateway)) as second,
         ):
-            await gateway.wait_for_upstreams()
+            await gateway.wait_for_upstreams(gateway.upstreams.values())
             # Warm both paths up, so that the quiet row measures the machine and not first calls.
             await second.call_tool("other__echo", {"text": "warm"})
             await first.call_tool("toy__big", {"size": 1000})
