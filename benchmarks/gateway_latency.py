@@ -69,6 +69,21 @@ class Measurement:
     upstream_cpu_ms: float | None
     client_cpu_ms: float
 
+    @property
+    def path_cpu_ms(self) -> float:
+        """CPU per call of every process on the call's path: client, serving process, stdio upstream."""
+        return self.client_cpu_ms + self.server_cpu_ms + (self.upstream_cpu_ms or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cpu:
+    """CPU seconds used during a throughput run: by the serving process, the stdio upstreams below
+    it (None: it has none), and the benchmark's client."""
+
+    server: float
+    upstream: float | None
+    client: float
+
 
 def free_port() -> int:
     """A loopback TCP port nobody listens on."""
@@ -90,6 +105,22 @@ def children_of(pid: int) -> list[int]:
     """The direct child processes of `pid` (the gateway's stdio upstreams)."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def upstream_pids(server: int) -> list[int]:
+    """The echo server processes below `server` (a gateway's under their launcher), found through /proc."""
+    found: list[int] = []
+    pending = [server]
+    while pending:
+        for child in children_of(pending.pop()):
+            pending.append(child)
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"servers.echo" in argv and not any(arg.endswith(b"launcher.py") for arg in argv):
+                found.append(child)
+    return found
 
 
 @contextmanager
@@ -155,10 +186,9 @@ async def latency(url: str, mode: str, calls: int, tool: str) -> list[float]:
     return samples
 
 
-async def throughput(
-    url: str, mode: str, seconds: float, tool: str, pids: Sequence[int]
-) -> tuple[int, float, list[float], float]:
-    """Calls done by CONCURRENCY sessions in `seconds`, the elapsed time, CPU seconds each pid used, and ours."""
+async def throughput(url: str, mode: str, seconds: float, tool: str, server: int) -> tuple[int, float, Cpu]:
+    """Calls done by CONCURRENCY sessions in `seconds`, the elapsed time, and the CPU seconds used
+    meanwhile by the serving process, by the stdio echo servers below it and by this client."""
     counts = [0] * CONCURRENCY
     async with AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(Client(url, mode=mode)) for _ in range(CONCURRENCY)]
@@ -172,6 +202,9 @@ async def throughput(
             for index, client in enumerate(clients):
                 group.start_soon(warm, index, client)
 
+        # Found once every session is open: a peer may start an upstream per session.
+        upstreams = upstream_pids(server)
+        pids = [server, *upstreams]
         cpu_before = [cpu_seconds(pid) for pid in pids]
         client_before = time.process_time()
         started_at = time.perf_counter()
@@ -191,7 +224,7 @@ async def throughput(
         elapsed = time.perf_counter() - started_at
         cpu_used = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)]
         client_cpu = time.process_time() - client_before
-    return sum(counts), elapsed, cpu_used, client_cpu
+    return sum(counts), elapsed, Cpu(cpu_used[0], sum(cpu_used[1:]) if upstreams else None, client_cpu)
 
 
 def percentile(samples: Sequence[float], share: float) -> float:
@@ -200,19 +233,19 @@ def percentile(samples: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def measure(url: str, mode: str, calls: int, seconds: float, server: int, upstream: int | None) -> Measurement:
-    """Latency at concurrency 1, then throughput at CONCURRENCY, against the MCP endpoint `url`."""
+def measure(url: str, mode: str, calls: int, seconds: float, server: int) -> Measurement:
+    """Latency at concurrency 1, then throughput at CONCURRENCY, against the MCP endpoint `url`
+    served by process `server`."""
     tool = anyio.run(echo_tool, url, mode)
     samples = anyio.run(latency, url, mode, calls, tool)
-    pids = [server] if upstream is None else [server, upstream]
-    done, elapsed, cpu, client_cpu = anyio.run(throughput, url, mode, seconds, tool, pids)
+    done, elapsed, cpu = anyio.run(throughput, url, mode, seconds, tool, server)
     return Measurement(
         p50_ms=statistics.median(samples) * 1000,
         p99_ms=percentile(samples, 0.99) * 1000,
         calls_per_s=done / elapsed,
-        server_cpu_ms=cpu[0] / done * 1000,
-        upstream_cpu_ms=cpu[1] / done * 1000 if upstream is not None else None,
-        client_cpu_ms=client_cpu / done * 1000,
+        server_cpu_ms=cpu.server / done * 1000,
+        upstream_cpu_ms=None if cpu.upstream is None else cpu.upstream / done * 1000,
+        client_cpu_ms=cpu.client / done * 1000,
     )
 
 
@@ -278,7 +311,7 @@ def run_one(contender: Contender, calls: int, seconds: float, mode: str, directo
     log = directory / f"{contender.name}.log"
     with started(contender.command(port, directory), log=log) as process:
         wait_until_ready(process, f"http://127.0.0.1:{port}{contender.ready_path}", log)
-        return measure(f"http://127.0.0.1:{port}/mcp", mode, calls, seconds, process.pid, None)
+        return measure(f"http://127.0.0.1:{port}/mcp", mode, calls, seconds, process.pid)
 
 
 def wait_for_quiet(threshold: float, timeout: float) -> float:
@@ -328,21 +361,38 @@ def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: 
     ]
     figures: dict[str, tuple[float, float, float]] = {}
     for name, runs in results.items():
-        added = [m.p50_ms - d.p50_ms for m, d in zip(runs, direct, strict=True)]
-        share = [m.calls_per_s / d.calls_per_s for m, d in zip(runs, direct, strict=True)]
-        cpu = [m.server_cpu_ms / d.server_cpu_ms for m, d in zip(runs, direct, strict=True)]
+        added_by_round = [m.p50_ms - d.p50_ms for m, d in zip(runs, direct, strict=True)]
+        share_by_round = [m.calls_per_s / d.calls_per_s for m, d in zip(runs, direct, strict=True)]
+        cpu_by_round = [m.server_cpu_ms / d.server_cpu_ms for m, d in zip(runs, direct, strict=True)]
         own_cpu = statistics.median(r.server_cpu_ms for r in runs)
-        figures[name] = (statistics.median(added), statistics.median(share), own_cpu)
+        figures[name] = (statistics.median(added_by_round), statistics.median(share_by_round), own_cpu)
         rows.append(
             f"{name:<10} {_spread([r.p50_ms for r in runs], '.2f'):>20} "
-            f"{'-' if name == 'direct' else _spread(added, '+.2f'):>20} "
+            f"{'-' if name == 'direct' else _spread(added_by_round, '+.2f'):>20} "
             f"{_spread([r.calls_per_s for r in runs], '.0f'):>16} "
-            f"{'-' if name == 'direct' else _spread(share, '.0%'):>20} "
-            f"{_spread([r.server_cpu_ms for r in runs], '.2f'):>20} {_spread(cpu, '.2f'):>18}"
+            f"{'-' if name == 'direct' else _spread(share_by_round, '.0%'):>20} "
+            f"{_spread([r.server_cpu_ms for r in runs], '.2f'):>20} {_spread(cpu_by_round, '.2f'):>18}"
         )
     added, share, cpu = figures["gateway"]
     rows += [
         "(server CPU: CPU time per call of the serving process alone, its stdio upstream not counted)",
+        "",
+        "CPU per call of each process on the call's path in the throughput run; with every core busy,",
+        "a path's share of direct throughput tends to direct's path CPU over its own (CPU-bound share)",
+        f"{'path':<10} {'client ms':>18} {'server ms':>18} {'stdio upstream ms':>18} {'path ms':>18} "
+        f"{'CPU-bound share':>18}",
+    ]
+    for name, runs in results.items():
+        bound = [d.path_cpu_ms / m.path_cpu_ms for m, d in zip(runs, direct, strict=True)]
+        upstream = [r.upstream_cpu_ms for r in runs if r.upstream_cpu_ms is not None]
+        rows.append(
+            f"{name:<10} {_spread([r.client_cpu_ms for r in runs], '.2f'):>18} "
+            f"{_spread([r.server_cpu_ms for r in runs], '.2f'):>18} "
+            f"{_spread(upstream, '.2f') if upstream else '-':>18} "
+            f"{_spread([r.path_cpu_ms for r in runs], '.2f'):>18} "
+            f"{'-' if name == 'direct' else _spread(bound, '.0%'):>18}"
+        )
+    rows += [
         "",
         f"gateway adds {added:+.2f} ms at p50 (target <= {TARGET_ADDED_P50_MS} ms): "
         f"{'met' if added <= TARGET_ADDED_P50_MS else 'MISSED'}",

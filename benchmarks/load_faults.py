@@ -32,12 +32,12 @@ from mcp import Client
 
 from benchmarks.gateway_latency import (
     _interrupt,
-    children_of,
     cpu_seconds,
     free_port,
     gateway_config,
     percentile,
     started,
+    upstream_pids,
     wait_until_ready,
 )
 
@@ -102,22 +102,6 @@ def memory_kb(pid: int) -> tuple[int, int]:
     """The resident set size and its high-water mark of process `pid`, in kB, from /proc/<pid>/status."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-
-
-def upstream_pids(gateway: int) -> list[int]:
-    """The echo server processes below the gateway (under their launcher), found through /proc."""
-    found: list[int] = []
-    pending = [gateway]
-    while pending:
-        for child in children_of(pending.pop()):
-            pending.append(child)
-            try:
-                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"servers.echo" in argv and not any(arg.endswith(b"launcher.py") for arg in argv):
-                found.append(child)
-    return found
 
 
 async def kill_on_schedule(gateway: int, every: float, tally: Tally) -> None:
