@@ -35,6 +35,7 @@ from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.stores import StoreSettings
 from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream
+from gateway.upstreams.listing import ListingSlots
 from gateway.upstreams.localtools import LocalToolSource, local_sources
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
@@ -77,6 +78,7 @@ def sources(
         data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers
     )
     given = dict(transports)
+    listing_slots = ListingSlots()
 
     def upstream(server: ServerConfig, on_listing: ListingHandler) -> Upstream:
         transport = given.get(server.name)
@@ -94,6 +96,7 @@ def sources(
             clock=clock,
             wall_clock=wall_clock,
             notices=shared_notices,
+            listing_slots=listing_slots,
         )
 
     async def shared_notices(server: str, notice: Notice) -> None:

@@ -43,7 +43,7 @@ from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.health import Backoff
-from gateway.upstreams.listing import PageFetch, UpstreamSession, all_pages, paged, records_for
+from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, all_pages, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
 from gateway.upstreams.transports import TransportFactory, WatchedStream, transport_for
@@ -121,8 +121,11 @@ class Upstream:
         wall_clock: Callable[[], float] = time.time,
         notices: NoticeHandler | None = None,
         workspace: Path | None = None,
+        listing_slots: ListingSlots | None = None,
     ) -> None:
         self.config = config
+        # Shared by a gateway's upstreams; one's own otherwise.
+        self._listing_slots = listing_slots or ListingSlots()
         self.client_side = ClientSide(config.name, notices=notices, workspace=workspace)
         self._settings = settings
         self._clock = clock
@@ -328,7 +331,8 @@ class Upstream:
 
     async def _publish(self, session: UpstreamSession) -> None:
         capabilities = session.server_capabilities
-        tools = await self._listed("tools/list", session.tool_page)
+        async with self._listing_slots.slot():
+            records = records_for(self.config, await self._listed("tools/list", session.tool_page))
         resources: list[types.Resource] = []
         templates: list[types.ResourceTemplate] = []
         prompts: list[types.Prompt] = []
@@ -339,7 +343,6 @@ class Upstream:
             )
         if capabilities is not None and capabilities.prompts is not None:
             prompts = await self._listed("prompts/list", paged(session.list_prompts, "prompts"))
-        records = records_for(self.config, tools)
         self._tools = len(records)
         self._resources = len(resources) + len(templates)
         self._prompts = len(prompts)

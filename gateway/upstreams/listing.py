@@ -12,9 +12,11 @@ execution are its models, and resources and prompts are listed the SDK's way.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 from pydantic import BaseModel, ValidationError
@@ -26,6 +28,9 @@ from gateway.upstreams.tasking import send_as_is
 
 MAX_DESCRIPTION_CHARS = 8000
 MAX_PAGES = 1000
+LISTINGS_AT_ONCE = 2
+SLOT_PATIENCE = 1.0
+"""Seconds a tool listing waits for a slot before it goes ahead without one."""
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -156,6 +161,34 @@ def _bounded(description: str) -> str:
 
 def _sandbox_kind(sandbox: Any) -> str | None:
     return None if sandbox is None else str(sandbox.mode)
+
+
+class ListingSlots:
+    """At most `size` servers' tool listings in flight at once, across a gateway's upstreams.
+
+    Servers starting together answer their first `tools/list` together, and every page decoded
+    before any is made into records raises the heap's peak; the memory freed after it stays
+    scattered in half-used arenas (docs/performance.md, "Memory with 2,000 tools"). A listing
+    waits at most `patience` seconds for a slot, then goes ahead without one: a server that never
+    answers holds up another server's listing by that much once, never more.
+    """
+
+    def __init__(self, size: int = LISTINGS_AT_ONCE, patience: float = SLOT_PATIENCE) -> None:
+        self._free = anyio.Semaphore(size)
+        self._patience = patience
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold a slot while listing, or none after waiting `patience` seconds for one."""
+        held = False
+        with anyio.move_on_after(self._patience):
+            await self._free.acquire()
+            held = True
+        try:
+            yield
+        finally:
+            if held:
+                self._free.release()
 
 
 PageFetch = Callable[[str | None], Awaitable[tuple[list[Any], str | None]]]

@@ -14,6 +14,8 @@ import mcp_types as types
 import pytest
 import yaml
 from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
@@ -21,8 +23,10 @@ from gateway.auth.identity import Identity
 from gateway.config.loading import parse_config
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
+from gateway.upstreams.connection import State
+from gateway.upstreams.listing import LISTINGS_AT_ONCE
 from gateway.upstreams.transports import TransportFactory
-from tests.support.harness import REPO, free_port, http_gateway, listening, make_config
+from tests.support.harness import REPO, free_port, http_gateway, listening, make_config, placeholder
 from tests.support.probe import gated, silent_transport, wait_until
 from tests.support.toy import build_server as toy
 
@@ -131,6 +135,44 @@ async def test_a_tool_of_a_server_not_connected_yet_says_so_to_roles_that_may_se
     assert answers["ops"][1] == "Unknown tool: 'nowhere__anything'"
     # A role that may not see the server is answered exactly as for a name that does not exist.
     assert answers["intern"] == ["Unknown tool: 'stuck__anything'", "Unknown tool: 'nowhere__anything'"]
+
+
+def stuck_at_listing(entered: Callable[[], None]) -> TransportFactory:
+    """A server in memory that shakes hands, then never answers `tools/list`; `entered` is called when asked."""
+
+    async def never_lists(ctx: Any, params: Any) -> types.ListToolsResult:
+        entered()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return lambda: InMemoryTransport(Server("stuck", on_list_tools=never_lists))
+
+
+async def test_servers_that_never_answer_their_listing_keep_no_other_server_out_of_the_catalog(
+    tmp_path: Path,
+) -> None:
+    # More of them than a gateway lists at once, each asked before the healthy server connects.
+    stuck = [f"stuck{index}" for index in range(LISTINGS_AT_ONCE + 1)]
+    config = make_config(tmp_path, placeholder([*stuck, "toy"]), upstream_connect_timeout=CONNECT_TIMEOUT)
+    all_asked = anyio.Event()
+    asked = 0
+
+    def entered() -> None:
+        nonlocal asked
+        asked += 1
+        if asked == len(stuck):
+            all_asked.set()
+
+    transports = {name: stuck_at_listing(entered) for name in stuck} | {"toy": gated(toy(), all_asked)}
+    with anyio.fail_after(CONNECT_TIMEOUT / 2):
+        gateway = Gateway(config, transports=transports, local_identity=Identity("ivy", "admin", "stdio"))
+        async with gateway.running(), Client(build_server(gateway), mode="legacy") as client:
+            await wait_until(lambda: {s.name: s.state for s in gateway.statuses()}["toy"] == State.READY, 20)
+            result = await client.call_tool("toy__echo", {"text": "still served"})
+            states = {status.name: status.state for status in gateway.statuses()}
+
+    assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["still served"]
+    assert {states[name] for name in stuck} == {State.CONNECTING}
 
 
 def write_config(tmp_path: Path, servers: dict[str, Any], **settings: Any) -> Path:
