@@ -243,7 +243,9 @@ class Upstream:
                 with anyio.fail_after(timeout):
                     await session.initialize()
                     step = "the first listing"
-                    await self._publish(session)
+                    # Held for the first listing only, which the connect timeout bounds.
+                    async with self._listing_slots.slot():
+                        await self._publish(session)
             except TimeoutError:
                 # Told at once: closing a server that hangs takes a few seconds more.
                 self._error = f"timed out after {timeout:g} s during {step}"
@@ -331,8 +333,7 @@ class Upstream:
 
     async def _publish(self, session: UpstreamSession) -> None:
         capabilities = session.server_capabilities
-        async with self._listing_slots.slot():
-            records = records_for(self.config, await self._listed("tools/list", session.tool_page))
+        records = records_for(self.config, await self._listed("tools/list", session.tool_page))
         resources: list[types.Resource] = []
         templates: list[types.ResourceTemplate] = []
         prompts: list[types.Prompt] = []

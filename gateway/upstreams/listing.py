@@ -164,13 +164,13 @@ def _sandbox_kind(sandbox: Any) -> str | None:
 
 
 class ListingSlots:
-    """At most `size` servers' tool listings in flight at once, across a gateway's upstreams.
+    """At most `size` servers' first listings in flight at once, across a gateway's upstreams.
 
     Servers starting together answer their first `tools/list` together, and every page decoded
     before any is made into records raises the heap's peak; the memory freed after it stays
-    scattered in half-used arenas (docs/performance.md, "Memory with 2,000 tools"). A listing
-    waits at most `patience` seconds for a slot, then goes ahead without one: a server that never
-    answers holds up another server's listing by that much once, never more.
+    scattered in half-used arenas (docs/performance.md, "At most two tool listings in flight").
+    A listing waits at most `patience` seconds for a slot, then goes ahead without one: a server
+    that never answers holds up another server's listing by that much once, never more.
     """
 
     def __init__(self, size: int = LISTINGS_AT_ONCE, patience: float = SLOT_PATIENCE) -> None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import copy
 
-import anyio
 import mcp_types as types
 import pytest
-from anyio.lowlevel import checkpoint
 
 from gateway.config.model import ServerConfig, ToolSettings
 from gateway.errors import ToolExecutionError
-from gateway.upstreams.listing import ListingSlots, records_for, shared
+from gateway.upstreams.listing import records_for, shared
 
 QUERY = {"type": "string", "description": "What to look for"}
 
@@ -99,47 +97,3 @@ def test_sharing_keeps_types_apart_that_compare_equal() -> None:
     assert result == value
     assert [type(item) for item in result["a"]] == [int, bool, float]
     assert result["c"] == {} and result["d"] == []
-
-
-@pytest.mark.anyio
-async def test_no_more_listings_run_at_once_than_there_are_slots() -> None:
-    slots = ListingSlots(size=2, patience=60)
-    running, most = 0, 0
-
-    async def listing() -> None:
-        nonlocal running, most
-        async with slots.slot():
-            running += 1
-            most = max(most, running)
-            for _ in range(5):
-                await checkpoint()
-            running -= 1
-
-    async with anyio.create_task_group() as group:
-        for _ in range(6):
-            group.start_soon(listing)
-
-    assert most == 2
-
-
-@pytest.mark.anyio
-async def test_a_listing_that_never_ends_holds_up_the_next_only_for_the_patience() -> None:
-    slots = ListingSlots(size=1, patience=0.05)
-    holding = anyio.Event()
-
-    async def never_ends() -> None:
-        async with slots.slot():
-            holding.set()
-            await anyio.sleep_forever()
-
-    went_ahead = False
-    # A bound on the test, far above the patience.
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as group:
-            group.start_soon(never_ends)
-            await holding.wait()
-            async with slots.slot():
-                went_ahead = True
-            group.cancel_scope.cancel()
-
-    assert went_ahead
