@@ -8,45 +8,53 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
-from benchmarks.gateway_latency import REPO, Measurement, report, upstream_pids
+from benchmarks.gateway_latency import REPO, Measurement, children_of, report, upstream_pids
 
 # A bound on waiting for a process to start, not a timing assertion.
 START_BOUND = 60.0
 
 
 @pytest.fixture
-def echo_below_a_launcher() -> Iterator[subprocess.Popen[bytes]]:
-    """A process that starts the echo server over stdio as its child, as a gateway's launcher does."""
-    launcher = "import subprocess, sys; subprocess.run([sys.executable, '-m', 'servers.echo'])"
-    process = subprocess.Popen(
-        [sys.executable, "-c", launcher], cwd=REPO, stdin=subprocess.PIPE, start_new_session=True
+def serving_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that runs the echo server over stdio under the gateway's own launcher, as `gateway
+    serve` does (the launcher leads a process group of its own)."""
+    launcher = REPO / "gateway" / "upstreams" / "launcher.py"
+    # The launcher is told its parent's pid, as the gateway tells it its own.
+    runner = (
+        "import os, subprocess, sys; "
+        "subprocess.run([sys.executable, '-I', '-S', sys.argv[1], str(os.getpid()), sys.executable, "
+        "'-m', 'servers.echo'], stdin=subprocess.PIPE)"
     )
+    process = subprocess.Popen([sys.executable, "-c", runner, str(launcher)], cwd=REPO, start_new_session=True)
     try:
         yield process
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
+        groups = [process.pid, *children_of(process.pid)]
+        for group in groups:
+            with suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         process.wait()
-        assert process.stdin is not None
-        process.stdin.close()
 
 
 def test_the_echo_server_below_a_serving_process_is_found_and_its_launcher_is_not(
-    echo_below_a_launcher: subprocess.Popen[bytes],
+    serving_process: subprocess.Popen[bytes],
 ) -> None:
     deadline = time.monotonic() + START_BOUND
-    found = upstream_pids(echo_below_a_launcher.pid)
+    found = upstream_pids(serving_process.pid)
     while not found and time.monotonic() < deadline:
         time.sleep(0.05)
-        found = upstream_pids(echo_below_a_launcher.pid)
+        found = upstream_pids(serving_process.pid)
 
+    launchers = children_of(serving_process.pid)
     assert len(found) == 1
+    assert found == [child for launcher in launchers for child in children_of(launcher)]
     command = Path(f"/proc/{found[0]}/cmdline").read_bytes().split(b"\0")
-    assert b"servers.echo" in command
-    assert found[0] != echo_below_a_launcher.pid
+    assert command[-2:] == [b"servers.echo", b""]
 
 
 def test_the_report_adds_up_each_path_s_cpu_and_the_share_of_direct_it_allows() -> None:
