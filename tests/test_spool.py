@@ -122,8 +122,7 @@ async def test_a_running_store_ships_its_spooled_rows_and_empties_its_file(
                 entry = AuditEntry(float(n), "s1", "alice", "echo", "d", "ok", 1.0, f"row {n}")
                 await store.record(entry)
             files = list(spool_dir.glob("*.jsonl"))
-            # Only a store across the network spools; SQLite commits each batch itself.
-            assert len(files) == (1 if store_backend.kind == "postgresql" else 0)
+            assert len(files) == 1
             assert [entry.detail for entry in await store.recent()] == [f"row {n}" for n in reversed(range(20))]
             assert [path.stat().st_size for path in files] == [0] * len(files)
             group.cancel_scope.cancel()

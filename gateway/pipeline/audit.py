@@ -3,38 +3,26 @@
 The rows live behind the store seam (`gateway.stores`): a SQLite file by default, or the
 PostgreSQL database several replicas share.
 
-Durability: SQLite runs in WAL mode with `synchronous=NORMAL`. A commit then has written its
-row into the WAL file (the operating system's page cache) before it returns, so the row
-survives the gateway being killed, `kill -9` included; only a power loss or kernel crash can
-take back the last commits. `synchronous=FULL` would add an fsync to every call (about 0.35 ms
-here against 0.02 ms) for that last case, which an audit trail of tool calls does not need.
-PostgreSQL has committed (and flushed) the row when the insert returns; rows bound for it are
-spooled first (below), which survives the process being killed the same way.
+Durability: SQLite runs in WAL mode with `synchronous=NORMAL`: a commit has written its rows into
+the WAL file (the operating system's page cache) before it returns. PostgreSQL has committed (and
+flushed) them when the insert returns. Either survives the gateway being killed.
 
-Batching, SQLite: while `maintain` runs, a call's row is queued and one writer task commits
-everything queued since its last commit in one transaction (group commit): the caller waits for
-that commit, so "committed before the result is returned" holds, and under load a commit is
-shared by every call that finished in the same turn of the event loop (about 14 us a row in a
-batch against 20 to 80 us for a SQLite row committed alone).
+Spooling: while `maintain` runs, a call's row is appended to a local spool file
+(`gateway.stores.spool`, `<data_dir>/spool/audit` or under `store.spool`) before the result is
+returned: one `write(2)`, which survives the process being killed (`kill -9` included) as a commit
+does. The writer ships spooled rows to the database in one transaction at most every
+`SHIP_INTERVAL` s, and a store opened on the same spool directory later replays what a killed
+process left. Each row carries a unique `row_id`, inserted with `ON CONFLICT DO NOTHING`, so a
+row both shipped and replayed is stored once. A commit on the caller's path would cost a network
+round trip for PostgreSQL; for SQLite, 50 to 70 us for a row committed alone against 7 to 8 us for
+its append (measured, docs/performance.md). `recent` waits for this process's spooled rows to
+ship, so a reader sees the calls it made. Without `maintain` (the command line, tests of the store
+alone) a row is committed at once.
 
-Spooling, PostgreSQL: a commit across the network on every call's path would cost a round trip
-and a commit per call, so while `maintain` runs a call's row is instead appended to a local spool
-file (`gateway.stores.spool`, `<data_dir>/spool/audit` or under `store.spool`) before the
-result is returned; the writer ships spooled rows to PostgreSQL in one pipelined transaction at
-most every `SHIP_INTERVAL` s, and a store opened on the same spool directory later replays what a
-killed process left. Each row carries a unique `row_id`, inserted with `ON CONFLICT DO NOTHING`,
-so a row both shipped and replayed is stored once. SQLite keeps its direct commit: it is already
-a local write with the same guarantee, and spooling would add the spool's append (4.7 us a row,
-measured) to the SQLite insert (11 to 14 us a row in batches of 8) that still follows. `recent`
-waits for this process's spooled rows to ship, so a reader sees the calls it made. Without
-`maintain` (the command line, tests of the store alone) a row is committed at once, on either
-backend.
-
-Threading: a SQLite batch is committed on the event loop (a hop to a worker thread and back
-costs about 100 us); one that crosses the network to PostgreSQL in a worker thread. What can
-stall SQLite for milliseconds is a WAL checkpoint, so automatic checkpoints are off and
-`maintain` runs them in a worker thread on a connection of its own; reads for `recent` also run
-in a worker thread.
+Threading: SQLite's inserts run on the event loop (a hop to a worker thread and back costs about
+100 us); PostgreSQL's cross the network in a worker thread. What can stall SQLite for
+milliseconds is a WAL checkpoint, so automatic checkpoints are off and `maintain` runs them in a
+worker thread on a connection of its own; reads for `recent` also run in a worker thread.
 """
 
 from __future__ import annotations
@@ -45,7 +33,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,15 +103,6 @@ class AuditEntry:
         return datetime.fromtimestamp(self.epoch, UTC).isoformat(timespec="milliseconds")
 
 
-@dataclass(slots=True)
-class _Batch:
-    """Rows waiting for the writer's next commit, and how their callers learn it is done."""
-
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    committed: anyio.Event = field(default_factory=anyio.Event)
-    error: AuditError | None = None
-
-
 CallObserver = Callable[[AuditEntry, str], None]
 """Told of every audited call, after its row is written: the entry and the source of its tool."""
 
@@ -139,11 +118,10 @@ class AuditStore:
     def __init__(self, db: Database, redact: Redactor = NO_SECRETS, spool_dir: Path | None = None) -> None:
         self._db = db
         self._redact = redact
-        self._batch = _Batch()
         self._wake = anyio.Event()
         self._writing = False
         self._row_ids = (f"{secrets.token_hex(6)}-{n}" for n in itertools.count())
-        self._spool = Spool(spool_dir) if spool_dir is not None and not db.inline_writes else None
+        self._spool = Spool(spool_dir) if spool_dir is not None else None
         self._spooled = 0
         self._shipped = 0
         self._shipment = anyio.Event()
@@ -171,52 +149,28 @@ class AuditStore:
     async def record(self, entry: AuditEntry) -> None:
         """Append `entry`; once this returns the row is committed, or spooled (see above)."""
         row = self._row(entry)
-        if not self._writing:
+        if self._spool is None or not self._writing:
             await self._commit([row])
             return
-        if self._spool is not None:
-            try:
-                self._spool.append(row)
-            except SpoolError as error:
-                raise AuditError(error.message) from None
-            self._spooled += 1
-            self._wake.set()
-            return
-        batch = self._batch
-        batch.rows.append(row)
+        try:
+            self._spool.append(row)
+        except SpoolError as error:
+            raise AuditError(error.message) from None
+        self._spooled += 1
         self._wake.set()
-        await batch.committed.wait()
-        if batch.error is not None:
-            raise batch.error
 
     async def maintain(self, interval: float = 5.0) -> None:
-        """Until cancelled: commit queued rows in batches, and the database's upkeep (SQLite's WAL
-        checkpoint) in a worker thread every `interval` s."""
+        """Until cancelled: ship spooled rows, and the database's upkeep (SQLite's WAL checkpoint)
+        in a worker thread every `interval` s."""
         async with anyio.create_task_group() as group:
-            group.start_soon(self._write_batches if self._spool is None else self._ship_spooled)
+            if self._spool is not None:
+                group.start_soon(self._ship_spooled, self._spool)
             while True:
                 await anyio.sleep(interval)
                 await anyio.to_thread.run_sync(self._upkeep)
 
-    async def _write_batches(self) -> None:
-        """The one writer: each time rows are queued, commit all of them in one transaction."""
-        self._writing = True
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake = anyio.Event()
-                await self._commit_batch()
-        finally:
-            # Rows queued after the last commit are written at once, their callers still waiting.
-            self._writing = False
-            if self._batch.rows:
-                with anyio.CancelScope(shield=True):
-                    await self._commit_batch()
-
-    async def _ship_spooled(self) -> None:
-        """The one writer of a spooling store: ship the spooled rows, then wait `SHIP_INTERVAL`."""
-        assert self._spool is not None
-        spool = self._spool
+    async def _ship_spooled(self, spool: Spool) -> None:
+        """The one writer: ship the spooled rows, then wait `SHIP_INTERVAL`."""
         self._writing = True
         try:
             while True:
@@ -240,7 +194,7 @@ class AuditStore:
         if not rows:
             return True
         try:
-            await anyio.to_thread.run_sync(self._insert, rows)
+            await self._commit(rows)
         except AuditError as error:
             log.warning("%d audit rows stay in the spool until the database takes them: %s", len(rows), error.message)
             return False
@@ -262,14 +216,6 @@ class AuditStore:
             orphan.replayed()
             if orphan.rows:
                 log.info("audit: %d rows replayed from %s, left by a process that ended", len(orphan.rows), orphan.path)
-
-    async def _commit_batch(self) -> None:
-        batch, self._batch = self._batch, _Batch()
-        try:
-            await self._commit(batch.rows)
-        except AuditError as error:
-            batch.error = error
-        batch.committed.set()
 
     async def _commit(self, rows: Sequence[Sequence[object]]) -> None:
         """Commit `rows` in one transaction: on the event loop when local, else in a worker thread."""

@@ -96,9 +96,8 @@ async def test_every_call_is_in_the_audit_trail_after_the_gateway_is_killed(
 async def test_every_answered_call_of_a_load_is_in_the_audit_trail_once_the_killed_gateway_restarts(
     tmp_path: Path, store_backend: Backend
 ) -> None:
-    """SQLite commits a call's row (in batches shared by concurrent calls) before its answer;
-    PostgreSQL's rows are spooled to a local file before it and shipped later, so the restarted
-    gateway replays what the killed one had not shipped."""
+    """A call's row is spooled to a local file before its answer and shipped to the database
+    later, so the restarted gateway replays what the killed one had not shipped."""
     config = write_config(tmp_path, store_backend)
     command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port"]
     answered: list[dict[str, str]] = []
@@ -125,8 +124,7 @@ async def test_every_answered_call_of_a_load_is_in_the_audit_trail_once_the_kill
                 process.send_signal(signal.SIGKILL)
                 killed.set()
     spool = tmp_path / "data" / "spool" / "audit"
-    if store_backend.kind == "postgresql":
-        assert [path.name for path in spool.glob("*.jsonl")] != []
+    assert [path.name for path in spool.glob("*.jsonl")] != []
     with anyio.fail_after(60):
         async with _serving(command):
             db = open_database(store_backend.settings, tmp_path / "data", "audit")

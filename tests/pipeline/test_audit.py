@@ -247,15 +247,22 @@ async def test_a_database_written_before_request_ids_gains_the_column_and_keeps_
     sqlite_store(tmp_path).close()
 
 
-async def test_rows_recorded_together_are_each_committed_before_their_record_returns(tmp_path: Path) -> None:
+async def test_rows_recorded_together_are_each_on_disk_before_their_record_returns_and_then_in_the_database(
+    tmp_path: Path,
+) -> None:
     store = sqlite_store(tmp_path)
-    committed: dict[int, int] = {}
+    kept: dict[int, bool] = {}
+
+    def on_disk(session: str) -> bool:
+        """Whether a process killed now would leave the row behind: in a spool file, or committed."""
+        spooled = any(f'"{session}"' in path.read_text() for path in (tmp_path / "spool" / "audit").glob("*.jsonl"))
+        with closing(sqlite3.connect(tmp_path / "audit.db")) as reader:
+            committed = reader.execute("SELECT count(*) FROM audit WHERE session = ?", (session,)).fetchone()[0]
+        return spooled or committed == 1
 
     async def one(n: int) -> None:
         await store.record(entry(n, session=f"s{n}"))
-        # Another connection sees the row as soon as the caller is told it is written.
-        with closing(sqlite3.connect(tmp_path / "audit.db")) as reader:
-            committed[n] = reader.execute("SELECT count(*) FROM audit WHERE session = ?", (f"s{n}",)).fetchone()[0]
+        kept[n] = on_disk(f"s{n}")
 
     try:
         async with anyio.create_task_group() as writer:
@@ -265,7 +272,9 @@ async def test_rows_recorded_together_are_each_committed_before_their_record_ret
                 async with anyio.create_task_group() as calls:
                     for n in range(16):
                         calls.start_soon(one, n)
+                recorded = await store.recent(limit=100)
             writer.cancel_scope.cancel()
     finally:
         store.close()
-    assert committed == dict.fromkeys(range(16), 1)
+    assert kept == dict.fromkeys(range(16), True)
+    assert sorted(row.session for row in recorded) == sorted(f"s{n}" for n in range(16))
