@@ -139,7 +139,12 @@ class PipeReader(_Pipe, ByteReceiveStream):
     """The read end of a pipe as an anyio byte stream."""
 
     async def receive(self, max_bytes: int = _CHUNK) -> bytes:
-        """The next bytes; `EndOfStream` once the writer has closed its end."""
+        """The next bytes; `EndOfStream` once the writer has closed its end.
+
+        The checkpoint comes before the read: a reader that has just handed on an answer lets the
+        task it woke run before it looks for more, and waits for the pipe after that task.
+        """
+        await anyio.lowlevel.checkpoint()
         while True:
             try:
                 data = os.read(self._open(), max_bytes)
@@ -148,7 +153,6 @@ class PipeReader(_Pipe, ByteReceiveStream):
                 continue
             if not data:
                 raise anyio.EndOfStream
-            await anyio.lowlevel.checkpoint()
             return data
 
 
