@@ -120,7 +120,9 @@ class AuditStore:
         self._redact = redact
         self._wake = anyio.Event()
         self._writing = False
-        self._row_ids = (f"{secrets.token_hex(6)}-{n}" for n in itertools.count())
+        # Unique across processes by the random prefix, within this store by the count.
+        prefix = secrets.token_hex(6)
+        self._row_ids = (f"{prefix}-{n}" for n in itertools.count())
         self._spool = Spool(spool_dir) if spool_dir is not None else None
         self._spooled = 0
         self._shipped = 0
