@@ -27,6 +27,7 @@ from pathlib import Path
 
 import anyio
 
+from benchmarks.gateway_latency import spread
 from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.stores import StoreSettings
 
@@ -94,10 +95,6 @@ async def measure(rows: int, spooled: bool) -> tuple[Figures, Figures]:
     return figures
 
 
-def _spread(values: Sequence[float]) -> str:
-    return f"{statistics.median(values):.0f} us [{min(values):.0f}-{max(values):.0f}]"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2000)
@@ -113,11 +110,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"| way | one at a time: wait | CPU a row | {CONCURRENCY} at once: wait | CPU a row |")
     print("|---|---|---|---|---|")
     for name, rounds in results.items():
-        alone, together = [r[0] for r in rounds], [r[1] for r in rounds]
-        print(
-            f"| {name} | {_spread([f.wait_us for f in alone])} | {_spread([f.cpu_us for f in alone])} | "
-            f"{_spread([f.wait_us for f in together])} | {_spread([f.cpu_us for f in together])} |"
-        )
+        columns = [[r[0].wait_us for r in rounds], [r[0].cpu_us for r in rounds]]
+        columns += [[r[1].wait_us for r in rounds], [r[1].cpu_us for r in rounds]]
+        print(f"| {name} | " + " | ".join(spread(column, ".0f", " us") for column in columns) + " |")
 
 
 if __name__ == "__main__":

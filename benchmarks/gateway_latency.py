@@ -342,9 +342,10 @@ def rounds(
     return results, loads
 
 
-def _spread(values: Sequence[float], form: str) -> str:
-    """`median [min-max]` of `values`, each formatted with `form`."""
-    return f"{format(statistics.median(values), form)} [{format(min(values), form)}-{format(max(values), form)}]"
+def spread(values: Sequence[float], form: str, unit: str = "") -> str:
+    """`median<unit> [min-max]` of `values`, each formatted with `form`."""
+    low, high = format(min(values), form), format(max(values), form)
+    return f"{format(statistics.median(values), form)}{unit} [{low}-{high}]"
 
 
 def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: str, calls: int, seconds: float) -> str:
@@ -367,11 +368,11 @@ def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: 
         own_cpu = statistics.median(r.server_cpu_ms for r in runs)
         figures[name] = (statistics.median(added_by_round), statistics.median(share_by_round), own_cpu)
         rows.append(
-            f"{name:<10} {_spread([r.p50_ms for r in runs], '.2f'):>20} "
-            f"{'-' if name == 'direct' else _spread(added_by_round, '+.2f'):>20} "
-            f"{_spread([r.calls_per_s for r in runs], '.0f'):>16} "
-            f"{'-' if name == 'direct' else _spread(share_by_round, '.0%'):>20} "
-            f"{_spread([r.server_cpu_ms for r in runs], '.2f'):>20} {_spread(cpu_by_round, '.2f'):>18}"
+            f"{name:<10} {spread([r.p50_ms for r in runs], '.2f'):>20} "
+            f"{'-' if name == 'direct' else spread(added_by_round, '+.2f'):>20} "
+            f"{spread([r.calls_per_s for r in runs], '.0f'):>16} "
+            f"{'-' if name == 'direct' else spread(share_by_round, '.0%'):>20} "
+            f"{spread([r.server_cpu_ms for r in runs], '.2f'):>20} {spread(cpu_by_round, '.2f'):>18}"
         )
     added, share, cpu = figures["gateway"]
     rows += [
@@ -386,11 +387,11 @@ def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: 
         bound = [d.path_cpu_ms / m.path_cpu_ms for m, d in zip(runs, direct, strict=True)]
         upstream = [r.upstream_cpu_ms for r in runs if r.upstream_cpu_ms is not None]
         rows.append(
-            f"{name:<10} {_spread([r.client_cpu_ms for r in runs], '.2f'):>18} "
-            f"{_spread([r.server_cpu_ms for r in runs], '.2f'):>18} "
-            f"{_spread(upstream, '.2f') if upstream else '-':>18} "
-            f"{_spread([r.path_cpu_ms for r in runs], '.2f'):>18} "
-            f"{'-' if name == 'direct' else _spread(bound, '.0%'):>18}"
+            f"{name:<10} {spread([r.client_cpu_ms for r in runs], '.2f'):>18} "
+            f"{spread([r.server_cpu_ms for r in runs], '.2f'):>18} "
+            f"{spread(upstream, '.2f') if upstream else '-':>18} "
+            f"{spread([r.path_cpu_ms for r in runs], '.2f'):>18} "
+            f"{'-' if name == 'direct' else spread(bound, '.0%'):>18}"
         )
     rows += [
         "",

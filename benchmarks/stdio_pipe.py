@@ -27,6 +27,7 @@ from typing import TextIO
 
 import anyio
 
+from benchmarks.gateway_latency import spread
 from gateway.upstreams.spawn import spawn
 
 LINE = b'{"jsonrpc":"2.0","id":"gw-1","result":{"content":[{"type":"text","text":"hello"}]}}\n'
@@ -89,10 +90,6 @@ def blocking(trips: int) -> tuple[float, float]:
     return statistics.median(samples) * 1e6, cpu / trips * 1e6
 
 
-def _spread(values: Sequence[float]) -> str:
-    return f"{statistics.median(values):.1f} us [{min(values):.1f}-{max(values):.1f}]"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trips", type=int, default=4000)
@@ -108,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| way | p50 round trip | CPU a round trip (this process) |")
     print("|---|---|---|")
     for name, figures in (("the gateway's reader", reader), ("blocking reads and writes", blocked)):
-        print(f"| {name} | {_spread([f[0] for f in figures])} | {_spread([f[1] for f in figures])} |")
+        trip, cpu = spread([f[0] for f in figures], ".1f", " us"), spread([f[1] for f in figures], ".1f", " us")
+        print(f"| {name} | {trip} | {cpu} |")
 
 
 if __name__ == "__main__":
