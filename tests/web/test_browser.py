@@ -15,6 +15,7 @@ import pytest
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from gateway.config.loading import parse_config
@@ -133,11 +134,11 @@ def test_an_admin_adds_a_server_on_the_page_and_a_connected_client_sees_its_tool
         browser.find_element(By.XPATH, "//button[text()='Add server']").click()
         wait_for_text(browser, "#server-rows", "remote")
         portal.call(until_listed, client, "remote__echo")
-        # The list refreshes itself: the new server's row turns ready without a reload.
+        # The list refreshes itself: the new server's row turns ready without a reload. Each refresh
+        # replaces the rows, so the condition reads a row that went stale as not ready yet.
         row = (By.XPATH, "//tbody[@id='server-rows']/tr[th='remote']")
-        WebDriverWait(browser, WAIT).until(
-            lambda driver: "ready" in driver.find_element(*row).text, "the new server's row never showed it ready"
-        )
+        ready = expected_conditions.text_to_be_present_in_element(row, "ready")
+        WebDriverWait(browser, WAIT).until(ready, "the new server's row never showed it ready")
 
 
 def test_adding_a_server_while_the_store_is_locked_shows_a_503_page_and_adds_nothing(
