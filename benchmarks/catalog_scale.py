@@ -10,7 +10,10 @@ Each round, after waiting for a quiet machine (load average below `--quiet`, at 
 - **gateway**: `python -m gateway serve` with the 20 servers in its config; the time from starting
   it until a tools/list over HTTP shows all 2,000 tools; a full listing (every page) `--listings`
   times, once with the SDK client (what a client sees, its own parsing included) and once as raw
-  JSON-RPC over HTTP (the gateway's part: the client only decodes JSON); the gateway's RSS.
+  JSON-RPC over HTTP (the gateway's part: the client only decodes JSON); the gateway's RSS;
+- **floor**: the pages of that full listing answered from memory by a bare ASGI app on uvicorn,
+  the server the gateway runs on, and listed by the same raw client: the least a full listing
+  costs on this stack, whatever the gateway does.
 
 Each figure is printed per round, then as median and range, as a ratio to direct where there is
 one, with its target beside it.
@@ -26,8 +29,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack, suppress
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import ExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -38,7 +41,7 @@ import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, started
+from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, started, wait_until_ready
 
 SERVERS = 20
 TOOLS = 100
@@ -69,6 +72,48 @@ for index in range(count):
 server.run("stdio")
 """
 
+# Answers each request from memory: a handshake, 202 to a notification, the stored page of a cursor.
+FLOOR = """
+import json
+import sys
+
+import uvicorn
+
+with open(sys.argv[2], encoding="utf-8") as stored:
+    pages = {cursor: page.encode() for cursor, page in json.load(stored).items()}
+INITIALIZED = json.dumps({"protocolVersion": sys.argv[3], "capabilities": {"tools": {}},
+                          "serverInfo": {"name": "floor", "version": "0"}}).encode()
+
+
+async def app(scope, receive, send):
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body, more = body + message.get("body", b""), message.get("more_body", False)
+    if scope["method"] != "POST":
+        return await answer(send, 405, b"")
+    request = json.loads(body)
+    if "id" not in request:
+        return await answer(send, 202, b"")
+    if request["method"] == "initialize":
+        result = INITIALIZED
+    else:
+        result = pages[(request.get("params") or {}).get("cursor") or ""]
+    reply = b'{"jsonrpc":"2.0","id":' + json.dumps(request["id"]).encode() + b',"result":' + result + b"}"
+    await answer(send, 200, reply)
+
+
+async def answer(send, status, body):
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"mcp-session-id", b"floor")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="off", ws="none",
+            access_log=False)
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class PeerFigures:
@@ -94,6 +139,8 @@ class Round:
     raw_decode_ms: float
     gateway_cpu_ms: float
     rss_mb: float
+    floor_ms: float
+    floor_cpu_ms: float
     peers: Mapping[str, PeerFigures] = field(default_factory=dict)
 
 
@@ -195,6 +242,16 @@ class RawSession:
         self._headers["mcp-protocol-version"] = PROTOCOL
         await self.post("notifications/initialized", notify=True)
 
+    async def pages(self) -> dict[str, str]:
+        """A full listing's results as compact JSON, by the cursor that asked for each ('' for the first)."""
+        pages, cursor = {}, None
+        while True:
+            result = await self.post("tools/list", {"cursor": cursor} if cursor else {})
+            pages[cursor or ""] = json.dumps(result, separators=(",", ":"))
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return pages
+
     async def catalog_size(self, counts: Callable[[str], bool] = lambda name: "__" in name) -> int:
         """How many tools a full listing shows whose names `counts` (default: the gateway's
         upstream tools, named `<server>__<tool>`)."""
@@ -247,6 +304,8 @@ class GatewayFigures:
     """The gateway's CPU per raw full listing."""
     rss_mb: float
     """Its RSS afterwards."""
+    pages: Mapping[str, str]
+    """Its full listing, as `RawSession.pages` returns it."""
 
 
 async def through_gateway(directory: Path, listings: int) -> GatewayFigures:
@@ -280,12 +339,38 @@ async def through_gateway(directory: Path, listings: int) -> GatewayFigures:
 
             raw_samples = await _timed(listing, listings)
             cpu = (cpu_seconds(gateway.pid) - cpu_before) / (listings + 1) * 1000
+            pages = await raw.pages()
         async with Client(url, mode="legacy", cache=None) as client:
             sdk_samples = await _timed(lambda: _all_tools(client), listings)
         rss = rss_mb(gateway.pid)
     sdk_ms, raw_ms = statistics.median(sdk_samples) * 1000, statistics.median(raw_samples) * 1000
     decode_ms = statistics.median(decoding) * 1000
-    return GatewayFigures(catalog, startup_cpu, sdk_ms, raw_ms, decode_ms, cpu, rss)
+    return GatewayFigures(catalog, startup_cpu, sdk_ms, raw_ms, decode_ms, cpu, rss, pages)
+
+
+@asynccontextmanager
+async def floor_server(directory: Path, pages: Mapping[str, str]) -> AsyncIterator[tuple[str, int]]:
+    """FLOOR serving `pages` (as `RawSession.pages` returns them) on a free port; yields its URL and pid."""
+    stored = directory / "pages.json"
+    stored.write_text(json.dumps(pages), encoding="utf-8")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log = directory / "floor.log"
+    with started([sys.executable, "-c", FLOOR, str(port), str(stored), PROTOCOL], log=log) as server:
+        await anyio.to_thread.run_sync(wait_until_ready, server, url, log)
+        yield url, server.pid
+
+
+async def floor(directory: Path, pages: Mapping[str, str], listings: int) -> tuple[float, float]:
+    """p50 ms of a full listing of `pages` from `floor_server` with the raw client, and the server's
+    CPU ms per listing."""
+    async with floor_server(directory, pages) as (url, pid), httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http:
+        raw = RawSession(http, url)
+        await raw.open()
+        cpu_before = cpu_seconds(pid)
+        samples = await _timed(raw.catalog_size, listings)
+        cpu = (cpu_seconds(pid) - cpu_before) / (listings + 1) * 1000
+    return statistics.median(samples) * 1000, cpu
 
 
 async def _until_full(url: str, raw: RawSession) -> None:
@@ -338,6 +423,7 @@ def one_round(index: int, listings: int, quiet: float, quiet_timeout: float, pee
             from benchmarks import catalog_peers
 
             peers = catalog_peers.run_all(peers_dir, Path(temp), listings)
+        floor_ms, floor_cpu_ms = anyio.run(floor, Path(temp), gateway.pages, listings)
     return Round(
         load,
         limit,
@@ -349,6 +435,8 @@ def one_round(index: int, listings: int, quiet: float, quiet_timeout: float, pee
         gateway.raw_decode_ms,
         gateway.cpu_list_ms,
         gateway.rss_mb,
+        floor_ms,
+        floor_cpu_ms,
         peers,
     )
 
@@ -370,7 +458,8 @@ def report(rounds: Sequence[Round]) -> str:
         lines.append(
             f"{index:<6} {r.load:>5.2f} {r.limit_s:>8.2f} {r.catalog_s:>10.2f} {r.catalog_s / r.limit_s:>6.2f} "
             f"{r.startup_cpu_s:>9.2f} "
-            f"{r.direct_list_ms:>15.1f} {r.sdk_list_ms:>15.1f} {r.raw_list_ms:>15.1f} {r.gateway_cpu_ms:>15.1f} "
+            f"{r.direct_list_ms:>15.1f} {r.sdk_list_ms:>15.1f} {r.raw_list_ms:>15.1f} {r.floor_ms:>14.1f} "
+            f"{r.gateway_cpu_ms:>15.1f} "
             f"{r.rss_mb:>10.1f}"
         )
     ratio = [r.catalog_s / r.limit_s for r in rounds]
@@ -386,7 +475,10 @@ def report(rounds: Sequence[Round]) -> str:
         f"target <= {TARGET_LIST_MS:g} ms: {'met' if statistics.median(raw) <= TARGET_LIST_MS else 'MISSED'}",
         f"of which the client decoding the answers (text, then JSON), p50: "
         f"{_spread([r.raw_decode_ms for r in rounds], 'ms')}",
-        f"gateway CPU per full listing (raw): {_spread([r.gateway_cpu_ms for r in rounds], 'ms')}",
+        f"the same pages from memory on uvicorn (the floor), raw: {_spread([r.floor_ms for r in rounds], 'ms')}; "
+        f"the gateway adds {_spread([r.raw_list_ms - r.floor_ms for r in rounds], 'ms')} to it",
+        f"gateway CPU per full listing (raw): {_spread([r.gateway_cpu_ms for r in rounds], 'ms')}; "
+        f"the floor's: {_spread([r.floor_cpu_ms for r in rounds], 'ms')}",
         f"tools/list with the SDK client: {_spread([r.sdk_list_ms for r in rounds], 'ms')}, "
         f"{_spread(sdk_ratio, 'x', 2)} of listing the {SERVERS} servers directly "
         f"({_spread([r.direct_list_ms for r in rounds], 'ms')})",

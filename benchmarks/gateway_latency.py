@@ -7,7 +7,9 @@ each serving the same echo server and called by the SDK client over streamable H
 (a) direct: `servers.echo` served over streamable HTTP with JSON responses;
 (b) mcp-proxy and FastMCP's proxy (`benchmarks.peers`: pinned, installed into environments of
 their own on first use), each with that echo server as its stdio backend;
-(c) `python -m gateway serve` in its default configuration with that echo server as its one stdio upstream.
+(c) `python -m gateway serve` in its default configuration with that echo server as its one stdio upstream;
+(d) in the handshake era, `benchmarks.relay`: that echo server behind a bare ASGI app on uvicorn that
+only relays each request over the pipe, the floor of any gateway on this stack.
 Each round waits for a load average below 1.5 (at most `--quiet-timeout` s, then goes on and says
 so with the load it started at); the report gives the median and range over the rounds.
 """
@@ -274,7 +276,8 @@ class Contender:
 
 
 def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Contender]:
-    """Direct first (every ratio is to it), then the peers that speak `mode`, then the gateway."""
+    """Direct first (every ratio is to it), the relay (the floor, handshake era only), then the peers
+    that speak `mode`, then the gateway."""
 
     def direct(port: int, directory: Path) -> list[str]:
         return [sys.executable, "-c", ECHO_HTTP, str(port)]
@@ -291,7 +294,12 @@ def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Conten
         ]
         return [*command, "--port", str(port)]
 
+    def relay(port: int, directory: Path) -> list[str]:
+        return [sys.executable, "-m", "benchmarks.relay", str(port)]
+
     chosen = [Contender("direct", direct)]
+    if mode == "legacy":
+        chosen.append(Contender("relay", relay))
     if with_peers:
         for peer in peers.PEERS:
             if mode == "legacy" or peer.modern:
@@ -402,6 +410,13 @@ def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: 
         f"gateway CPU per call {cpu:.2f} ms (target <= {TARGET_CPU_MS} ms): "
         f"{'met' if cpu <= TARGET_CPU_MS else 'MISSED'}",
     ]
+    if "relay" in figures:
+        floor_added, floor_share, floor_cpu = figures["relay"]
+        rows.append(
+            f"the relay, the floor of a gateway on uvicorn with one stdio hop, adds {floor_added:+.2f} ms and keeps "
+            f"{floor_share:.0%} at {floor_cpu:.2f} ms of CPU a call; the gateway adds {added - floor_added:+.2f} ms "
+            f"to it"
+        )
     if "mcp-proxy" in figures:
         peer_added, peer_share, peer_cpu = figures["mcp-proxy"]
         ahead = added < peer_added and share > peer_share and cpu < peer_cpu
@@ -430,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="run the gateway with http_json_responses: true (one JSON body per request, as the direct server)",
     )
-    parser.add_argument("--no-peers", action="store_true", help="only direct and the gateway")
+    parser.add_argument("--no-peers", action="store_true", help="only direct, the relay and the gateway")
     parser.add_argument(
         "--quiet-timeout",
         type=float,
