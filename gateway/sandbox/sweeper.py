@@ -17,7 +17,9 @@ logger = logging.getLogger(__name__)
 def sweep(client: DockerClient, now: float, scope: str | None = None) -> int:
     """Remove every container of ours (of `scope`, if given) whose deadline is at or before `now`; return how many."""
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": scope_filter(scope)}):
+    # A container removed between the listing and its inspection (a pool's, a finished call's) is skipped.
+    listed = client.containers.list(all=True, filters={"label": scope_filter(scope)}, ignore_removed=True)
+    for container in listed:
         try:
             deadline = float(container.labels.get(LABEL_DEADLINE, "0"))
         except ValueError:

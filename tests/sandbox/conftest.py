@@ -72,7 +72,9 @@ def _no_sandbox_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def sandbox_ids(client: DockerClient) -> set[str]:
     """Ids of this test run's sandbox containers, running or not."""
-    return {str(c.id) for c in client.containers.list(all=True, filters={"label": scope_filter(SCOPE)})}
+    # Sparse: ids from the listing alone, with no inspection that a container removed meanwhile would fail.
+    listed = client.containers.list(all=True, filters={"label": scope_filter(SCOPE)}, sparse=True)
+    return {str(c.id) for c in listed}
 
 
 @pytest.fixture

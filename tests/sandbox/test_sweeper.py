@@ -41,3 +41,22 @@ def test_a_sweep_of_one_scope_leaves_other_scopes_alone(docker_client: DockerCli
     assert sweep_all(docker_client, f"{SCOPE}-other") == 0
     assert sandbox_ids(docker_client) == {mine}
     assert sweep_all(docker_client, SCOPE) == 1
+
+
+def test_a_container_removed_while_the_sweep_lists_them_is_skipped_and_the_rest_swept(
+    docker_client: DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The daemon removes `gone` after listing it and before the sweep inspects it, as when a warm
+    # pool or a finished call removes its container meanwhile.
+    gone = start(docker_client, started_ago=100, lifetime=10)
+    start(docker_client, started_ago=100, lifetime=10)
+    inspect = docker_client.api.inspect_container
+
+    def removed_first(container_id: str) -> object:
+        if container_id == gone:
+            docker_client.api.remove_container(gone, force=True)
+        return inspect(container_id)
+
+    monkeypatch.setattr(docker_client.api, "inspect_container", removed_first)
+    assert sweep(docker_client, time.time(), SCOPE) == 1
+    assert sandbox_ids(docker_client) == set()
