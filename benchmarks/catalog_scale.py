@@ -72,48 +72,6 @@ for index in range(count):
 server.run("stdio")
 """
 
-# Answers each request from memory: a handshake, 202 to a notification, the stored page of a cursor.
-FLOOR = """
-import json
-import sys
-
-import uvicorn
-
-with open(sys.argv[2], encoding="utf-8") as stored:
-    pages = {cursor: page.encode() for cursor, page in json.load(stored).items()}
-INITIALIZED = json.dumps({"protocolVersion": sys.argv[3], "capabilities": {"tools": {}},
-                          "serverInfo": {"name": "floor", "version": "0"}}).encode()
-
-
-async def app(scope, receive, send):
-    body, more = b"", True
-    while more:
-        message = await receive()
-        body, more = body + message.get("body", b""), message.get("more_body", False)
-    if scope["method"] != "POST":
-        return await answer(send, 405, b"")
-    request = json.loads(body)
-    if "id" not in request:
-        return await answer(send, 202, b"")
-    if request["method"] == "initialize":
-        result = INITIALIZED
-    else:
-        result = pages[(request.get("params") or {}).get("cursor") or ""]
-    reply = b'{"jsonrpc":"2.0","id":' + json.dumps(request["id"]).encode() + b',"result":' + result + b"}"
-    await answer(send, 200, reply)
-
-
-async def answer(send, status, body):
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"mcp-session-id", b"floor")]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="off", ws="none",
-            access_log=False)
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class PeerFigures:
@@ -350,13 +308,14 @@ async def through_gateway(directory: Path, listings: int) -> GatewayFigures:
 
 @asynccontextmanager
 async def floor_server(directory: Path, pages: Mapping[str, str]) -> AsyncIterator[tuple[str, int]]:
-    """FLOOR serving `pages` (as `RawSession.pages` returns them) on a free port; yields its URL and pid."""
+    """`benchmarks.floors pages` serving `pages` (as `RawSession.pages` returns them) on a free port;
+    yields its URL and pid."""
     stored = directory / "pages.json"
     stored.write_text(json.dumps(pages), encoding="utf-8")
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     log = directory / "floor.log"
-    with started([sys.executable, "-c", FLOOR, str(port), str(stored), PROTOCOL], log=log) as server:
+    with started([sys.executable, "-m", "benchmarks.floors", "pages", str(port), str(stored)], log=log) as server:
         await anyio.to_thread.run_sync(wait_until_ready, server, url, log)
         yield url, server.pid
 

@@ -8,8 +8,8 @@ each serving the same echo server and called by the SDK client over streamable H
 (b) mcp-proxy and FastMCP's proxy (`benchmarks.peers`: pinned, installed into environments of
 their own on first use), each with that echo server as its stdio backend;
 (c) `python -m gateway serve` in its default configuration with that echo server as its one stdio upstream;
-(d) in the handshake era, `benchmarks.relay`: that echo server behind a bare ASGI app on uvicorn that
-only relays each request over the pipe, the floor of any gateway on this stack.
+(d) in the handshake era, the relay of `benchmarks.floors`: that echo server behind a bare ASGI app on
+uvicorn that only relays each request over the pipe, the floor of any gateway on this stack.
 Each round waits for a load average below 1.5 (at most `--quiet-timeout` s, then goes on and says
 so with the load it started at); the report gives the median and range over the rounds.
 """
@@ -295,7 +295,7 @@ def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Conten
         return [*command, "--port", str(port)]
 
     def relay(port: int, directory: Path) -> list[str]:
-        return [sys.executable, "-m", "benchmarks.relay", str(port)]
+        return [sys.executable, "-m", "benchmarks.floors", "relay", str(port)]
 
     chosen = [Contender("direct", direct)]
     if mode == "legacy":

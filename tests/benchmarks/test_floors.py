@@ -1,4 +1,5 @@
-"""The relay, the per-call benchmark's floor, serves the echo tool to the SDK client over one stdio hop."""
+"""The relay, the per-call benchmark's floor (`benchmarks.floors`), serves the echo tool to the SDK client
+over one stdio hop."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.anyio
 async def test_the_sdk_client_lists_and_calls_the_echo_tool_through_the_relay(tmp_path: Path) -> None:
     port = free_port()
     url, log = f"http://127.0.0.1:{port}/mcp", tmp_path / "relay.log"
-    with started([sys.executable, "-m", "benchmarks.relay", str(port)], log=log) as relay:
+    with started([sys.executable, "-m", "benchmarks.floors", "relay", str(port)], log=log) as relay:
         await anyio.to_thread.run_sync(wait_until_ready, relay, url, log)
         async with Client(url, mode="legacy") as first, Client(url, mode="legacy") as second:
             assert [tool.name for tool in (await first.list_tools()).tools] == ["echo"]
