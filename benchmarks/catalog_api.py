@@ -101,7 +101,13 @@ async def measure(count: int, runs: int) -> list[tuple[str, float, float, float,
                         through.append(time.perf_counter() - started)
                         assert response.status_code == 200, response.text
                         started = time.perf_counter()
-                        query = ToolQuery(**{k: v for k, v in params.items() if k != "limit"})
+                        query = ToolQuery(
+                            q=params.get("q"),
+                            server=params.get("server"),
+                            tag=params.get("tag"),
+                            risk=params.get("risk"),
+                            layer=params.get("layer"),
+                        )
                         found = search(entries, query)
                         page(found, None, int(params.get("limit", "50")), lambda tool: tool.name)
                         direct.append(time.perf_counter() - started)
