@@ -200,26 +200,29 @@ class RawSession:
         self._headers["mcp-protocol-version"] = PROTOCOL
         await self.post("notifications/initialized", notify=True)
 
-    async def pages(self) -> dict[str, str]:
-        """A full listing's results as compact JSON, by the cursor that asked for each ('' for the first)."""
-        pages, cursor = {}, None
+    async def results(self) -> AsyncIterator[dict[str, Any]]:
+        """Each page's result of a full listing, following the cursors."""
+        cursor = None
         while True:
             result = await self.post("tools/list", {"cursor": cursor} if cursor else {})
-            pages[cursor or ""] = json.dumps(result, separators=(",", ":"))
+            yield result
             cursor = result.get("nextCursor")
             if cursor is None:
-                return pages
+                return
+
+    async def pages(self) -> dict[str, str]:
+        """A full listing's results as compact JSON, by the cursor that asked for each ('' for the first)."""
+        pages: dict[str, str] = {}
+        cursor = ""
+        async for result in self.results():
+            pages[cursor] = json.dumps(result, separators=(",", ":"))
+            cursor = result.get("nextCursor", "")
+        return pages
 
     async def catalog_size(self, counts: Callable[[str], bool] = lambda name: "__" in name) -> int:
         """How many tools a full listing shows whose names `counts` (default: the gateway's
         upstream tools, named `<server>__<tool>`)."""
-        count, cursor = 0, None
-        while True:
-            result = await self.post("tools/list", {"cursor": cursor} if cursor else {})
-            count += sum(counts(tool["name"]) for tool in result["tools"])
-            cursor = result.get("nextCursor")
-            if cursor is None:
-                return count
+        return sum([sum(counts(tool["name"]) for tool in result["tools"]) async for result in self.results()])
 
 
 def gateway_config(directory: Path) -> Path:

@@ -6,7 +6,8 @@ server, that do only what no gateway on this stack can skip. Each answers the ha
   stdio pipe, under an id of its own, and the answer back. No SDK layer, catalog, validation,
   roles, audit or result shaping.
 - `pages` (catalog_scale's floor for a full listing): answers `tools/list` from a JSON file of
-  pages (result JSON by cursor, '' for the first), each held as bytes and wrapped in the request's id.
+  pages (result JSON by cursor, '' for the first), each held as bytes and wrapped in the
+  request's id by the gateway's own `result_body`.
 
 `python -m benchmarks.floors relay PORT` or `python -m benchmarks.floors pages PORT PAGES` serves
 one at http://127.0.0.1:PORT/mcp.
@@ -26,6 +27,7 @@ from typing import Any
 import uvicorn
 
 from benchmarks.gateway_latency import REPO
+from gateway.frontdoors.hotpath import result_body
 
 Respond = Callable[[dict[str, Any]], Awaitable[bytes]]
 """A request (never `initialize`) to its encoded JSON-RPC answer."""
@@ -86,7 +88,7 @@ def pages_from(path: Path) -> Respond:
 
     async def respond(request: dict[str, Any]) -> bytes:
         page = pages[(request.get("params") or {}).get("cursor") or ""]
-        return b'{"jsonrpc":"2.0","id":' + json.dumps(request["id"]).encode() + b',"result":' + page + b"}"
+        return result_body(request["id"], page)
 
     return respond
 
