@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
 import mcp_types as types
 from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
 
 from gateway.errors import ToolExecutionError, ToolInputError
+from gateway.jsonschemas import Compiled, SchemaCache
 from gateway.pipeline.chain import CallNext, ToolCall
 
 # A violation quoting a huge argument would flood the model's context; the path says where it is.
@@ -24,13 +23,12 @@ _BROKEN_SCHEMA = "The tool's server publishes a broken schema; use another tool.
 class ValidateArguments:
     """Pipeline step: refuse calls whose arguments do not match the tool's input schema.
 
-    Compiled validators are cached by schema identity: a `ToolRecord` keeps its schema
-    object for its lifetime, so the hot path looks the validator up instead of rebuilding it.
+    Compiled schemas are cached by identity (`gateway.jsonschemas`): a `ToolRecord` keeps its
+    schema object for its lifetime, so the hot path looks them up instead of rebuilding them.
     """
 
     def __init__(self) -> None:
-        # Keyed by id(); the schema is kept alive in the value so the id cannot be reused.
-        self._cache: OrderedDict[int, tuple[Mapping[str, Any], Validator]] = OrderedDict()
+        self._schemas = SchemaCache(_CACHE_SIZE)
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Validate `call.arguments`, then pass the call on; raise `ToolInputError` on violations."""
@@ -42,9 +40,11 @@ class ValidateArguments:
 
     def violations(self, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
         """Every violation of `schema` by `arguments`, as `<json path>: <message>`, sorted."""
-        validator = self._validator(tool, schema)
+        compiled = self._compiled(tool, schema)
+        if compiled.accepts(arguments):
+            return []
         try:
-            errors = list(validator.iter_errors(dict(arguments)))
+            errors = list(compiled.validator.iter_errors(dict(arguments)))
         except Exception as error:
             # A schema can pass the meta-schema and still fail when applied (unresolvable $ref,
             # a regex Python rejects); that is the server's fault, not the caller's.
@@ -54,36 +54,21 @@ class ValidateArguments:
         ordered = sorted(errors, key=lambda error: (_path_key(error), error.message))
         return [f"{error.json_path}: {_clip(error.message)}" for error in ordered]
 
-    def _validator(self, tool: str, schema: Mapping[str, Any]) -> Validator:
-        key = id(schema)
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] is schema:
-            self._cache.move_to_end(key)
-            return cached[1]
-        validator = _compile(tool, schema)
-        self._cache[key] = (schema, validator)
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return validator
-
-
-def _compile(tool: str, schema: Mapping[str, Any]) -> Validator:
-    """A validator for `schema`, of the draft its `$schema` names (2020-12 by default)."""
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(dict(schema))
-    except jsonschema.SchemaError as error:
-        raise ToolExecutionError(
-            f"Tool '{tool}' has an invalid input schema at {error.json_path}: {_clip(error.message)}",
-            hint=_BROKEN_SCHEMA,
-        ) from None
-    except Exception as error:
-        # Checking can fail before judging the schema: `$schema` is not a string, nesting passes the recursion limit.
-        raise ToolExecutionError(
-            f"Tool '{tool}' has an input schema that cannot be checked: {type(error).__name__}: {_clip(str(error))}",
-            hint=_BROKEN_SCHEMA,
-        ) from None
-    return cls(schema)
+    def _compiled(self, tool: str, schema: Mapping[str, Any]) -> Compiled:
+        try:
+            return self._schemas.get(schema)
+        except jsonschema.SchemaError as error:
+            raise ToolExecutionError(
+                f"Tool '{tool}' has an invalid input schema at {error.json_path}: {_clip(error.message)}",
+                hint=_BROKEN_SCHEMA,
+            ) from None
+        except Exception as error:
+            # Checking can fail before judging the schema: `$schema` not a string, nesting past the recursion limit.
+            failure = f"{type(error).__name__}: {_clip(str(error))}"
+            raise ToolExecutionError(
+                f"Tool '{tool}' has an input schema that cannot be checked: {failure}",
+                hint=_BROKEN_SCHEMA,
+            ) from None
 
 
 def _path_key(error: ValidationError) -> tuple[tuple[int, int, str], ...]:

@@ -7,10 +7,9 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from jsonschema.protocols import Validator
 
+from gateway import jsonschemas
 from gateway.errors import ToolExecutionError, ToolInputError
-from gateway.pipeline import validation
 from gateway.pipeline.chain import Pipeline, ToolCall
 from gateway.pipeline.validation import ValidateArguments
 
@@ -124,15 +123,15 @@ async def test_a_schema_with_an_unresolvable_ref_is_an_execution_error(make_call
 async def test_validators_are_compiled_once_per_schema(make_call: MakeCall, monkeypatch: pytest.MonkeyPatch) -> None:
     step = ValidateArguments()
     arguments = {"title": "t", "items": [{"name": 1}]}
-    compiled: list[str] = []
-    compile_ = validation._compile
+    compiled: list[Mapping[str, Any]] = []
+    compile_ = jsonschemas.compile_schema
 
     # Counting compiles is exact where timing them is not on a busy machine.
-    def counted(tool: str, schema: Mapping[str, Any]) -> Validator:
-        compiled.append(tool)
-        return compile_(tool, schema)
+    def counted(schema: Mapping[str, Any]) -> jsonschemas.Compiled:
+        compiled.append(schema)
+        return compile_(schema)
 
-    monkeypatch.setattr(validation, "_compile", counted)
+    monkeypatch.setattr(jsonschemas, "compile_schema", counted)
 
     async def compiles(fresh_schema: bool) -> int:
         compiled.clear()
