@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import mcp_types as types
+import pydantic_core
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
@@ -59,11 +60,14 @@ def version_refusal(value: str | None) -> Response | None:
 
 
 def parse_message(body: bytes) -> tuple[Any, Response | None]:
-    """A POST body parsed, with the answer to one that is not JSON (then the message is None)."""
+    """A POST body parsed, with the answer to one that is not JSON (then the message is None).
+
+    Parsed as the SDK's transports parse (pydantic's JSON decoder): a string that is not Unicode
+    (a lone surrogate escape) is refused here, since nothing after could encode it again."""
     try:
-        return json.loads(body), None
-    except (ValueError, RecursionError):
-        return None, refusal("Parse error: the body is not JSON", code=types.PARSE_ERROR)
+        return pydantic_core.from_json(body), None
+    except ValueError as error:
+        return None, refusal(f"Parse error: the body is not JSON ({error})", code=types.PARSE_ERROR)
 
 
 def message_refusal(message: Any, *, in_session: bool) -> Response | None:

@@ -260,14 +260,14 @@ class AuditStore:
             next(self._row_ids),
             entry.time,
             entry.epoch,
-            redact(entry.session),
-            redact(entry.caller),
-            redact(entry.tool),
+            _storable(redact(entry.session)),
+            _storable(redact(entry.caller)),
+            _storable(redact(entry.tool)),
             entry.args_digest,
             entry.outcome,
             entry.duration_ms,
             # Redacted before it is cut, so that no part of a secret is left at the cut.
-            _one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS],
+            _storable(_one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS]),
             entry.request_id,
         )
 
@@ -377,6 +377,18 @@ def _one_line(text: str) -> str:
     # One row is one line wherever it is shown; a multi-line error (every violation of a
     # schema) would otherwise read as several rows in `gateway audit` and in logs.
     return " ".join(text.split())
+
+
+def _storable(text: str) -> str:
+    """`text` with each lone surrogate (an in-process tool's text may hold one; UTF-8, the spool's
+    and the databases' encoding, cannot) replaced by U+FFFD, so that the row is never lost."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _first_text(result: types.CallToolResult) -> str:

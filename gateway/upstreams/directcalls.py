@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from mcp.client.session import _later_revision_fields
 from mcp.shared.exceptions import MCPError
 from mcp_types.methods import validate_server_result
@@ -79,7 +80,7 @@ class DirectCalls:
         if not self._waiting:
             return False
         try:
-            message = json.loads(line)
+            message = pydantic_core.from_json(line)
         except ValueError:
             return False
         if not isinstance(message, dict) or "method" in message:

@@ -1,5 +1,6 @@
 """An upstream that lies or floods is contained: the gateway keeps serving with clear errors."""
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +9,7 @@ import pytest
 from mcp.server import Server
 
 from gateway.upstreams.listing import MAX_DESCRIPTION_CHARS
-from tests.support.harness import gateway_client, in_memory, make_config, placeholder
+from tests.support.harness import REPO, gateway_client, in_memory, make_config, placeholder
 
 HUGE = "Describes itself at length. " * 20_000
 BROKEN_SCHEMA = {"type": "object", "properties": {"a": {"type": "no-such-type"}}}
@@ -51,3 +52,36 @@ async def test_a_tool_with_an_invalid_schema_fails_clearly_and_the_others_still_
     assert "schema" in broken.content[0].text.lower()  # type: ignore[union-attr]
     assert "Traceback" not in broken.content[0].text  # type: ignore[union-attr]
     assert fine.content[0].text == "ran verbose"  # type: ignore[union-attr]
+
+
+def handwritten(mode: str) -> dict[str, Any]:
+    """The config entry of `tests.support.handwritten` in `mode`."""
+    return {"command": sys.executable, "args": ["-m", "tests.support.handwritten", mode], "cwd": str(REPO)}
+
+
+@pytest.mark.anyio
+async def test_a_result_holding_a_lone_surrogate_fails_its_call_at_once_and_the_call_is_audited(
+    tmp_path: Path,
+) -> None:
+    config = make_config(tmp_path, {"odd": handwritten("lone-result")})
+    async with gateway_client(config) as (gateway, client):
+        result = await client.call_tool("odd__odd", {})
+        rows = await gateway.audit.recent(1)
+    assert result.is_error
+    assert "The server's response cannot be read: unexpected end of hex escape" in result.content[0].text  # type: ignore[union-attr]
+    assert [(row.tool, row.outcome) for row in rows] == [("odd__odd", "error")]
+
+
+@pytest.mark.anyio
+async def test_a_listing_holding_a_lone_surrogate_leaves_that_server_out_and_every_other_tool_listed(
+    tmp_path: Path,
+) -> None:
+    config = make_config(tmp_path, {"odd": handwritten("lone-listing"), **placeholder(["hostile"])})
+    transports = in_memory({"hostile": hostile_server()})
+    async with gateway_client(config, transports=transports) as (gateway, client):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        status = {entry.name: entry for entry in gateway.statuses()}["odd"]
+    assert {"hostile__verbose", "hostile__broken"} <= names
+    assert not any(name.startswith("odd__") for name in names)
+    assert status.error is not None
+    assert "The server's response cannot be read" in status.error

@@ -112,6 +112,22 @@ async def test_a_malformed_envelope_gets_400_and_a_one_line_invalid_request_then
         assert "toy__echo" in await session.tools()
 
 
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_body_with_a_string_that_is_not_unicode_gets_400_parse_error_then_serving_goes_on(
+    tmp_path: Path, era: str
+) -> None:
+    # JSON's grammar lets a string escape half a surrogate pair; no UTF-8 text can hold one.
+    params = b'{"name":"toy__echo","arguments":{"text":"a\\ud800"}}'
+    call = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":' + params + b"}"
+    async with caller(tmp_path, era) as session:
+        response = await session.http.post(session.url, content=call, headers=session.headers)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == -32700
+        assert error["message"].startswith("Parse error: the body is not JSON (unexpected end of hex escape")
+        assert "toy__echo" in await session.tools()
+
+
 async def test_a_second_initialize_on_a_live_session_is_refused_and_the_session_goes_on(tmp_path: Path) -> None:
     async with caller(tmp_path, "legacy") as session:
         again = {**INITIALIZE, "id": 2, "params": {**INITIALIZE["params"], "protocolVersion": "2024-11-05"}}

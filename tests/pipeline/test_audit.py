@@ -193,6 +193,33 @@ async def test_an_error_result_is_recorded_as_an_error_with_its_text(store: Audi
     assert (row.outcome, row.detail) == ("error", "no such file")
 
 
+async def test_an_error_text_holding_a_lone_surrogate_is_recorded_with_a_replacement_character(
+    store: AuditStore, make_call: MakeCall
+) -> None:
+    # A file name Python decoded with surrogateescape, say, in an in-process tool's error.
+    async def error_result(call: ToolCall) -> types.CallToolResult:
+        return text_result("cannot open \udcff.txt", is_error=True)
+
+    await AuditCalls(store, Ticks())(make_call(), error_result)
+    [row] = await store.recent()
+    assert row.detail == "cannot open \ufffd.txt"
+
+
+async def test_a_spooled_row_holding_a_lone_surrogate_is_written_and_shipped(tmp_path: Path) -> None:
+    store = sqlite_store(tmp_path)
+    try:
+        async with anyio.create_task_group() as writer:
+            writer.start_soon(store.maintain)
+            await anyio.lowlevel.checkpoint()
+            await store.record(AuditEntry(1.0, "s1", "c", "tool\ud800", "d", "error", 1.0, "half \ud800 a pair"))
+            with anyio.fail_after(10):
+                [row] = await store.recent()
+            writer.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert (row.tool, row.detail) == ("tool\ufffd", "half \ufffd a pair")
+
+
 async def test_an_unexpected_exception_is_recorded_and_reraised(store: AuditStore, make_call: MakeCall) -> None:
     async def crashing(call: ToolCall) -> types.CallToolResult:
         raise RuntimeError("boom")
