@@ -73,6 +73,7 @@ class Metrics:
             buckets=CALL_BUCKETS,
             registry=self.registry,
         )
+        self._call_series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
         self._refusals = Counter(
             "gateway_refusals",
             "Calls and sessions the gateway refused, by reason.",
@@ -110,8 +111,13 @@ class Metrics:
         if outcome.startswith(REFUSED):
             self.refusal(outcome.removeprefix(REFUSED))
             outcome = "refused"
-        self._calls.labels(tool, server, outcome).inc()
-        self._call_seconds.labels(tool, server).observe(seconds)
+        series = self._call_series.get((tool, server, outcome))
+        if series is None:
+            # The client library checks and looks up label values on every `labels`; a call need not.
+            series = self._calls.labels(tool, server, outcome), self._call_seconds.labels(tool, server)
+            self._call_series[tool, server, outcome] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     def refusal(self, reason: str) -> None:
         """The gateway refused something (a call, a session) for `reason`."""

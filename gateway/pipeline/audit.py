@@ -74,6 +74,7 @@ FLUSH_TIMEOUT = 10.0
 REPLAY_BATCH = 1000
 """Rows of a dead process's spool file inserted per transaction."""
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 _INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
 _WIDTH = 11
 
@@ -350,8 +351,7 @@ class AuditCalls:
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of `arguments`: proves what was sent without storing it."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(arguments).encode()).hexdigest()
 
 
 def outcome_of(error: GatewayError) -> str:

@@ -56,6 +56,9 @@ _VOLATILE_KEYS = frozenset(
         "salt",
     }
 )
+# One encoder each, built once: `json.dumps` with options builds a new one on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_SAID = json.JSONEncoder(sort_keys=True, default=str)
 _VOLATILE = "<volatile>"
 _TIME = "<time>"
 
@@ -180,9 +183,7 @@ def _check_limits(window: int, repeat_limit: int) -> None:
 
 def fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """The identity of a call for loop detection: tool plus normalised canonical arguments."""
-    canonical = json.dumps(
-        _normalise(dict(arguments)), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
+    canonical = _CANONICAL.encode(_normalise(dict(arguments)))
     # surrogatepass: arguments of in-process callers may hold lone surrogates, which UTF-8 cannot encode.
     return hashlib.sha256(f"{tool}\n{canonical}".encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -190,7 +191,7 @@ def fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
 def result_digest(result: types.CallToolResult) -> str:
     """A digest of what a result says (content, structured content, error flag)."""
     said = result.model_dump(mode="json", include={"content", "structured_content", "is_error"})
-    return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(_SAID.encode(said).encode()).hexdigest()
 
 
 def error_digest(error: ToolError) -> str:

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 SEGMENT_BYTES = 4 * 1024 * 1024
 """A file that has grown past this while rows kept arriving is retired, and a new one started:
 under steady load the current file may never be empty at the moment a batch has shipped."""
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 Row = Sequence[Any]
 _SUFFIX = ".jsonl"
@@ -98,7 +99,7 @@ class Spool:
 
     def append(self, row: Row) -> None:
         """Write `row` to the current file as one JSON line, in one `write(2)`; raises `SpoolError`."""
-        line = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        line = (_LINE.encode(row) + "\n").encode()
         if self._current is None:
             self._current = _File.create(self.directory)
         current = self._current
