@@ -2,7 +2,8 @@
 
 `import gateway.cli` (what `--help`, `hash-key` and the commands against a running gateway pay)
 loads neither the SDK nor an HTTP stack; `check` loads no HTTP front door nor web page; and
-nothing loads docker-py, PyJWT or the stemmer before a sandboxed tool, a JWT or a search needs them.
+nothing loads docker-py, PyJWT, the stemmer or jsonschema-rs before a sandboxed tool, a JWT, a search
+or a tool call needs them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,17 @@ from pathlib import Path
 
 from tests.support.harness import REPO
 
-# docker-py (with requests), PyJWT and the stemmer load when a sandboxed tool, a JWT or a search first needs them.
-LAZY = ("docker", "requests", "jwt", "snowballstemmer", "gateway.sandbox.source", "gateway.sandbox.containers")
+# docker-py (with requests), PyJWT, the stemmer and jsonschema-rs load when a sandboxed tool, a JWT, a search or a
+# tool call first needs them.
+LAZY = (
+    "docker",
+    "requests",
+    "jwt",
+    "snowballstemmer",
+    "jsonschema_rs",
+    "gateway.sandbox.source",
+    "gateway.sandbox.containers",
+)
 # What serving needs and the command line alone does not: the SDK (with its HTTP stack), anyio, jsonschema.
 SERVING = ("mcp", "mcp_types", "uvicorn", "starlette", "httpx2", "anyio", "jsonschema", "pydantic")
 # The HTTP front door and the web page, which `check` does not serve.
@@ -34,7 +44,7 @@ def _loaded(names: tuple[str, ...]) -> str:
     return f"print(json.dumps([m for m in {names!r} if m in sys.modules]))"
 
 
-def test_importing_the_command_line_loads_neither_docker_nor_jwt_nor_the_stemmer() -> None:
+def test_importing_the_command_line_loads_neither_docker_nor_jwt_nor_the_stemmer_nor_jsonschema_rs() -> None:
     assert json.loads(_run(f"import json, sys; import gateway.cli; {_loaded(LAZY)}")) == []
 
 
