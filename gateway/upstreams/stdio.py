@@ -141,7 +141,7 @@ def parse(line: bytes, faults: FaultLog) -> SessionMessage | None:
         data = pydantic_core.from_json(line)
     except ValueError as error:
         _report(line, error, faults)
-        return unreadable(line, error)
+        return _unreadable(line, error)
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_python(data, by_name=False))
     except ValueError as error:
@@ -149,7 +149,7 @@ def parse(line: bytes, faults: FaultLog) -> SessionMessage | None:
         return None
 
 
-def unreadable(line: bytes, error: ValueError) -> SessionMessage | None:
+def _unreadable(line: bytes, error: ValueError) -> SessionMessage | None:
     """The error response standing in for a response the decoder refused, or None when `line` is
     not recognisably a response."""
     try:
