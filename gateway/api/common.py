@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.auth.identity import Identity
-from gateway.config.schema import ConfigProblems, nesting_problem, raise_if_any
+from gateway.config.schema import ConfigProblems, JsonPath, Problem, nesting_problem, raise_if_any
 from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError, StateUnavailableError
 from gateway.service import Gateway
 from gateway.session import SessionContext
@@ -148,12 +148,56 @@ async def read_json(request: Request) -> Any:
         if len(body) > MAX_BODY_BYTES:
             raise TooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as error:
+        raise ConfigError(BODY_SOURCE, "", str(error)) from None
     except (ValueError, RecursionError) as error:
         # RecursionError: arrays nested deeper than the decoder recurses.
         raise BadRequestError("the body is not valid JSON") from error
     raise_if_any(BODY_SOURCE, nesting_problem(data))
+    raise_if_any(BODY_SOURCE, text_problems(data))
     return data
+
+
+class _DuplicateKeyError(ValueError):
+    """An object names one key twice: only one of them would take effect."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # As the config file's reader does: a body whose two values of one key disagree says two things.
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping:
+            raise _DuplicateKeyError(f"duplicate key {key!r}; only one of them would take effect")
+        mapping[key] = value
+    return mapping
+
+
+def text_problems(data: Any) -> list[Problem]:
+    """Where `data` holds a string that is not Unicode text (a lone surrogate escape such as
+    `"\\udfff"`): no file, process argument or environment can carry it, so an entry holding one
+    could be stored but never start."""
+    pending: list[tuple[Any, JsonPath]] = [(data, ())]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _is_text(key):
+                    return [(path, "a key holds a lone surrogate escape, which is not Unicode text")]
+                pending.append((item, (*path, key)))
+        elif isinstance(value, list):
+            pending.extend((item, (*path, index)) for index, item in enumerate(value))
+        elif isinstance(value, str) and not _is_text(value):
+            return [(path, "holds a lone surrogate escape, which is not Unicode text")]
+    return []
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def json_object(data: Any) -> dict[str, Any]:

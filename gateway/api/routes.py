@@ -5,10 +5,10 @@ from __future__ import annotations
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from gateway.api.approvals import approval_routes
-from gateway.api.common import Api
+from gateway.api.common import API_PREFIX, Api
 from gateway.api.groups import group_routes
 from gateway.api.openapi import OPENAPI_PATH, document
 from gateway.api.servers import server_routes
@@ -28,7 +28,7 @@ def api_routes(
     async def openapi(request: Request) -> Response:
         return JSONResponse(spec)
 
-    return [
+    routes = [
         *server_routes(api),
         *tool_routes(api),
         *skill_routes(api),
@@ -37,3 +37,24 @@ def api_routes(
         *session_routes(api, end_transport),
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]
+
+    async def unmatched(request: Request) -> Response:
+        # Without this the web page, mounted last, would answer with its HTML 404 page.
+        path = request.url.path
+        allowed = ", ".join(
+            sorted({method for route in routes if _path_matches(route, request) for method in route.methods or ()})
+        )
+        if allowed:
+            message = f"{request.method} is not allowed on {path}; use {allowed}"
+            return JSONResponse({"error": message, "problems": []}, status_code=405, headers={"Allow": allowed})
+        return JSONResponse({"error": f"no API route {path}", "problems": []}, status_code=404)
+
+    return [*routes, Route(f"{API_PREFIX}/{{rest:path}}", unmatched, methods=list(_EVERY_METHOD))]
+
+
+_EVERY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _path_matches(route: Route, request: Request) -> bool:
+    match, _ = route.matches(request.scope)
+    return match is not Match.NONE

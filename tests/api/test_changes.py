@@ -103,6 +103,41 @@ async def test_a_malformed_body_gets_a_4xx_with_a_json_error_never_a_500(
     assert set(response.json()) == {"error", "problems"}
 
 
+JSON = {"Content-Type": "application/json"}
+
+
+UNSTARTABLE: list[tuple[str, bytes, str]] = [
+    ("an argument", rb'{"name": "x", "command": "python", "args": ["\udfff"]}', "lone surrogate"),
+    ("an env value", rb'{"name": "x", "command": "python", "env": {"A": "\ud800"}}', "lone surrogate"),
+    ("a key", rb'{"name": "x", "command": "python", "env": {"\ud800": "a"}}', "lone surrogate"),
+    ("a duplicate key", b'{"name": "x", "command": "python", "command": "sh"}', "duplicate key 'command'"),
+]
+
+
+@pytest.mark.parametrize(("label", "content", "problem"), UNSTARTABLE, ids=[label for label, _, _ in UNSTARTABLE])
+async def test_a_body_holding_what_no_server_could_start_with_is_refused_and_nothing_is_stored(
+    served: Served, tmp_path: Path, label: str, content: bytes, problem: str
+) -> None:
+    config = api_config(tmp_path, registration=ALLOW_PYTHON)
+    async with served(config) as (gateway, url), api(url, ADMIN) as http:
+        posted = await http.post("/api/v1/servers", content=content, headers=JSON)
+        patched = await http.patch("/api/v1/servers/toy", content=content, headers=JSON)
+        names = [status.name for status in gateway.statuses()]
+    for response in (posted, patched):
+        assert response.status_code == 422, response.text
+        assert problem in json.dumps(response.json())
+    assert names == ["toy", "other"]
+
+
+async def test_a_method_a_route_does_not_take_is_a_json_405_and_an_unknown_route_a_json_404(served: Served) -> None:
+    async with served() as (_, url), api(url, ADMIN) as http:
+        put = await http.put("/api/v1/servers", json={})
+        unknown = await http.get("/api/v1/nothing/here")
+    assert put.status_code == 405 and put.headers["allow"] == "GET, HEAD, POST", put.text
+    assert "PUT is not allowed on /api/v1/servers" in put.json()["error"]
+    assert unknown.status_code == 404 and unknown.json()["error"] == "no API route /api/v1/nothing/here"
+
+
 @pytest.mark.parametrize(
     ("body", "path"),
     [
