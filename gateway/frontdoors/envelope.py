@@ -88,6 +88,10 @@ def message_refusal(message: Any, *, in_session: bool) -> Response | None:
     is_response = has_id and "method" not in message and ("result" in message or "error" in message)
     if not is_response and not isinstance(method, str):
         return refusal('The message needs a "method" string')
+    params = message.get("params")
+    if not is_response and params is not None and not isinstance(params, dict):
+        # MCP names every parameter: positional (array) params have no meaning in any method.
+        return refusal('The "params" member must be an object', code=types.INVALID_PARAMS, id=request_id)
     if method == "initialize" and in_session:
         return refusal(
             "Session already initialized: send initialize without an Mcp-Session-Id header to start a new session",

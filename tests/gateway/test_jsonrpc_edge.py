@@ -113,6 +113,20 @@ async def test_a_malformed_envelope_gets_400_and_a_one_line_invalid_request_then
 
 
 @pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("params", [[1, 2], "tools", 5, True])
+async def test_params_that_are_not_an_object_get_400_and_one_line_invalid_params_then_serving_goes_on(
+    tmp_path: Path, era: str, params: Any
+) -> None:
+    async with caller(tmp_path, era) as session:
+        response = await session.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+        assert (response.status_code, response.json()) == (
+            400,
+            {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": 'The "params" member must be an object'}},
+        )
+        assert "toy__echo" in await session.tools()
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_a_body_with_a_string_that_is_not_unicode_gets_400_parse_error_then_serving_goes_on(
     tmp_path: Path, era: str
 ) -> None:
