@@ -79,10 +79,9 @@ def test_the_configured_files_are_valid_gateway_configurations(tmp_path: Path) -
         assert config.store.url is not None and config.store.redis == "redis://redis:6379/0"
 
 
-def test_the_scale_profile_runs_two_replicas_redis_postgres_and_haproxy_from_official_images() -> None:
-    services = yaml.safe_load((REPO / "compose.yaml").read_text("utf-8"))["services"]
-    scaled = {name for name, service in services.items() if "scale" in service.get("profiles", [])}
-    assert scaled == {"redis", "postgres", "gateway-1", "gateway-2", "haproxy"}
+def test_the_scaled_compose_file_runs_two_replicas_redis_postgres_and_haproxy_from_official_images() -> None:
+    services = yaml.safe_load((REPO / "deploy" / "compose" / "compose.yaml").read_text("utf-8"))["services"]
+    assert set(services) == {"sandbox-image", "redis", "postgres", "gateway-1", "gateway-2", "haproxy"}
     images = {services[name]["image"].split(":")[0] for name in ("redis", "postgres", "haproxy")}
     assert images == {"redis", "postgres", "haproxy"}
     haproxy = (REPO / "deploy" / "compose" / "haproxy.cfg").read_text("utf-8")
@@ -103,11 +102,18 @@ def test_the_load_balancer_configuration_is_valid_haproxy() -> None:
     assert checked.returncode == 0, checked.stderr
 
 
-def test_docker_compose_accepts_the_scale_profile() -> None:
+def test_the_top_level_compose_file_runs_one_gateway_and_nothing_of_the_scaled_one() -> None:
+    services = yaml.safe_load((REPO / "compose.yaml").read_text("utf-8"))["services"]
+    assert set(services) == {"sandbox-image", "gateway"}
+    assert all("profiles" not in service for service in services.values())
+
+
+@pytest.mark.parametrize("compose_file", ["compose.yaml", "deploy/compose/compose.yaml"])
+def test_docker_compose_accepts_both_compose_files(compose_file: str) -> None:
     if subprocess.run(["docker", "compose", "version"], capture_output=True, check=False).returncode != 0:
         pytest.skip("the docker compose plugin is not installed")
     checked = subprocess.run(
-        ["docker", "compose", "--profile", "scale", "config", "--quiet"],
+        ["docker", "compose", "-f", compose_file, "config", "--quiet"],
         cwd=REPO,
         capture_output=True,
         text=True,
