@@ -10,6 +10,7 @@ import argparse
 import getpass
 import json
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
@@ -186,6 +187,12 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     from gateway.reload import reload_on_hangup
     from gateway.service import Gateway
 
+    # Bound before anything starts: a port already taken stops here, with no server started for nothing.
+    try:
+        listener = _bind(args.host, args.port)
+    except OSError as error:
+        print(f"error: cannot listen on {args.host}:{args.port}: {error.strerror or error}", file=sys.stderr)
+        return 1
     gateway = Gateway(config)
     # The gateway's redactor also learns the secrets of servers registered while it runs.
     configure_logging(gateway.redact, logging.getLogger().level)
@@ -217,7 +224,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 
             group.start_soon(hold_required)
             group.start_soon(reload_on_hangup, gateway.reload_from_file)
-            await server.serve()
+            await server.serve(sockets=[listener])
             group.cancel_scope.cancel()
         return failure
 
@@ -230,8 +237,22 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
         # It does not serve without its required servers.
         print(f"error: {failure}", file=sys.stderr)
         return 1
-    # uvicorn's own code for a server that could not start (the port taken, a failed lifespan).
+    # uvicorn's own code for a server that could not start (a failed lifespan).
     return 0 if server.started else 3
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host`:`port`, as uvicorn would bind it (`OSError` when it cannot)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:

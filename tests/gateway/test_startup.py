@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -235,3 +236,18 @@ async def test_serve_answers_while_a_required_server_hangs_and_stops_when_it_tim
 async def _read_all(stream: Any) -> bytes:
     chunks = [chunk async for chunk in stream]
     return b"".join(chunks)
+
+
+async def test_serve_on_a_port_already_taken_says_so_in_one_line_and_starts_no_server(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    started = {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w')"]}
+    config = write_config(tmp_path, {"marker": started})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        finished = await gateway_command("serve", "--config", str(config), "--port", str(port))
+    stderr = finished.stderr.decode()
+    assert finished.returncode == 1, stderr
+    assert stderr.splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"]
+    assert not marker.exists()
