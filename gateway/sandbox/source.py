@@ -19,6 +19,7 @@ from docker import DockerClient
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
+from gateway import owners
 from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
 from gateway.sandbox.containers import (
     DOCKER_ERRORS,
@@ -28,7 +29,7 @@ from gateway.sandbox.containers import (
     launch,
     unavailable,
 )
-from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_SCOPE, SandboxLimits, container_kwargs
+from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_OWNER, LABEL_SCOPE, SandboxLimits, container_kwargs
 from gateway.sandbox.pool import WarmPool
 from gateway.sandbox.sweeper import sweep, sweep_all
 from gateway.upstreams.outputs import OutputValidators
@@ -170,7 +171,7 @@ class DockerSandbox:
             await pool.wait_full()
 
     async def sweep_leftovers(self) -> int:
-        """Remove every sandbox container left by an earlier run; call once at start-up, before any use."""
+        """Remove every sandbox container left by a gateway that is gone; call once at start-up, before any use."""
         client = await anyio.to_thread.run_sync(self.client)
         return await anyio.to_thread.run_sync(sweep_all, client, self.scope)
 
@@ -218,7 +219,7 @@ class DockerSandbox:
         self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None, labels: Mapping[str, str]
     ) -> SandboxContainer:
         """Start one container (blocking); the deadline label counts from this moment."""
-        labels = {**labels, LABEL_SCOPE: self.scope}
+        labels = {**labels, LABEL_SCOPE: self.scope, LABEL_OWNER: owners.own_token()}
         kwargs = container_kwargs(
             self.image, command, limits, labels, workspace, now=self._wall_clock(), lifetime=limits.lifetime
         )

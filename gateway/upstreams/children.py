@@ -1,8 +1,10 @@
 """Upstream server processes as the gateway's children: launched to die with it, leftovers ended at start-up.
 
 Every stdio server runs under `launcher.py`, which kills the server's process group when the gateway
-dies, and carries `MCP_GATEWAY_DATA_DIR` naming the gateway's data directory. A gateway starting on
-that directory ends the processes that still carry it: what a previous run left behind.
+dies, and carries `MCP_GATEWAY_DATA_DIR` naming the gateway's data directory and `MCP_GATEWAY_OWNER`
+naming the gateway process (`gateway.owners`). A gateway starting on that directory ends the
+processes that still carry it and whose owner is gone: what a previous run left behind. Those of a
+gateway still running on the same directory (another desktop window's) are its own business.
 """
 
 from __future__ import annotations
@@ -18,18 +20,20 @@ from pathlib import Path
 
 from mcp.client.stdio import StdioServerParameters
 
+from gateway import owners
 from gateway.config.model import ServerConfig
 
 log = logging.getLogger(__name__)
 
 MARKER = "MCP_GATEWAY_DATA_DIR"
+OWNER = "MCP_GATEWAY_OWNER"
 LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
 def server_parameters(config: ServerConfig, data_dir: Path) -> StdioServerParameters:
-    """How the SDK starts `config`'s server: under the launcher, marked with the data directory."""
+    """How the SDK starts `config`'s server: under the launcher, marked with the data directory and its owner."""
     assert config.command is not None
-    env = {**config.env, MARKER: str(data_dir)}
+    env = {**config.env, MARKER: str(data_dir), OWNER: owners.own_token()}
     command, args = config.command, list(config.args)
     if sys.platform == "linux":  # PR_SET_PDEATHSIG is Linux's
         command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
@@ -37,7 +41,8 @@ def server_parameters(config: ServerConfig, data_dir: Path) -> StdioServerParame
 
 
 def end_leftovers(data_dir: Path, grace: float = 5.0) -> int:
-    """End every process marked with `data_dir`: SIGTERM, SIGKILL after `grace` seconds; return how many."""
+    """End every process marked with `data_dir` whose gateway is gone: SIGTERM, SIGKILL after
+    `grace` seconds; return how many."""
     entry = f"{MARKER}={data_dir}".encode()
     found: list[int] = []
     try:
@@ -48,7 +53,8 @@ def end_leftovers(data_dir: Path, grace: float = 5.0) -> int:
                 continue
             # Read after opening: a matching environment then proves the descriptor holds that very
             # process, not another one given the same pid since the listing.
-            if entry in _environment(pid):
+            environment = _environment(pid)
+            if entry in environment and not _owner_alive(environment):
                 found.append(descriptor)
             else:
                 os.close(descriptor)
@@ -64,6 +70,13 @@ def end_leftovers(data_dir: Path, grace: float = 5.0) -> int:
     if found:
         log.warning("ended %d upstream process(es) left running by a previous gateway on %s", len(found), data_dir)
     return len(found)
+
+
+def _owner_alive(environment: list[bytes]) -> bool:
+    prefix = f"{OWNER}=".encode()
+    # A process marked without an owner was started before owners were recorded: a leftover.
+    tokens = [item[len(prefix) :].decode("ascii", "replace") for item in environment if item.startswith(prefix)]
+    return any(owners.is_another_live_gateway(token) for token in tokens)
 
 
 def _other_pids() -> list[int]:

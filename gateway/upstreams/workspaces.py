@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from gateway import owners
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.config.variables import WORKSPACE_REFERENCE
@@ -42,6 +43,9 @@ DISCOVERY = ".discovery"
 PROBE = ".probe"
 IMAGE = ".img"
 ENDED = ".ended"
+# The gateway process using a workspace (`gateway.owners`): another gateway starting on the same
+# data directory leaves a live one's workspaces mounted and in use.
+OWNER = ".owner"
 # The sandbox's user when the gateway is root: nobody, who owns nothing else on the host.
 SANDBOX_OWNER = (65534, 65534)
 SWEEP_INTERVAL_MAX = 3600.0
@@ -218,6 +222,7 @@ class Workspaces:
         _private_dir(directory.parent)
         image = directory.with_suffix(IMAGE)
         directory.with_suffix(ENDED).unlink(missing_ok=True)
+        directory.with_suffix(OWNER).write_text(owners.own_token())
         _private_dir(directory, self.owner)
         if self.unlimited is not None or os.path.ismount(directory):
             return
@@ -231,13 +236,17 @@ class Workspaces:
         directory.with_suffix(ENDED).write_text(repr(self._clock()))
 
     def _recover(self) -> None:
-        """At start-up: no session of an earlier run lives on, so its mounts go and its
-        workspaces count as ended now."""
+        """At start-up: no session of a gateway that is gone lives on, so its mounts go and its
+        workspaces count as ended now. Those of a gateway still running here are left alone."""
+        in_use = {workspace.path.resolve() for workspace in self.entries() if _in_use(workspace.path)}
         for point in volumes.mounted_under(self.root):
             # Not the probe of a gateway that only inspects (check), which may run meanwhile.
-            if not any(part.startswith(".") for part in point.relative_to(self.root.resolve()).parts):
+            hidden = any(part.startswith(".") for part in point.relative_to(self.root.resolve()).parts)
+            if not hidden and point not in in_use:
                 volumes.unmount(point)
         for workspace in self.entries():
+            if workspace.path.resolve() in in_use:
+                continue
             # Workspaces of gateways before ownership were made world-writable.
             os.chmod(workspace.path, 0o700)
             if workspace.ended_at is None:
@@ -298,12 +307,13 @@ class Workspaces:
 
 
 def remove(directory: Path) -> None:
-    """Delete a workspace: its file system (unmounted first), image and end marker."""
+    """Delete a workspace: its file system (unmounted first), image and markers."""
     if os.path.ismount(directory):
         volumes.unmount(directory)
     shutil.rmtree(directory, onerror=_make_removable)
     directory.with_suffix(IMAGE).unlink(missing_ok=True)
     directory.with_suffix(ENDED).unlink(missing_ok=True)
+    directory.with_suffix(OWNER).unlink(missing_ok=True)
 
 
 def _make_removable(function: Callable[..., Any], path: str, info: object) -> None:
@@ -324,6 +334,16 @@ def _children(directory: Path) -> list[Path]:
         return list(directory.iterdir())
     except FileNotFoundError:
         return []
+
+
+def _in_use(directory: Path) -> bool:
+    """Whether another live gateway holds `directory`'s session open (not ended, its owner running)."""
+    if directory.with_suffix(ENDED).exists():
+        return False
+    try:
+        return owners.is_another_live_gateway(directory.with_suffix(OWNER).read_text())
+    except (FileNotFoundError, ValueError):
+        return False
 
 
 def _ended_at(directory: Path) -> float | None:

@@ -139,6 +139,24 @@ async def test_a_gateway_ends_what_a_previous_one_left_on_its_data_dir_and_nothi
             process.wait()
 
 
+async def test_two_stdio_gateways_on_one_data_dir_serve_side_by_side_without_ending_each_other_s_servers(
+    tmp_path: Path,
+) -> None:
+    # As a desktop client opening a second window: a second `gateway stdio` on the default data directory.
+    config = write_config(tmp_path)
+    family: list[tuple[int, str]] = []
+    with killed_after(family), anyio.fail_after(90):
+        async with Client(gateway_process(config)) as first:
+            await until_listed(first, "stubborn__family")
+            family.extend(identity(int(pid)) for pid in text(await first.call_tool("stubborn__family", {})).split())
+            async with Client(gateway_process(config)) as second:
+                await until_listed(second, "stubborn__family")
+                assert text(await second.call_tool("stubborn__family", {}))
+                assert all(alive(process) for process in family)
+                again = await first.call_tool("stubborn__family", {})
+    assert [identity(int(pid)) for pid in text(again).split()] == family
+
+
 def launch(gateway: int, *command: str) -> int:
     """Run `command` under the launcher, told that `gateway` is its parent; its exit code."""
     # Started in the tests' own process group: the launcher leaves it before it could kill its group.

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from mcp import Client
 
+from gateway import owners
 from gateway.auth.identity import Identity
 from gateway.config.loading import load_config
 from gateway.frontdoors.mcpserver import build_server
@@ -245,6 +246,30 @@ async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_i
         assert [(entry.path, entry.ended_at) for entry in restarted.workspaces.entries()] == [(workspace, clock.now)]
         clock.now += 60
         assert restarted.workspaces.sweep() == [workspace]
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_a_gateway_starting_beside_a_live_one_on_its_data_dir_leaves_that_one_s_workspaces_in_use(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(1_000_000.0)
+    config = make_config(tmp_path, {}, workspace_retention=60)
+    async with await anyio.open_process([sys.executable, "-c", "input()"]) as other:
+        async with Gateway(config, wall_clock=clock) as first:
+            context = first.open_session("window-1", ALICE, "memory")
+            workspace = await first.workspaces.open(context)
+            first.sessions.release(context.id)
+        # As if the first gateway were another process still running (another desktop window's).
+        workspace.with_suffix(".owner").write_text(owners.token_of(other.pid))
+        async with Gateway(config, wall_clock=clock) as beside:
+            assert is_mounted(workspace)
+            assert [(entry.path, entry.ended_at) for entry in beside.workspaces.entries()] == [(workspace, None)]
+        other.kill()
+        await other.wait()
+    async with Gateway(config, wall_clock=clock) as after:
+        assert not is_mounted(workspace)
+        assert [(entry.path, entry.ended_at) for entry in after.workspaces.entries()] == [(workspace, clock.now)]
 
 
 @pytest.mark.anyio
