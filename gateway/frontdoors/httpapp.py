@@ -196,8 +196,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     async def readyz(request: Request) -> Response:
         statuses = service.statuses()
         ready = all(status.state == State.READY for status in statuses if status.required and status.enabled)
+        # A gateway that cannot audit refuses every call: no load balancer should send it any.
+        audit_problem = service.audit.writable()
+        ready = ready and audit_problem is None
         body: dict[str, object] = {"ready": ready}
         if sees_detail(request):
+            if audit_problem is not None:
+                body["audit"] = audit_problem
             body["servers"] = {status.name: status.as_dict() for status in statuses}
             if service.sandboxes.docker is not None:
                 available, reason = service.sandbox_availability()

@@ -19,6 +19,11 @@ its append (measured, docs/performance.md). `recent` waits for this process's sp
 ship, so a reader sees the calls it made. Without `maintain` (the command line, tests of the store
 alone) a row is committed at once.
 
+A full disk: before a call runs, `reserve` makes sure the spool has room for its row (disk blocks
+claimed ahead, `gateway.stores.spool`). When it has not, the call is refused before it runs
+(`refused:audit`), `/readyz` answers 503 until there is room again, and the log says so once per
+`WARN_INTERVAL`, not once per call. Service resumes by itself when space returns.
+
 Threading: SQLite's inserts run on the event loop (a hop to a worker thread and back costs about
 100 us); PostgreSQL's cross the network in a worker thread. What can stall SQLite for
 milliseconds is a WAL checkpoint, so automatic checkpoints are off and `maintain` runs them in a
@@ -31,7 +36,9 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -73,6 +80,8 @@ FLUSH_TIMEOUT = 10.0
 """Seconds `recent` waits at most for this process's spooled rows to ship (the database may be down)."""
 REPLAY_BATCH = 1000
 """Rows of a dead process's spool file inserted per transaction."""
+WARN_INTERVAL = 60.0
+"""Seconds between two log lines saying the audit trail cannot be written."""
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 _INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
@@ -81,6 +90,14 @@ _WIDTH = 11
 
 class AuditError(GatewayError):
     """The audit database cannot be opened or written."""
+
+
+class AuditUnavailableError(ToolRefusedError):
+    """The call's audit row cannot be written: the call is refused before it runs (or, where the
+    disk cannot be claimed ahead, its result withheld)."""
+
+    reason = "audit"
+    hint = "Retry in a few minutes; if it persists, tell the user the gateway cannot write its audit trail."
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +133,20 @@ class AuditStore:
     replays the spool files a killed process left there, on either backend.
     """
 
-    def __init__(self, db: Database, redact: Redactor = NO_SECRETS, spool_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        redact: Redactor = NO_SECRETS,
+        spool_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._db = db
         self._redact = redact
+        self._clock = clock
+        self.problem: str | None = None
+        """Why rows cannot be written now (None while they can)."""
+        self._warned_at = -math.inf
+        self._refused = 0
         self._wake = anyio.Event()
         self._writing = False
         # Unique across processes by the random prefix, within this store by the count.
@@ -149,6 +177,42 @@ class AuditStore:
             raise AuditError(f"Cannot open the audit database {error.message}") from None
         return cls(db, redact, settings.spool_dir(data_dir, STORE))
 
+    def reserve(self) -> None:
+        """Make sure a call's row can be written before the call runs; `AuditUnavailableError`
+        (the reason, no path) when it cannot. Rows committed at once (no spool) need no room ahead."""
+        failure = self._room()
+        if failure is not None:
+            self._refused += 1
+            raise AuditUnavailableError(
+                f"The gateway cannot write its audit trail now ({failure.reason}), so the call was not run"
+            )
+
+    def writable(self) -> str | None:
+        """None when a row can be written now, else why not (checked now: `/readyz` recovers with no call)."""
+        self._room()
+        return self.problem
+
+    def _room(self) -> SpoolError | None:
+        if self._spool is None or not self._writing:
+            return None
+        try:
+            self._spool.reserve()
+        except SpoolError as error:
+            self._cannot_write(error)
+            return error
+        if self.problem is not None:
+            log.warning("the audit trail can be written again; %d calls were refused meanwhile", self._refused)
+            self.problem, self._refused = None, 0
+        return None
+
+    def _cannot_write(self, error: SpoolError) -> None:
+        self.problem = f"the audit trail cannot be written: {error.reason}"
+        now = self._clock()
+        if now - self._warned_at >= WARN_INTERVAL:
+            # Once per interval, with the path (for operators), not once per refused call.
+            self._warned_at = now
+            log.warning("%s; calls are refused until it can (%d so far)", error.message, self._refused)
+
     async def record(self, entry: AuditEntry) -> None:
         """Append `entry`; once this returns the row is committed, or spooled (see above)."""
         row = self._row(entry)
@@ -158,7 +222,11 @@ class AuditStore:
         try:
             self._spool.append(row)
         except SpoolError as error:
-            raise AuditError(error.message) from None
+            # Room was claimed before the call ran: only a file system that cannot claim ahead gets here.
+            self._cannot_write(error)
+            raise AuditUnavailableError(
+                f"The gateway could not write this call's audit row ({error.reason}), so its result is withheld"
+            ) from None
         self._spooled += 1
         self._wake.set()
 
@@ -311,7 +379,9 @@ class AuditCalls:
         self._observe = observe
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
-        """Run the call, then record its outcome before the result or error goes back."""
+        """Run the call, then record its outcome before the result or error goes back; refuse it
+        before it runs when its row could not be written."""
+        self._store.reserve()
         started = self._clock()
         try:
             result = await call_next(call)
