@@ -109,6 +109,44 @@ async def test_a_live_process_s_spool_file_is_left_alone_until_the_process_is_ki
         assert list(spool_dir.glob("*.jsonl")) == []
 
 
+async def test_a_running_store_replays_the_spool_of_a_process_that_dies_while_it_runs(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    # As a replica killed beside another on a spool directory they share.
+    spool_dir = tmp_path / "spool"
+    child = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from gateway.stores.spool import Spool
+        from tests.test_spool import row
+
+        spool = Spool(Path({str(spool_dir)!r}))
+        spool.append(row(9))
+        print("spooled", flush=True)
+        sys.stdin.read()
+        """
+    )
+    store = AuditStore(store_backend.open("audit"), spool_dir=spool_dir)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.maintain, 0.05)
+            with anyio.fail_after(60):
+                async with await anyio.open_process([sys.executable, "-c", child], cwd=REPO) as process:
+                    assert process.stdout is not None
+                    said = b""
+                    while not said.endswith(b"\n"):
+                        said += await process.stdout.receive()
+                    process.kill()
+                    await process.wait()
+                while [entry.detail for entry in await store.recent()] != ["row 9"]:
+                    await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert list(spool_dir.glob("*.jsonl")) == []
+
+
 async def test_a_running_store_ships_its_spooled_rows_and_empties_its_file(
     store_backend: Backend, tmp_path: Path
 ) -> None:

@@ -231,14 +231,26 @@ class AuditStore:
         self._wake.set()
 
     async def maintain(self, interval: float = 5.0) -> None:
-        """Until cancelled: ship spooled rows, and the database's upkeep (SQLite's WAL checkpoint)
-        in a worker thread every `interval` s."""
+        """Until cancelled: ship spooled rows; every `interval` s, the database's upkeep (SQLite's WAL
+        checkpoint) in a worker thread, and the replay of spool files whose process has died since
+        (another replica's, on a spool directory they share)."""
         async with anyio.create_task_group() as group:
             if self._spool is not None:
                 group.start_soon(self._ship_spooled, self._spool)
             while True:
                 await anyio.sleep(interval)
                 await anyio.to_thread.run_sync(self._upkeep)
+                if self._spool is not None:
+                    await self._replay_orphans(self._spool.directory)
+
+    async def _replay_orphans(self, directory: Path) -> None:
+        try:
+            if self._db.inline_writes:
+                self._replay(directory)
+            else:
+                await anyio.to_thread.run_sync(self._replay, directory)
+        except AuditError as error:
+            log.warning("spool files left by a process that ended stay for a later replay: %s", error.message)
 
     async def _ship_spooled(self, spool: Spool) -> None:
         """The one writer: ship the spooled rows, then wait `SHIP_INTERVAL`."""
