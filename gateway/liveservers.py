@@ -4,8 +4,10 @@ Each enabled server's connection (`Upstream`) runs in a cancel scope of its own 
 gateway's task group, so one server can be added, replaced, restarted or removed while the others
 serve. Removing a server first takes its tools out of the catalog and the router (no new call
 reaches it), then lets the calls already running finish, at most `drain_timeout` seconds, then
-disconnects. API registrations are validated by the config file's own parser and kept in the
-`RegistrationStore`; the config file wins a name both define.
+disconnects. Changing or restarting one loses no call: a change that needs no new connection
+applies to the one it has; otherwise the new connection takes over the server's calls (make before
+break) and the old one ends once its calls finished. API registrations are validated by the config
+file's own parser and kept in the `RegistrationStore`; the config file wins a name both define.
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ class Member:
     def name(self) -> str:
         """The server's name."""
         return self.config.name
+
+
+CONNECTION_KEYS = ("transport", "command", "args", "env", "cwd", "url", "headers", "scope", "sandbox")
+"""What a server's connection is made of: a change to any of these needs a new connection."""
+
+
+def same_connection(old: ServerConfig, new: ServerConfig) -> bool:
+    """Whether `new` differs from `old` only in settings the connection `old` has can take live."""
+    return all(getattr(old, key) == getattr(new, key) for key in CONNECTION_KEYS)
 
 
 @dataclass(slots=True)
@@ -101,18 +112,22 @@ class LiveServers:
         if not member.config.enabled:
             self._router.serve(member.config, None)
             return
-        upstream: Upstream | None = None
-
-        async def listing(update: SourceListing) -> None:
-            # A connection being replaced or stopped may still list; only the live one speaks for the server.
-            if upstream is not None and self.upstreams.get(member.name) is upstream:
-                await self._on_listing(update)
-
-        upstream = self._make(member.config, listing)
+        upstream = self._upstream(member.config)
         self.upstreams[member.name] = upstream
         self._router.serve(member.config, upstream)
         if self._group is not None:
             self._launch(upstream)
+
+    def _upstream(self, config: ServerConfig) -> Upstream:
+        upstream: Upstream | None = None
+
+        async def listing(update: SourceListing) -> None:
+            # A connection being replaced, or replacing one, may list too; only the live one speaks for the server.
+            if upstream is not None and self.upstreams.get(config.name) is upstream:
+                await self._on_listing(update)
+
+        upstream = self._make(config, listing)
+        return upstream
 
     def start(self, group: TaskGroup, store: RegistrationStore) -> None:
         """Start every enabled server's connection in `group`, after adding the API registrations of `store`."""
@@ -140,7 +155,7 @@ class LiveServers:
                 continue
             self.enlist(member)
 
-    def _launch(self, upstream: Upstream) -> None:
+    def _launch(self, upstream: Upstream) -> _Running:
         assert self._group is not None
         running = _Running(upstream)
         self._running[upstream.name] = running
@@ -153,15 +168,62 @@ class LiveServers:
                 running.done.set()
 
         self._group.start_soon(run)
+        return running
 
     # Changing the set
 
     async def put(self, member: Member) -> None:
-        """Add `member`, or replace the server of its name (whose calls finish first)."""
+        """Add `member`, or change the server of its name without losing a call: settings that need
+        no new connection apply to the one it has; otherwise a new connection starts beside the old
+        one and takes over once it has tried to connect, while the old one's calls finish."""
         await self._sandboxes.require(member.config)
-        if member.name in self.members:
+        current = self.members.get(member.name)
+        upstream = self.upstreams.get(member.name)
+        if current is None:
+            self.enlist(member)
+        elif upstream is None or not member.config.enabled:
             await self._stop(member.name, drain=True)
-        self.enlist(member)
+            self.enlist(member)
+        elif self._group is None:
+            self.members[member.name] = member
+            await self._stop(member.name, drain=False)
+            self.enlist(member)
+        elif same_connection(current.config, member.config):
+            self.members[member.name] = member
+            self._router.serve(member.config, upstream)
+            await upstream.reconfigure(member.config)
+        else:
+            await self._replace(member)
+
+    async def _replace(self, member: Member) -> None:
+        """Make before break: the new connection first tries to connect (bounded by its connect
+        timeout) while the old one serves, then takes over the server's calls and listing."""
+        fresh = self._upstream(member.config)
+        old = self._running.pop(member.name, None)
+        running = self._launch(fresh)
+        await fresh.first_attempt.wait()
+        self.members[member.name] = member
+        self.upstreams[member.name] = fresh
+        self._router.serve(member.config, fresh)
+        if fresh.listing is not None:
+            await self._on_listing(fresh.listing)
+        self._running[member.name] = running
+        if old is not None:
+            self._retire(old)
+
+    def _retire(self, old: _Running) -> None:
+        """Let the calls running on a replaced connection finish, at most `drain_timeout` s, then end it."""
+        assert self._group is not None
+
+        old.upstream.retire()
+
+        async def retire() -> None:
+            with anyio.move_on_after(self._drain_timeout):
+                await old.upstream.drained()
+            old.scope.cancel()
+            await old.done.wait()
+
+        self._group.start_soon(retire)
 
     async def drop(self, name: str) -> None:
         """Take the server `name` out of the set: its running calls finish first."""
@@ -181,16 +243,16 @@ class LiveServers:
             await running.done.wait()
 
     async def restart(self, name: str) -> Status:
-        """Stop the server's connection and open a new one; its tools stay listed meanwhile."""
+        """Open a new connection (a new process) and send the server's calls to it from now on,
+        waiting for it within their deadlines; the calls running on the old one finish there
+        (at most `drain_timeout` s) before it ends. Its tools stay listed meanwhile."""
         member = self._member(name)
         if not member.config.enabled:
             raise ConflictError(f"Server '{name}' is disabled; enable it before restarting it")
-        running = self._running.pop(name, None)
-        self.upstreams.pop(name, None)
-        if running is not None:
-            running.scope.cancel()
-            await running.done.wait()
+        old = self._running.pop(name, None)
         self.enlist(member)
+        if old is not None:
+            self._retire(old)
         return self.status(name)
 
     async def follow_file(self, servers: Iterable[ServerConfig]) -> None:

@@ -113,6 +113,9 @@ class Gateway:
         self.upstreams = self.servers.upstreams
         self.reload_errors: tuple[str, ...] = ()
         """Why the last edit of the config file was rejected; empty once one applies."""
+        self.pending_restart: tuple[str, ...] = ()
+        """What the config file now says that only a restart applies (for `/readyz` and the API)."""
+        self._started_with = config
         self.policy = config.policy
         self.authenticator = Authenticator(config.auth)
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
@@ -407,14 +410,26 @@ class Gateway:
         await self._started.wait()
         for name in needs_restart(self.config, config):
             log.warning("configuration: %s changed; it applies only after a restart", name)
+        # Against what this process started with: an edit undone needs no restart any more.
+        self.pending_restart = tuple(needs_restart(self._started_with, config))
         async with self.servers.lock:
             await self.servers.follow_file(config.servers)
             self.policy = self.visibility.policy = config.policy
+            if config.auth.enabled == self.authenticator.settings.enabled:
+                # Keys, JWT settings and the roles a token may name take effect with the next request.
+                self.authenticator.settings = config.auth
+                self.redact.learn(config.auth.plain_keys)
             # Read again whether or not the list changed: the watcher also reloads when a folder's files change.
             self.skills.replace(await anyio.to_thread.run_sync(load_skills, config.settings.skill_dirs))
             settings = replace(self.config.settings, skill_dirs=config.settings.skill_dirs)
             self.config = replace(
-                self.config, servers=config.servers, policy=config.policy, groups=config.groups, settings=settings
+                self.config,
+                servers=config.servers,
+                policy=config.policy,
+                groups=config.groups,
+                settings=settings,
+                registration=config.registration,
+                auth=self.authenticator.settings,
             )
             self._members_changed()
         await self.live_groups.follow_file(config.groups)

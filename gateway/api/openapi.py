@@ -147,6 +147,7 @@ def document() -> dict[str, Any]:
     approval = _wrapped("approval", _ref("Approval"))
     servers = {**_listing("servers", "Server")}
     servers["properties"]["reload_errors"] = {"type": "array", "items": {"type": "string"}}
+    servers["properties"]["restart_needed"] = {"type": "array", "items": {"type": "string"}}
     tools = _listing("tools", "Tool")
     tools["properties"] |= {"next_cursor": {"type": ["string", "null"]}, "total": {"type": "integer"}}
     tool = _wrapped(

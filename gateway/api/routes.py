@@ -28,7 +28,7 @@ def api_routes(
     async def openapi(request: Request) -> Response:
         return JSONResponse(spec)
 
-    routes = [
+    return [
         *server_routes(api),
         *tool_routes(api),
         *skill_routes(api),
@@ -38,8 +38,12 @@ def api_routes(
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]
 
+
+def unmatched_route(routes: list[Route]) -> Route:
+    """Every other path under `/api/v1`, after `routes`: a JSON 405 naming the methods a route
+    takes, or a JSON 404; without it the web page, mounted last, would answer with its HTML page."""
+
     async def unmatched(request: Request) -> Response:
-        # Without this the web page, mounted last, would answer with its HTML 404 page.
         path = request.url.path
         allowed = ", ".join(
             sorted({method for route in routes if _path_matches(route, request) for method in route.methods or ()})
@@ -49,7 +53,7 @@ def api_routes(
             return JSONResponse({"error": message, "problems": []}, status_code=405, headers={"Allow": allowed})
         return JSONResponse({"error": f"no API route {path}", "problems": []}, status_code=404)
 
-    return [*routes, Route(f"{API_PREFIX}/{{rest:path}}", unmatched, methods=list(_EVERY_METHOD))]
+    return Route(f"{API_PREFIX}/{{rest:path}}", unmatched, methods=list(_EVERY_METHOD))
 
 
 _EVERY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

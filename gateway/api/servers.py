@@ -83,6 +83,7 @@ def server_routes(api: Api) -> list[Route]:
         caller = api.caller(request)
         body: dict[str, Any] = {"servers": [shown(status, caller) for status in visible_statuses(gateway, caller)]}
         body["reload_errors"] = list(gateway.reload_errors) if caller.admin else []
+        body["restart_needed"] = list(gateway.pending_restart) if caller.admin else []
         return JSONResponse(body)
 
     async def detail(request: Request) -> Response:

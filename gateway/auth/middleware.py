@@ -120,10 +120,12 @@ class AuthMiddleware:
         return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer " + ", ".join(params)})
 
 
-def metadata_route(settings: AuthSettings) -> Route:
-    """GET `/.well-known/oauth-protected-resource[/<resource path>]`: the RFC 9728 resource metadata."""
+def metadata_route(authenticator: Authenticator) -> Route:
+    """GET `/.well-known/oauth-protected-resource[/<resource path>]`: the RFC 9728 resource metadata,
+    from the `auth` section in effect (a reload changes it)."""
 
     async def metadata(request: Request) -> Response:
+        settings = authenticator.settings
         resource = resource_url(settings, request)
         suffix: str = request.path_params["suffix"]
         # The bare path and the RFC 9728 path-suffixed form (for example `/mcp`) both answer.

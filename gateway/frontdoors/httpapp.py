@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.common import API_PREFIX
-from gateway.api.routes import api_routes
+from gateway.api.routes import api_routes, unmatched_route
 from gateway.auth.identity import AuthenticationError
 from gateway.auth.middleware import AuthMiddleware, metadata_route
 from gateway.config.model import GatewayConfig
@@ -203,6 +203,8 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         if sees_detail(request):
             if audit_problem is not None:
                 body["audit"] = audit_problem
+            if service.pending_restart:
+                body["restart_needed"] = list(service.pending_restart)
             body["servers"] = {status.name: status.as_dict() for status in statuses}
             if service.sandboxes.docker is not None:
                 available, reason = service.sandbox_availability()
@@ -223,8 +225,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     mcp = StreamableHTTPASGIApp(sessions)
     # `/mcp` and `/mcp/g/<group>` never reach Starlette's router: McpFront sends them past it.
     routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
-    routes.append(metadata_route(authenticator.settings))
-    routes += api_routes(service, security, sessions.end)
+    routes.append(metadata_route(authenticator))
+    api = api_routes(service, security, sessions.end)
+    routes += [*api, unmatched_route(api)]
     routes += registry_routes(service)
     # Last: the web page answers every path no other route does.
     routes.append(Mount("", app=WebPage(service)))

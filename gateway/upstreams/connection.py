@@ -157,6 +157,11 @@ class Upstream:
         self.first_attempt = anyio.Event()
         self._ready = anyio.Event()
         self._refresh = anyio.Event()
+        self.listing: SourceListing | None = None
+        """What the server listed last, as the catalog gets it (also while the connection is not
+        the live one: a replacement publishes it when it takes over)."""
+        self._calls = 0
+        self._drained: anyio.Event | None = None
 
     @property
     def name(self) -> str:
@@ -347,19 +352,28 @@ class Upstream:
         self._tools = len(records)
         self._resources = len(resources) + len(templates)
         self._prompts = len(prompts)
-        await self._on_listing(
-            SourceListing(
-                source=self.name,
-                namespace=self.config.prefix,
-                tools=records,
-                resources=tuple(resources),
-                templates=tuple(templates),
-                prompts=tuple(prompts),
-                wanted_names={
-                    original: settings.name for original, settings in self.config.tools.items() if settings.name
-                },
-            )
+        self.listing = SourceListing(
+            source=self.name,
+            namespace=self.config.prefix,
+            tools=records,
+            resources=tuple(resources),
+            templates=tuple(templates),
+            prompts=tuple(prompts),
+            wanted_names={original: settings.name for original, settings in self.config.tools.items() if settings.name},
         )
+        await self._on_listing(self.listing)
+
+    async def reconfigure(self, config: ServerConfig) -> None:
+        """Take settings that need no new connection (risk, tags, layer, timeouts, tool overrides,
+        namespace): the server is listed again under them, on the connection it has."""
+        self.config = config
+        session = self._session
+        if not isinstance(session, UpstreamSession):
+            return  # not connected: the next connection lists under them
+        try:
+            await self._publish(session)
+        except Exception as error:  # the listing follows with the next list_changed or connection
+            self.faults.report("failed refresh", _failure(error))
 
     async def _listed(self, method: str, fetch: PageFetch) -> list[Any]:
         """Every page of one listing; a method the server does not implement lists nothing.
@@ -444,6 +458,32 @@ class Upstream:
         (`directcalls`), others the SDK's session; either way the result is checked against the
         tool's output schema here, once (the session keeps no schemas: `listing.UpstreamSession`).
         """
+        # Counted so that a connection being replaced can let its calls finish (`drained`).
+        self._calls += 1
+        try:
+            return await self._call_tool(tool, arguments, progress)
+        finally:
+            self._calls -= 1
+            if not self._calls and self._drained is not None:
+                self._drained.set()
+                self._drained = None
+
+    def retire(self) -> None:
+        """This connection is being replaced: calls waiting for it to connect stop waiting, and are
+        told to call again (the replacement takes them); calls it is running go on."""
+        if self._session is None:
+            self._ready.set()
+
+    async def drained(self) -> None:
+        """Return once no call is running on this connection (one being replaced lets them finish)."""
+        if self._calls:
+            if self._drained is None:
+                self._drained = anyio.Event()
+            await self._drained.wait()
+
+    async def _call_tool(
+        self, tool: ToolRecord, arguments: Mapping[str, Any], progress: ProgressFn | None
+    ) -> types.CallToolResult:
         session = await self._live_session()
         direct = self._direct
         if log.isEnabledFor(logging.DEBUG):

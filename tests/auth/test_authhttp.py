@@ -49,10 +49,10 @@ def client_for() -> Iterator[Any]:
     clients: list[TestClient] = []
 
     def build(section: Any) -> TestClient:
-        settings = auth_settings(section)
+        authenticator = Authenticator(auth_settings(section))
         routes = [Route(path, whoami, methods=["GET", "POST"]) for path in ("/mcp", "/mcp/sub", "/mcpx", "/healthz")]
-        app = Starlette(routes=[*routes, metadata_route(settings)])
-        app.add_middleware(AuthMiddleware, authenticator=Authenticator(settings))
+        app = Starlette(routes=[*routes, metadata_route(authenticator)])
+        app.add_middleware(AuthMiddleware, authenticator=authenticator)
         clients.append(TestClient(app))
         return clients[-1]
 

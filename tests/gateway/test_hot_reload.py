@@ -17,6 +17,7 @@ from mcp import Client
 from gateway.config.loading import load_config, parse_config
 from gateway.config.model import GatewayConfig
 from gateway.upstreams.connection import State
+from tests.support.access import KEYS, auth_section, token_for
 from tests.support.harness import (
     REPO,
     collector,
@@ -128,6 +129,47 @@ async def test_a_reload_applies_roles_and_skills_and_names_what_needs_a_restart(
         assert budget is not None and budget.calls_per_minute == 5
         assert "gateway.call_timeout changed; it applies only after a restart" in caplog.text
         assert gateway.config.settings.call_timeout == 60
+
+
+async def test_a_reload_applies_roles_to_tokens_and_the_registration_section_and_says_what_waits_for_a_restart(
+    tmp_path: Path,
+) -> None:
+    roles: dict[str, Any] = {
+        "admin": {"allow": ["*"], "admin": True},
+        "analyst": {"allow": []},
+        "intern": {"allow": []},
+    }
+    servers = {"alpha": {"command": "unused"}}
+    before = document(tmp_path, servers, roles=roles, auth=auth_section())
+    after = document(
+        tmp_path,
+        servers,
+        roles={**roles, "auditor": {"allow": ["alpha__*"]}},
+        auth=auth_section(),
+        registration={"allow_commands": [sys.executable], "sandbox_stdio": False},
+        gateway={"call_timeout": 5},
+    )
+    admin = {"Authorization": f"Bearer {KEYS['admin']}"}
+    auditor = {"Authorization": f"Bearer {token_for('dana', 'auditor')}"}
+    fresh = {"name": "fresh", **toy_stdio("fresh")}
+    transports = in_memory({"alpha": toy("alpha")})
+    async with (
+        http_gateway(parsed(tmp_path, before), transports=transports) as (gateway, url),
+        httpx2.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        unknown_role = await http.get("/api/v1/tools", headers=auditor)
+        not_allowed = await http.post("/api/v1/servers", json=fresh, headers=admin)
+        await gateway.reload(parsed(tmp_path, after))
+        known_role = await http.get("/api/v1/tools", headers=auditor)
+        registered = await http.post("/api/v1/servers", json=fresh, headers=admin)
+        ready = await http.get("/readyz", headers=admin)
+        listed = await http.get("/api/v1/servers", headers=admin)
+    assert unknown_role.status_code == 401 and not_allowed.status_code == 403
+    assert known_role.status_code == 200, known_role.text
+    assert {tool["name"] for tool in known_role.json()["tools"]} >= {"alpha__echo"}
+    assert registered.status_code == 201, registered.text
+    assert ready.json()["restart_needed"] == ["gateway.call_timeout"]
+    assert listed.json()["restart_needed"] == ["gateway.call_timeout"]
 
 
 async def test_sighup_reloads_a_serving_gateway_instead_of_ending_it(tmp_path: Path) -> None:
