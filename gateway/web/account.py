@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -22,46 +24,42 @@ def safe_next(target: str | None) -> str:
 def routes(web: Web) -> list[Route]:
     """`/signin` and `/signout`."""
 
-    async def form(request: Request) -> Response:
-        session = web.sessions.get(request.cookies.get(COOKIE))
-        fresh = session is None
-        session = session or web.sessions.start()
-        page = web.render(
+    def signin_page(request: Request, nonce: str, target: str, status: int = 200, error: str | None = None) -> Response:
+        return web.render(
             request,
             None,
             "signin.html",
-            csrf_token=session.csrf,
-            next=safe_next(request.query_params.get("next")),
+            status=status,
+            csrf_token=web.sessions.form_token(nonce),
+            next=target,
             auth_on=web.gateway.authenticator.settings.enabled,
-            error=None,
+            error=error,
         )
-        return web.with_cookie(request, page, session) if fresh else page
+
+    async def form(request: Request) -> Response:
+        # The form's token is bound to the cookie the browser holds (a session's id, or a random
+        # value given here), and nothing is stored until someone signs in.
+        target = safe_next(request.query_params.get("next"))
+        nonce = request.cookies.get(COOKIE)
+        if nonce:
+            return signin_page(request, nonce, target)
+        nonce = secrets.token_urlsafe(32)
+        return web.with_cookie(request, signin_page(request, nonce, target), nonce)
 
     async def sign_in(request: Request) -> Response:
-        session = web.sessions.get(request.cookies.get(COOKIE))
+        nonce = request.cookies.get(COOKIE)
         try:
             values = await read_form(request)
-            if session is None:
-                raise csrf.CsrfError("your sign-in form expired: reload the page and paste the key again")
-            csrf.check(session.csrf, values.get(csrf.FIELD))
+            web.sessions.check_form(nonce, values.get(csrf.FIELD))
         except Exception as error:
             return web.failure(request, None, error)
+        assert nonce is not None  # check_form refuses a browser without the cookie
         target = safe_next(values.get("next"))
         try:
-            signed = web.sessions.sign_in(session, values.get("credential", ""))
+            signed = web.sessions.sign_in(web.sessions.get(nonce), values.get("credential", ""))
         except AuthenticationError as error:
-            page = web.render(
-                request,
-                None,
-                "signin.html",
-                status=401,
-                csrf_token=session.csrf,
-                next=target,
-                auth_on=web.gateway.authenticator.settings.enabled,
-                error=error.message,
-            )
-            return page
-        return web.with_cookie(request, RedirectResponse(target, status_code=303), signed)
+            return signin_page(request, nonce, target, 401, error.message)
+        return web.with_cookie(request, RedirectResponse(target, status_code=303), signed.id)
 
     async def sign_out(request: Request, person: Person) -> Response:
         web.sessions.end(person.session.id)

@@ -26,7 +26,7 @@ from gateway.service import Gateway
 from gateway.session import SessionContext
 from gateway.stores import DatabaseError
 from gateway.web import csrf
-from gateway.web.signin import COOKIE, WebSession, WebSessions
+from gateway.web.signin import COOKIE, WebSession, WebSessions, signed
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Person:
     @property
     def signed_in(self) -> bool:
         """Whether they signed in with a credential (rather than being let in without one)."""
-        return self.caller.identity.method in ("api_key", "jwt")
+        return signed(self.caller.identity)
 
 
 Handler = Callable[[Request, Person], Awaitable[Response]]
@@ -101,11 +101,12 @@ class Web:
         """An error as a page saying what went wrong."""
         return self.render(request, person, "error.html", status=status, status_code=status, message=message)
 
-    def with_cookie(self, request: Request, response: Response, session: WebSession) -> Response:
-        """`response` setting the session cookie: HttpOnly, SameSite=Strict, Secure over HTTPS."""
+    def with_cookie(self, request: Request, response: Response, value: str) -> Response:
+        """`response` setting the session cookie to `value` (a session's id, or the random value a
+        browser holds before sign-in): HttpOnly, SameSite=Strict, Secure over HTTPS."""
         response.set_cookie(
             COOKIE,
-            session.id,
+            value,
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
@@ -117,12 +118,11 @@ class Web:
         """Who is asking, and whether their session is new (its cookie must be set); None: not signed in."""
         session = self.sessions.get(request.cookies.get(COOKIE))
         fresh = False
-        if session is None or session.identity is None:
+        if session is None:
             if not self.open:
                 return None, False
             session = self.sessions.start(self.gateway.authenticator.authenticate(None))
             fresh = True
-        assert session.identity is not None
         return Person(session, caller_of(self.gateway, session.identity)), fresh
 
     def page(self, handler: Handler, *, admin: bool = False) -> Callable[[Request], Awaitable[Response]]:
@@ -143,7 +143,7 @@ class Web:
                 response = await handler(request, person)
             except Exception as error:  # every failure is a page, never a traceback
                 response = self.failure(request, person, error)
-            return self.with_cookie(request, response, person.session) if fresh else response
+            return self.with_cookie(request, response, person.session.id) if fresh else response
 
         return endpoint
 

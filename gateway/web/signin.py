@@ -3,8 +3,15 @@
 A person pastes an API key or a JWT; the gateway's `Authenticator` verifies it, and the session keeps
 the resulting `Identity`, the SHA-256 of an API key (so that a key removed from the configuration
 ends its sessions at once) and a JWT's expiry (a session never outlives its token). Signing in starts
-a new session id, so an id planted before sign-in is worth nothing after it. Sessions end on sign-out,
-after `IDLE_SECONDS` without a request, and the oldest go first past `MAX_SESSIONS`.
+a new session id, so an id planted before sign-in is worth nothing after it. Sessions end on sign-out
+and after `IDLE_SECONDS` without a request.
+
+Nothing is kept before sign-in: the sign-in form's CSRF token is signed, not stored (`csrf`), so
+requests without a credential cannot crowd anyone out. Signed-in sessions are bounded per caller
+(past `MAX_SESSIONS_PER_CALLER` a caller's own least recently used one ends) and in total (past
+`MAX_SESSIONS` a newcomer is refused): nobody's sign-ins end another caller's sessions. The sessions
+an open page gives visitors without a credential (authentication off, or an anonymous role) are
+counted apart, and past `MAX_SESSIONS` only the least recently used of those end.
 """
 
 from __future__ import annotations
@@ -19,19 +26,28 @@ from dataclasses import dataclass
 
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import AuthenticationError, Identity
+from gateway.web import csrf
 
 COOKIE = "gateway_session"
 IDLE_SECONDS = 8 * 3600.0
 MAX_SESSIONS = 10_000
+MAX_SESSIONS_PER_CALLER = 16
+FORM_SECONDS = 3600.0
+"""How long a sign-in form may be left open before it must be reloaded."""
+
+
+def signed(identity: Identity) -> bool:
+    """Whether `identity` signed in with a credential (rather than being let in without one)."""
+    return identity.method in ("api_key", "jwt")
 
 
 @dataclass(slots=True)
 class WebSession:
-    """One browser's session: who signed in (None before sign-in) and its CSRF token."""
+    """One browser's session: who it is and its CSRF token."""
 
     id: str
     csrf: str
-    identity: Identity | None
+    identity: Identity
     last_seen: float
     key_digest: bytes | None = None
     expires: float | None = None
@@ -51,17 +67,28 @@ class WebSessions:
         wall_clock: Callable[[], float] = time.time,
         idle: float = IDLE_SECONDS,
         limit: int = MAX_SESSIONS,
+        per_caller: int = MAX_SESSIONS_PER_CALLER,
     ) -> None:
         self._authenticator = authenticator
         self._clock = clock
         self._wall_clock = wall_clock
         self._idle = idle
         self._limit = limit
-        self._sessions: OrderedDict[str, WebSession] = OrderedDict()
+        self._per_caller = per_caller
+        # Signed forms need no storage; a restart, which ends every session anyway, voids the open ones.
+        self._key = secrets.token_bytes(32)
+        # Each kept least recently used first.
+        self._signed: OrderedDict[str, WebSession] = OrderedDict()
+        self._visitors: OrderedDict[str, WebSession] = OrderedDict()
+
+    def count(self) -> int:
+        """How many sessions are kept."""
+        return len(self._signed) + len(self._visitors)
 
     def get(self, session_id: str | None) -> WebSession | None:
         """The live session `session_id`, touched; None when unknown, idle too long, or its credential lapsed."""
-        session = self._sessions.get(session_id or "")
+        pool = self._signed if (session_id or "") in self._signed else self._visitors
+        session = pool.get(session_id or "")
         if session is None:
             return None
         now = self._clock()
@@ -69,8 +96,16 @@ class WebSessions:
             self.end(session.id)
             return None
         session.last_seen = now
-        self._sessions.move_to_end(session.id)
+        pool.move_to_end(session.id)
         return session
+
+    def form_token(self, nonce: str) -> str:
+        """The sign-in form's CSRF token for the browser whose pre-sign-in cookie holds `nonce`."""
+        return csrf.signin_token(self._key, nonce, int(self._wall_clock() + FORM_SECONDS))
+
+    def check_form(self, nonce: str | None, submitted: object) -> None:
+        """Raise `CsrfError` unless `submitted` is a token of `form_token(nonce)` still good."""
+        csrf.check_signin(self._key, nonce, submitted, self._wall_clock())
 
     def _still_valid(self, session: WebSession) -> bool:
         if session.expires is not None and self._wall_clock() >= session.expires:
@@ -80,18 +115,30 @@ class WebSessions:
         keys = self._authenticator().settings.api_keys
         return any(hmac.compare_digest(session.key_digest, key.digest) for key in keys)
 
-    def start(self, identity: Identity | None = None) -> WebSession:
-        """A new session for `identity` (None: not signed in yet, only a CSRF token for the sign-in form)."""
-        while len(self._sessions) >= self._limit:
-            self._sessions.popitem(last=False)
+    def start(self, identity: Identity) -> WebSession:
+        """A new session for `identity`. Raises `AuthenticationError` when signed-in sessions are at
+        their limit and none of them is this caller's."""
+        pool = self._signed if signed(identity) else self._visitors
+        now = self._clock()
+        while pool and now - next(iter(pool.values())).last_seen > self._idle:
+            pool.popitem(last=False)
+        if pool is self._visitors:
+            while len(pool) >= self._limit:
+                pool.popitem(last=False)
+        else:
+            mine = [held.id for held in pool.values() if held.identity.key == identity.key]
+            if len(mine) >= self._per_caller:
+                del pool[mine[0]]
+            elif len(pool) >= self._limit:
+                raise AuthenticationError(f"the page holds {self._limit} signed-in sessions, its limit: retry later")
         session = WebSession(
             id=secrets.token_urlsafe(32),
             csrf=secrets.token_urlsafe(32),
             identity=identity,
-            last_seen=self._clock(),
+            last_seen=now,
             context=f"web-{secrets.token_hex(8)}",
         )
-        self._sessions[session.id] = session
+        pool[session.id] = session
         return session
 
     def sign_in(self, previous: WebSession | None, credential: str) -> WebSession:
@@ -116,4 +163,5 @@ class WebSessions:
 
     def end(self, session_id: str) -> None:
         """End the session `session_id` (sign-out); unknown ids are ignored."""
-        self._sessions.pop(session_id, None)
+        self._signed.pop(session_id, None)
+        self._visitors.pop(session_id, None)
