@@ -15,6 +15,8 @@ from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
 from gateway.config.model import (
+    DEFAULT_WORKSPACE_BYTES,
+    DEFAULT_WORKSPACE_BYTES_PER_CALLER,
     DEFAULT_WORKSPACE_SIZE,
     GatewayConfig,
     GatewaySettings,
@@ -248,6 +250,11 @@ _FLOAT_SETTINGS = {
     "workspace_retention",
 }
 
+_SIZE_SETTINGS = {
+    "max_workspace_bytes_per_caller": DEFAULT_WORKSPACE_BYTES_PER_CALLER,
+    "max_workspace_bytes": DEFAULT_WORKSPACE_BYTES,
+}
+
 
 def _settings(
     raw: Mapping[str, Any], data_dir: Path, base_dir: Path, env: Mapping[str, str], problems: list[Problem]
@@ -269,6 +276,9 @@ def _settings(
         if size is not None and size < 1 << 20:
             problems.append((("gateway", "workspace_size"), "must be at least 1m"))
         values["workspace_size"] = size or DEFAULT_WORKSPACE_SIZE
+    for key, default in _SIZE_SETTINGS.items():
+        if key in values:
+            values[key] = size_bytes(values[key], ("gateway", key), problems) or default
     values["allowed_origins"] = tuple(values.get("allowed_origins", ()))
     for index, origin in enumerate(values["allowed_origins"]):
         if not re.fullmatch(r"https?://[^/\s]+", origin):
@@ -280,6 +290,11 @@ def _settings(
         problems.append((("gateway", "loop_repeat_limit"), "must not exceed loop_window"))
     if settings.restart_backoff_initial > settings.restart_backoff_max:
         problems.append((("gateway", "restart_backoff_initial"), "must not exceed restart_backoff_max"))
+    # A caller's cap must leave room for one workspace, and the total for one caller's cap.
+    if settings.max_workspace_bytes_per_caller < settings.workspace_size:
+        problems.append((("gateway", "max_workspace_bytes_per_caller"), "must be at least workspace_size"))
+    if settings.max_workspace_bytes < settings.max_workspace_bytes_per_caller:
+        problems.append((("gateway", "max_workspace_bytes"), "must be at least max_workspace_bytes_per_caller"))
     return settings
 
 

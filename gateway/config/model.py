@@ -21,6 +21,8 @@ Scope = Literal["shared", "session"]
 Disclosure = Literal["call-through", "list_changed"]
 
 DEFAULT_WORKSPACE_SIZE = 256 << 20
+DEFAULT_WORKSPACE_BYTES_PER_CALLER = 1 << 30
+DEFAULT_WORKSPACE_BYTES = 8 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,8 @@ class GatewaySettings:
     http_json_responses: bool = False
     workspace_size: int = DEFAULT_WORKSPACE_SIZE
     workspace_retention: float = 86400
+    max_workspace_bytes_per_caller: int = DEFAULT_WORKSPACE_BYTES_PER_CALLER
+    max_workspace_bytes: int = DEFAULT_WORKSPACE_BYTES
     registry_namespace: str = "io.github.mcp-gateway"
     admin_without_auth: bool = False
 

@@ -7,7 +7,8 @@ stop when the session ends or idles out.
 
 A workspace belongs to the sandbox's unprivileged user (mode 0700, never world-writable), is
 size-limited where the gateway can mount a file system per workspace (see `volumes`), and is
-removed `workspace_retention` seconds after its session ended.
+removed `workspace_retention` seconds after its session ended, or sooner when the workspaces of its
+caller, or of everyone, take more than their cap on disk (see `retention`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from gateway.session import SessionContext
 from gateway.upstreams import volumes
 from gateway.upstreams.clientside import Notice, NoticeHandler, SessionNotices
 from gateway.upstreams.connection import State, Upstream
+from gateway.upstreams.retention import Quota, Workspace, WorkspaceQuotaError, plan
 from gateway.upstreams.transports import TransportFactory
 
 log = logging.getLogger(__name__)
@@ -59,17 +62,6 @@ def workspace_owner() -> tuple[int, int]:
     """Who owns workspaces and runs inside sandboxes: nobody under a root gateway, else the
     gateway's own user (which cannot give files away, and needs no other user's access)."""
     return SANDBOX_OWNER if os.geteuid() == 0 else (os.getuid(), os.getgid())
-
-
-@dataclass(frozen=True, slots=True)
-class Workspace:
-    """One workspace on disk, as `workspaces list` shows it."""
-
-    path: Path
-    ended_at: float | None
-    """When its session ended (epoch seconds); None while in use or left by a gateway that died."""
-    used: int
-    """Bytes it takes on disk."""
 
 
 WORKSPACE_KEY = "gateway.workspace"
@@ -126,6 +118,10 @@ class Workspaces:
         self.owner = workspace_owner()
         self.size = settings.workspace_size
         self.retention = settings.workspace_retention
+        self.quota = Quota(settings.max_workspace_bytes_per_caller, settings.max_workspace_bytes)
+        # Workspaces are made, ended and removed in worker threads; deciding what fits under the
+        # caps and acting on it is one step, or two new sessions could both take the last room.
+        self._disk = threading.Lock()
         self.unlimited: str | None = "not checked yet"
         """Why workspaces are not size-limited, or None when they are."""
         self.privileged = [
@@ -207,33 +203,55 @@ class Workspaces:
     def sweep(self, now: float | None = None) -> list[Path]:
         """Remove the workspaces whose session ended `retention` seconds ago or longer."""
         now = self._clock() if now is None else now
-        expired = [
-            workspace.path
-            for workspace in self.entries()
-            if workspace.ended_at is not None and now - workspace.ended_at >= self.retention
-        ]
-        for directory in expired:
-            remove(directory)
-            log.info("removed workspace %s, whose session ended over %.0f s ago", directory, self.retention)
+        with self._disk:
+            expired = [
+                workspace.path
+                for workspace in self.entries()
+                if workspace.ended_at is not None and now - workspace.ended_at >= self.retention
+            ]
+            for directory in expired:
+                remove(directory)
+                log.info("removed workspace %s, whose session ended over %.0f s ago", directory, self.retention)
         return expired
 
+    def _make_room(self, caller: Path, room: int, reopened: Path | None = None) -> None:
+        """Remove ended workspaces, oldest first, until `caller`'s (the directory of its workspaces)
+        and everyone's leave `room` bytes under their caps; raise `WorkspaceQuotaError` when that
+        cannot be done. Runs holding `_disk`."""
+        # A session that comes back to its ended workspace uses it again: it is not one to remove.
+        held = [replace(entry, ended_at=None) if entry.path == reopened else entry for entry in self.entries()]
+        decided = plan(held, caller, self.quota, room)
+        if decided.refusal:
+            raise WorkspaceQuotaError(decided.refusal)
+        for path in decided.remove:
+            try:
+                remove(path)
+            except (OSError, volumes.VolumeError) as error:  # the next session's start or end tries again
+                log.warning("removing ended workspace %s failed: %s", path, error)
+                continue
+            log.info("removed ended workspace %s early: workspaces were over their cap on disk", path)
+
     def _prepare(self, directory: Path) -> None:
-        _private_dir(self.root)
-        _private_dir(directory.parent)
-        image = directory.with_suffix(IMAGE)
-        directory.with_suffix(ENDED).unlink(missing_ok=True)
-        directory.with_suffix(OWNER).write_text(owners.own_token())
-        _private_dir(directory, self.owner)
-        if self.unlimited is not None or os.path.ismount(directory):
-            return
-        if not image.exists():
-            volumes.create(image, self.size, self.owner)
-        volumes.mount(image, directory)
+        with self._disk:
+            self._make_room(directory.parent, self.size, reopened=directory)
+            _private_dir(self.root)
+            _private_dir(directory.parent)
+            image = directory.with_suffix(IMAGE)
+            directory.with_suffix(ENDED).unlink(missing_ok=True)
+            directory.with_suffix(OWNER).write_text(owners.own_token())
+            _private_dir(directory, self.owner)
+            if self.unlimited is not None or os.path.ismount(directory):
+                return
+            if not image.exists():
+                volumes.create(image, self.size, self.owner)
+            volumes.mount(image, directory)
 
     def _end(self, directory: Path) -> None:
         if os.path.ismount(directory):
             volumes.unmount(directory)
-        directory.with_suffix(ENDED).write_text(repr(self._clock()))
+        with self._disk:
+            directory.with_suffix(ENDED).write_text(repr(self._clock()))
+            self._make_room(directory.parent, 0)
 
     def _recover(self) -> None:
         """At start-up: no session of a gateway that is gone lives on, so its mounts go and its
@@ -354,6 +372,10 @@ def _ended_at(directory: Path) -> float | None:
 
 
 def _used(directory: Path) -> int:
+    if os.path.ismount(directory):
+        # What its file system holds now: the image file grows only as the kernel writes back.
+        held = os.statvfs(directory)
+        return (held.f_blocks - held.f_bfree) * held.f_frsize
     image = directory.with_suffix(IMAGE)
     if image.exists():
         return image.stat().st_blocks * 512

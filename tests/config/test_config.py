@@ -185,6 +185,12 @@ def test_workspace_size_and_retention_are_read_as_bytes_and_seconds(tmp_path: Pa
     assert (config.settings.workspace_size, config.settings.workspace_retention) == (8 << 20, 90.0)
 
 
+def test_the_caps_on_workspace_bytes_are_read_as_sizes(tmp_path: Path) -> None:
+    text = "gateway: {workspace_size: 8m, max_workspace_bytes_per_caller: 24m, max_workspace_bytes: 1g}\n"
+    settings = load_config(write(tmp_path, "g.yaml", text), ENV).settings
+    assert (settings.max_workspace_bytes_per_caller, settings.max_workspace_bytes) == (24 << 20, 1 << 30)
+
+
 def test_gateway_options_build_every_dataclass(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -280,6 +286,17 @@ def test_tool_settings_fall_back_to_the_server() -> None:
         ("gateway: {workspace_size: 512k}\n", "gateway.workspace_size", "at least 1m"),
         ("gateway: {workspace_size: huge}\n", "gateway.workspace_size", "a size like 64m"),
         ("gateway: {workspace_retention: 0}\n", "gateway.workspace_retention", "greater than 0"),
+        ("gateway: {max_workspace_bytes: lots}\n", "gateway.max_workspace_bytes", "a size like 64m"),
+        (
+            "gateway: {workspace_size: 2g}\n",
+            "gateway.max_workspace_bytes_per_caller",
+            "at least workspace_size",
+        ),
+        (
+            "gateway: {max_workspace_bytes_per_caller: 9g}\n",
+            "gateway.max_workspace_bytes",
+            "at least max_workspace_bytes_per_caller",
+        ),
     ],
 )
 def test_invalid_file_names_file_path_and_problem(tmp_path: Path, content: str, path: str, problem: str) -> None:

@@ -14,6 +14,7 @@ from mcp import Client
 from gateway import owners
 from gateway.auth.identity import Identity
 from gateway.config.loading import load_config
+from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
@@ -82,16 +83,17 @@ class Clock:
         return self.now
 
 
-async def one_session(gateway: Gateway, path: str = "kept.txt") -> Path:
+async def one_session(gateway: Gateway, path: str = "kept.txt", content: str = "results") -> Path:
     """Run one session that writes a file into its workspace; return the workspace, its session ended."""
+    others = {context.id for context in gateway.sessions.live()}
     async with Client(build_server(gateway), mode="legacy") as client:
         with anyio.fail_after(20):
-            written = await client.call_tool("files__write_file", {"path": path, "content": "results"})
+            written = await client.call_tool("files__write_file", {"path": path, "content": content})
         assert not written.is_error, written
-        (context,) = gateway.sessions.live()
+        (context,) = [context for context in gateway.sessions.live() if context.id not in others]
         workspace: Path = context.state["gateway.workspace"]
     with anyio.fail_after(10):
-        while gateway.sessions.live():
+        while context.id in {live.id for live in gateway.sessions.live()}:
             await anyio.sleep(0.02)
     return workspace
 
@@ -179,6 +181,114 @@ async def test_a_restarted_gateway_removes_expired_workspaces_at_start_up(tmp_pa
     async with Gateway(config, wall_clock=clock) as gateway:
         assert [entry.path for entry in gateway.workspaces.entries()] == [recent]
     assert not on_disk(old) and on_disk(recent)
+
+
+def capped_config(tmp_path: Path) -> GatewayConfig:
+    """A files server per session, 8 MiB workspaces, 20 MiB kept per caller and 30 MiB in all."""
+    servers = {"files": files_server("--max-write-bytes", str(8 * MiB))}
+    caps = {"max_workspace_bytes_per_caller": "20m", "max_workspace_bytes": "30m"}
+    return make_config(tmp_path, servers, workspace_size="8m", **caps)
+
+
+def kept(gateway: Gateway) -> list[Path]:
+    """The workspaces on disk: those in use, then the ended ones, oldest first."""
+    return [entry.path for entry in gateway.workspaces.entries()]
+
+
+def bytes_kept(gateway: Gateway) -> int:
+    """What every workspace on disk takes, as the caps count it."""
+    return sum(entry.used for entry in gateway.workspaces.entries())
+
+
+@pytest.mark.anyio
+async def test_churning_sessions_keep_a_callers_workspaces_under_its_cap_and_the_oldest_ended_go_first(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(1_000_000.0)
+    async with (
+        Gateway(capped_config(tmp_path), wall_clock=clock) as gateway,
+        Client(build_server(gateway), mode="legacy") as open_throughout,
+    ):
+        with anyio.fail_after(20):
+            written = await open_throughout.call_tool("files__write_file", {"path": "a.txt", "content": "x" * MiB})
+        assert not written.is_error, written
+        (live,) = kept(gateway)
+        ended = []
+        for round in range(6):
+            ended.append(await one_session(gateway, content="x" * (6 * MiB)))
+            clock.now += 60
+            # 1 MiB in use and 6 MiB in each ended workspace: two ended ones fit the caller's 20 MiB.
+            assert kept(gateway) == [live, *ended[-2:]], round
+            assert bytes_kept(gateway) <= 20 * MiB
+        still = await open_throughout.call_tool("files__read_file", {"path": "a.txt"})
+    assert not still.is_error and len(still.structured_content["content"]) == MiB  # type: ignore[index]
+    assert not any(on_disk(workspace) for workspace in ended[:-2])
+
+
+@pytest.mark.anyio
+async def test_a_session_whose_callers_workspaces_in_use_hold_its_cap_is_refused_a_workspace_until_one_ends(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(1_000_000.0)
+    async with Gateway(capped_config(tmp_path), wall_clock=clock) as gateway:
+        server = build_server(gateway)
+        older = await one_session(gateway, content="x" * (2 * MiB))
+        clock.now += 60
+        async with Client(server, mode="legacy") as second, Client(server, mode="legacy") as third:
+            async with Client(server, mode="legacy") as first:
+                with anyio.fail_after(30):
+                    for client in (first, second):
+                        written = await client.call_tool("files__write_file", {"path": "f", "content": "x" * (7 * MiB)})
+                        assert not written.is_error, written
+                    refused = await third.call_tool("files__write_file", {"path": "f", "content": "x"})
+                listed = kept(gateway)
+            with anyio.fail_after(10):
+                while len(gateway.sessions.live()) > 2:
+                    await anyio.sleep(0.02)
+            (first_ended,) = [entry.path for entry in gateway.workspaces.entries() if entry.ended_at == clock.now]
+            ended = kept(gateway)
+            with anyio.fail_after(30):
+                admitted = await third.call_tool("files__write_file", {"path": "f", "content": "x"})
+            after = kept(gateway)
+    text = refused.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error
+    assert text.startswith(
+        "No room for this session's workspace: this caller's sessions in use hold 14.0 MiB of the 20.0 MiB it may"
+        " keep, and a new workspace may take 8.0 MiB"
+    )
+    assert "End sessions you no longer need" in text and str(tmp_path) not in text
+    # Refused, nothing was removed; the first session's end left its workspace under the cap, and
+    # the third session's made room by removing the ended ones, oldest first.
+    assert older in listed and len(listed) == 3
+    assert set(ended) == set(listed)
+    assert not admitted.is_error, admitted
+    assert len(after) == 2 and older not in after and first_ended not in after
+
+
+async def written_directly(gateway: Gateway, caller: str, clock: Clock) -> Path:
+    """A session of `caller` whose workspace gets 6 MiB written straight to disk, ended; the clock moves on."""
+    context = gateway.open_session(f"{caller}-{clock.now}", Identity(caller, None, "api_key"), "memory")
+    workspace = await gateway.workspaces.open(context)
+    (workspace / "data.bin").write_bytes(b"x" * (6 * MiB))
+    await gateway.close_session(context.id)
+    clock.now += 60
+    return workspace
+
+
+@pytest.mark.anyio
+async def test_everyones_workspaces_stay_under_the_total_and_the_oldest_ended_go_first_whoever_they_belong_to(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(1_000_000.0)
+    async with Gateway(capped_config(tmp_path), wall_clock=clock) as gateway:
+        first, second = [await written_directly(gateway, "alice", clock) for _ in range(2)]
+        bobs = await written_directly(gateway, "bob", clock)
+        carols = await written_directly(gateway, "carol", clock)
+        assert kept(gateway) == [first, second, bobs, carols]
+        # 24 MiB are kept; a new workspace may take 8 MiB more than the 30 MiB allowed in all.
+        daves = await written_directly(gateway, "dave", clock)
+        assert kept(gateway) == [second, bobs, carols, daves]
+        assert bytes_kept(gateway) <= 30 * MiB
 
 
 def workspaces_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
