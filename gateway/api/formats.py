@@ -5,7 +5,8 @@
   read by the same code as a client's config file (`config/clientfiles.py`).
 - An MCP Registry `server.json`. Its first package the gateway can start becomes a stdio server:
   pypi `uvx <id>==<version>`, npm `npx -y <id>@<version>`, oci a hardened `docker run` of the image
-  (no network, read-only, no capabilities: the limits of the gateway's own sandbox). Without one,
+  (no network, read-only, no capabilities: the limits of the gateway's own sandbox), whose runtime
+  arguments may only set environment variables (`gateway/config/dockerrun.py`). Without one,
   its first remote becomes a URL server (streamable-http -> http, sse -> sse). Arguments come from
   `runtimeArguments` (before the package) and `packageArguments` (after it); a value's `{name}`
   templates from its `variables`; environment variables and headers from their `value` or
@@ -26,6 +27,7 @@ from typing import Any
 import jsonschema
 
 from gateway.config.clientfiles import fitting_name, from_client_file
+from gateway.config.dockerrun import image_problem, run_args, setting_problem, variable_problem
 from gateway.config.schema import (
     NAME_PATTERN,
     NAME_RULE,
@@ -37,23 +39,6 @@ from gateway.config.schema import (
 )
 
 SOURCE = "request body"
-CONTAINER_FLAGS = (
-    "--rm",
-    "-i",
-    "--network=none",
-    "--read-only",
-    "--cap-drop=ALL",
-    "--security-opt=no-new-privileges",
-    "--user=65534:65534",
-    "--pids-limit=64",
-    "--memory=256m",
-    "--memory-swap=256m",
-    "--cpus=1",
-    "--tmpfs=/tmp:rw,nosuid,nodev,noexec,size=64m",
-    "--init",
-)
-"""`docker run` options of an oci package: the hardening of the gateway's sandbox (docs/sandbox.md)."""
-
 _STARTABLE = ("pypi", "npm", "oci")
 _REMOTE_TRANSPORTS = {"streamable-http": "http", "sse": "sse"}
 # `{name}` is a server.json variable; `${NAME}` is left for the gateway's own environment substitution.
@@ -126,12 +111,10 @@ SERVER_JSON_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """One server to register: its name, its entry in the gateway's form, and whether the entry
-    already runs the server in a container (so the registration policy does not sandbox it again)."""
+    """One server to register: its name and its entry in the gateway's form."""
 
     name: str
     entry: dict[str, Any] = field(default_factory=dict)
-    container: bool = False
 
 
 def registrations(body: Mapping[str, Any]) -> list[Registration]:
@@ -205,23 +188,58 @@ def _unstartable(packages: list[dict[str, Any]]) -> Problem:
 def _package(name: str, package: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> Registration:
     identifier: str = package["identifier"]
     version = package.get("version")
-    runtime = _arguments(package.get("runtimeArguments", []), (*path, "runtimeArguments"), problems)
     arguments = _arguments(package.get("packageArguments", []), (*path, "packageArguments"), problems)
     env = _named_values(package.get("environmentVariables", []), (*path, "environmentVariables"), problems)
     kind = package["registryType"]
     entry: dict[str, Any]
-    if kind == "pypi":
-        entry = {"command": "uvx", "args": [*runtime, f"{identifier}=={version}" if version else identifier]}
-    elif kind == "npm":
-        entry = {"command": "npx", "args": ["-y", *runtime, f"{identifier}@{version}" if version else identifier]}
+    if kind == "oci":
+        entry = _container(package, env, arguments, path, problems)
     else:
-        # Names only: `docker run -e NAME` passes the value from its own environment, off the command line.
-        passed = [f"--env={variable}" for variable in env]
-        entry = {"command": "docker", "args": ["run", *CONTAINER_FLAGS, *passed, *runtime, _image(identifier, version)]}
-    entry["args"] += arguments
+        runtime = _arguments(package.get("runtimeArguments", []), (*path, "runtimeArguments"), problems)
+        if kind == "pypi":
+            entry = {"command": "uvx", "args": [*runtime, f"{identifier}=={version}" if version else identifier]}
+        else:
+            entry = {"command": "npx", "args": ["-y", *runtime, f"{identifier}@{version}" if version else identifier]}
+        entry["args"] += arguments
     if env:
         entry["env"] = env
-    return Registration(name, entry, container=kind == "oci")
+    return Registration(name, entry)
+
+
+def _container(
+    package: Mapping[str, Any], env: Mapping[str, str], arguments: list[str], path: JsonPath, problems: list[Problem]
+) -> dict[str, Any]:
+    """The hardened `docker run` of an oci package (`gateway/config/dockerrun.py`); a runtime argument
+    that is no environment variable, a variable the docker client reads, or an odd image is a problem."""
+    settings = _settings(package.get("runtimeArguments", []), (*path, "runtimeArguments"), problems)
+    for index, variable in enumerate(package.get("environmentVariables", [])):
+        if text := variable_problem(variable["name"]):
+            problems.append(((*path, "environmentVariables", index, "name"), text))
+    image = _image(package["identifier"], package.get("version"))
+    if text := image_problem(image):
+        problems.append(((*path, "identifier"), text))
+    # Names only: `docker run --env=NAME` passes the value from its own environment, off the command line.
+    return {"command": "docker", "args": run_args(list(env), settings, image, arguments)}
+
+
+def _settings(arguments: list[dict[str, Any]], path: JsonPath, problems: list[Problem]) -> list[str]:
+    """An oci package's runtime arguments as the `NAME=value` of each `-e`; any other is a problem naming it."""
+    settings: list[str] = []
+    for index, argument in enumerate(arguments):
+        where = (*path, index)
+        value = _value(argument, where, problems)
+        if argument["type"] == "named":
+            flag = argument.get("name", "a named argument without a name")
+        elif value is None:
+            continue
+        else:
+            flag, value = value, None
+        text = setting_problem(flag, value)
+        if text:
+            problems.append((where, text))
+        elif value is not None:
+            settings.append(value)
+    return settings
 
 
 def _image(identifier: str, version: str | None) -> str:

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, Caller, json_object, read_json
-from gateway.api.formats import Registration, registrations
+from gateway.api.formats import registrations
 from gateway.errors import ConflictError, NotFoundError
 from gateway.service import Gateway
 from gateway.upstreams.connection import Status
@@ -49,13 +49,9 @@ async def register(gateway: Gateway, caller: Caller, body: dict[str, Any]) -> li
         if registration.name in taken or names.count(registration.name) > 1:
             raise ConflictError(f"a server named {registration.name!r} exists already")
     # Every server is judged before any is added, so a refused one leaves nothing half-registered.
-    admitted = [_admit(gateway, registration) for registration in wanted]
+    policy = gateway.config.registration
+    admitted = [(registration.name, policy.admit(registration.name, registration.entry)) for registration in wanted]
     return [await gateway.add_server({"name": name, **entry}) for name, entry in admitted]
-
-
-def _admit(gateway: Gateway, registration: Registration) -> tuple[str, dict[str, Any]]:
-    entry = gateway.config.registration.admit(registration.name, registration.entry, container=registration.container)
-    return registration.name, entry
 
 
 async def change(gateway: Gateway, caller: Caller, name: str, changes: dict[str, Any]) -> Status:

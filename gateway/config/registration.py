@@ -6,7 +6,8 @@ and against its name, `allow_urls` globs against the whole URL. In a glob `*` st
 part (it matches no `/`, `?`, `#`, `@` or `:`), so `https://*.example.com/**` cannot be met by
 `https://evil.test/?.example.com/`; `**` matches anything, `?` one character of a part.
 `sandbox_stdio` (default true) runs every API-registered stdio server in a Docker sandbox unless
-its entry says how it is sandboxed.
+its entry says how it is sandboxed; a `docker` command must be the hardened run of
+`gateway/config/dockerrun.py`, a container already, and is not wrapped again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gateway.config.schema import validate_section
+from gateway.config.dockerrun import run_problems
+from gateway.config.schema import raise_if_any, validate_section
 from gateway.errors import ForbiddenError, clip
 
 REGISTRATION_SCHEMA: dict[str, Any] = {
@@ -79,9 +81,10 @@ class RegistrationPolicy:
         """Whether an endpoint may be registered: a glob matches the whole URL."""
         return any(glob_match(url, glob) for glob in self.allow_urls)
 
-    def admit(self, name: str, entry: Mapping[str, Any], *, container: bool = False) -> dict[str, Any]:
-        """`entry` as it may be registered (sandboxed when the policy says so), or `ForbiddenError`
-        naming what was refused. `container`: the entry already runs its server in a container."""
+    def admit(self, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """`entry` as it may be registered (sandboxed when the policy says so). `ForbiddenError` names
+        what the policy refuses, `ConfigProblems` each argument of a `docker` command that is not the
+        hardened run."""
         command, url = entry.get("command"), entry.get("url")
         # A variable could expand to any executable after the check; only literal commands are judged.
         if isinstance(command, str) and ("${" in command or not self.command_allowed(command)):
@@ -91,6 +94,10 @@ class RegistrationPolicy:
         if isinstance(url, str) and ("${" in url or not self.url_allowed(url)):
             raise ForbiddenError(f"server {name!r}: the URL {clip(url)!r} is not allowed by registration.allow_urls")
         admitted = dict(entry)
+        container = isinstance(command, str) and posixpath.basename(command) == "docker"
+        if container:
+            problems = run_problems(entry.get("args", []), entry.get("env", {}))
+            raise_if_any("registration", [(("servers", name, *where), text) for where, text in problems])
         if isinstance(command, str) and self.sandbox_stdio and not container and "sandbox" not in admitted:
             admitted["sandbox"] = "docker"
         return admitted

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config.dockerrun import HARDENING
 from gateway.config.loading import parse_config
 from gateway.config.registration import RegistrationPolicy, glob_match
+from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError, ForbiddenError
 
 POLICY = RegistrationPolicy(
@@ -82,12 +84,23 @@ def test_stdio_servers_registered_through_the_api_are_sandboxed_by_default() -> 
     assert POLICY.admit("x", {"url": "https://a.example.com/mcp"}) == {"url": "https://a.example.com/mcp"}
 
 
-def test_a_container_or_a_policy_without_sandboxing_is_not_sandboxed_again() -> None:
+def test_a_hardened_docker_run_or_a_policy_without_sandboxing_is_not_sandboxed_again() -> None:
+    run = ["run", *HARDENING, "ghcr.io/example/weather:1"]
     assert "sandbox" not in RegistrationPolicy(allow_commands=("docker",)).admit(
-        "x", {"command": "docker"}, container=True
+        "x", {"command": "docker", "args": run}
     )
     host = RegistrationPolicy(allow_commands=("uvx",), sandbox_stdio=False)
     assert "sandbox" not in host.admit("x", {"command": "uvx"})
+
+
+@pytest.mark.parametrize("sandbox_stdio", [True, False])
+def test_a_docker_command_that_is_not_the_hardened_run_is_refused_naming_the_argument(sandbox_stdio: bool) -> None:
+    allowed = RegistrationPolicy(allow_commands=("docker",), sandbox_stdio=sandbox_stdio)
+    entry = {"command": "docker", "args": ["run", "--privileged", "-v", "/:/host", *HARDENING, "busybox"]}
+    with pytest.raises(ConfigProblems) as refused:
+        allowed.admit("x", entry)
+    [(path, text)] = refused.value.problems
+    assert path == "servers.x.args[1]" and text.startswith("'--privileged' is not allowed")
 
 
 def test_the_registration_section_is_read_from_the_config_file(tmp_path: Path) -> None:
