@@ -1,9 +1,13 @@
-"""What may be registered through the API: the `registration` section and its checks (pure).
+"""What may be registered through the API: the `registration` section and its checks.
 
 Registering a stdio server runs a command on the gateway's host, so nothing may be registered
-until the operator says what: `allow_commands` globs are matched against the executable's path
-and against its name, `allow_urls` globs against the whole URL. In a glob `*` stays inside one
-part (it matches no `/`, `?`, `#`, `@` or `:`), so `https://*.example.com/**` cannot be met by
+until the operator says what. `allow_commands` holds program names and path globs, and judges the
+absolute path a command would run: a program name is looked up on the gateway's PATH when the
+policy is made and pinned to the path found there; a registered command is looked up the same way
+(a path must be absolute) and must be a pinned path or match a path glob. A registered server that
+runs on the host runs that absolute path, so neither a later PATH nor the entry's own `env` can
+swap the program. `allow_urls` globs are matched against the whole URL. In a glob `*` stays inside
+one part (it matches no `/`, `?`, `#`, `@` or `:`), so `https://*.example.com/**` cannot be met by
 `https://evil.test/?.example.com/`; `**` matches anything, `?` one character of a part.
 `sandbox_stdio` (default true) runs every API-registered stdio server in a Docker sandbox unless
 its entry says how it is sandboxed; a `docker` command must be the hardened run of
@@ -12,10 +16,12 @@ its entry says how it is sandboxed; a `docker` command must be the hardened run 
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -27,7 +33,14 @@ REGISTRATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "allow_commands": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "allow_commands": {
+            "type": "array",
+            "items": {
+                "type": "string",
+                "pattern": r"^(/.*|[^/*?]+)$",
+                "description": "a program name without wildcards, or a path glob starting with '/'",
+            },
+        },
         "allow_urls": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "sandbox_stdio": {"type": "boolean"},
     },
@@ -51,13 +64,28 @@ def glob_match(text: str, glob: str) -> bool:
     return _compiled(glob).fullmatch(text) is not None
 
 
+def resolve(command: str) -> str | None:
+    """The absolute path `command` runs: a path as written, normalised (None unless absolute), a
+    program name as found on the gateway's PATH (None when it is not there)."""
+    if "/" not in command:
+        found = shutil.which(command)
+        return None if found is None else posixpath.normpath(os.path.abspath(found))
+    return posixpath.normpath(command) if command.startswith("/") else None
+
+
 @dataclass(frozen=True, slots=True)
 class RegistrationPolicy:
-    """The `registration` section: which commands and URLs the API may register, and sandboxing."""
+    """The `registration` section: which commands and URLs the API may register, and sandboxing.
+    `pinned` holds the paths its program names resolved to when it was made."""
 
     allow_commands: tuple[str, ...] = ()
     allow_urls: tuple[str, ...] = ()
     sandbox_stdio: bool = True
+    pinned: frozenset[str] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        names = (resolve(entry) for entry in self.allow_commands if "/" not in entry)
+        object.__setattr__(self, "pinned", frozenset(path for path in names if path is not None))
 
     @classmethod
     def from_config(cls, raw: Any, *, source_file: str) -> RegistrationPolicy:
@@ -71,33 +99,51 @@ class RegistrationPolicy:
             sandbox_stdio=raw.get("sandbox_stdio", True),
         )
 
-    def command_allowed(self, command: str) -> bool:
-        """Whether an executable may be registered: a glob matches its normalised path or its name."""
-        path = posixpath.normpath(command) if "/" in command else command
-        name = posixpath.basename(path)
-        return any(glob_match(path, glob) or glob_match(name, glob) for glob in self.allow_commands)
+    def allowed_path(self, command: str) -> str | None:
+        """The absolute path `command` runs when the policy allows it (a pinned path, or one a path
+        glob matches), else None."""
+        path = resolve(command)
+        if path is None:
+            return None
+        globs = (glob for glob in self.allow_commands if "/" in glob)
+        return path if path in self.pinned or any(glob_match(path, glob) for glob in globs) else None
 
     def url_allowed(self, url: str) -> bool:
         """Whether an endpoint may be registered: a glob matches the whole URL."""
         return any(glob_match(url, glob) for glob in self.allow_urls)
 
     def admit(self, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-        """`entry` as it may be registered (sandboxed when the policy says so). `ForbiddenError` names
-        what the policy refuses, `ConfigProblems` each argument of a `docker` command that is not the
-        hardened run."""
+        """`entry` as it may be registered: sandboxed when the policy says so, else running the
+        absolute path its command resolved to. `ForbiddenError` names what the policy refuses,
+        `ConfigProblems` each argument of a `docker` command that is not the hardened run."""
         command, url = entry.get("command"), entry.get("url")
-        # A variable could expand to any executable after the check; only literal commands are judged.
-        if isinstance(command, str) and ("${" in command or not self.command_allowed(command)):
-            raise ForbiddenError(
-                f"server {name!r}: the command {clip(command)!r} is not allowed by registration.allow_commands"
-            )
         if isinstance(url, str) and ("${" in url or not self.url_allowed(url)):
             raise ForbiddenError(f"server {name!r}: the URL {clip(url)!r} is not allowed by registration.allow_urls")
         admitted = dict(entry)
-        container = isinstance(command, str) and posixpath.basename(command) == "docker"
+        if not isinstance(command, str):
+            return admitted
+        # A variable could expand to any executable after the check; only literal commands are judged.
+        path = None if "${" in command else self.allowed_path(command)
+        if path is None:
+            raise ForbiddenError(
+                f"server {name!r}: the command {clip(command)!r}{_found(command)} "
+                "is not allowed by registration.allow_commands"
+            )
+        container = posixpath.basename(path) == "docker"
         if container:
             problems = run_problems(entry.get("args", []), entry.get("env", {}))
             raise_if_any("registration", [(("servers", name, *where), text) for where, text in problems])
-        if isinstance(command, str) and self.sandbox_stdio and not container and "sandbox" not in admitted:
+        if "sandbox" not in admitted and self.sandbox_stdio and not container:
             admitted["sandbox"] = "docker"
+        if "sandbox" not in admitted:
+            # Runs on the host: the path judged, never a name looked up again on another PATH.
+            admitted["command"] = path
         return admitted
+
+
+def _found(command: str) -> str:
+    """What a refusal tells of where a program name was found on the gateway's PATH."""
+    if "/" in command or "${" in command:
+        return ""
+    path = resolve(command)
+    return f" (found at {path})" if path else " (not on the gateway's PATH)"

@@ -4,6 +4,7 @@ how, and servers registered, changed, restarted and removed while the gateway se
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 from contextlib import closing
@@ -152,7 +153,7 @@ async def test_a_method_a_route_does_not_take_is_a_json_405_and_an_unknown_route
 async def test_an_invalid_entry_is_a_422_naming_the_path_of_the_problem(
     served: Served, tmp_path: Path, body: dict[str, Any], path: str
 ) -> None:
-    config = api_config(tmp_path, registration={"allow_commands": ["**"], "allow_urls": ["**"]})
+    config = api_config(tmp_path, registration={"allow_commands": ["/**"], "allow_urls": ["**"]})
     async with served(config) as (_, url):
         response = await send(url, ADMIN, "POST", "/api/v1/servers", body)
     assert response.status_code == 422, response.text
@@ -170,6 +171,37 @@ async def test_a_registration_the_policy_does_not_allow_is_refused_naming_what(s
     assert command.status_code == remote.status_code == 403
     assert "/bin/sh" in command.json()["error"] and "https://evil.test/mcp" in remote.json()["error"]
     assert stored == {}
+
+
+def program(path: Path, body: str) -> Path:
+    """An executable shell script at `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+async def test_a_command_is_judged_and_run_by_the_absolute_path_its_allowed_name_was_found_at(
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = program(tmp_path / "bin" / "python", f'exec {sys.executable} "$@"')
+    # Another program of the same name, which leaves a mark when it runs.
+    elsewhere = program(tmp_path / "evil" / "python", f'touch {tmp_path / "swapped"}; exec {sys.executable} "$@"')
+    monkeypatch.setenv("PATH", f"{python.parent}:{os.environ['PATH']}")
+    config = api_config(tmp_path, registration={"allow_commands": ["python"], "sandbox_stdio": False})
+    async with served(config) as (gateway, url):
+        refused = await send(
+            url, ADMIN, "POST", "/api/v1/servers", {**toy_stdio("x"), "name": "x", "command": str(elsewhere)}
+        )
+        # The entry's own PATH leads to the other program: the pinned path runs all the same.
+        body = {**toy_stdio("fresh"), "name": "fresh", "command": "python", "env": {"PATH": str(elsewhere.parent)}}
+        added = await send(url, ADMIN, "POST", "/api/v1/servers", body)
+        await until(lambda: _has(url, "fresh__echo"))
+        stored = gateway.registrations.entries("server")
+    assert refused.status_code == 403 and str(elsewhere) in refused.json()["error"]
+    assert added.status_code == 201, added.text
+    assert set(stored) == {"fresh"} and stored["fresh"]["command"] == str(python)
+    assert not (tmp_path / "swapped").exists()
 
 
 async def tool_names(url: str, query: str = "") -> list[str]:
