@@ -15,6 +15,7 @@ from gateway.catalog import SourceListing
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
+from gateway.pinstore import PinStore
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets, Charge
@@ -109,12 +110,14 @@ def sources(
 
 @dataclass(frozen=True)
 class Stores:
-    """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations."""
+    """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations,
+    pinned tool definitions."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
     approvals: ApprovalStore
     registrations: RegistrationStore
+    pins: PinStore
 
 
 def open_stores(
@@ -131,7 +134,9 @@ def open_stores(
     stack.callback(approvals.close)
     registrations = RegistrationStore.open(settings, data_dir)
     stack.callback(registrations.close)
-    return Stores(audit, confirmations, approvals, registrations)
+    pins = PinStore.open(settings, data_dir)
+    stack.callback(pins.close)
+    return Stores(audit, confirmations, approvals, registrations, pins)
 
 
 def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> SharedState:

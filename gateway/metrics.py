@@ -2,10 +2,11 @@
 
 Events are counted where they happen, one place each: every tool call's outcome and duration by
 the audit step (the same duration as its audit row), sandbox runs by `Sandboxes`, skill loads and
-evictions by `SkillHost`. What the gateway already holds (upstream states and restarts, live
-sessions, pending approvals) is read at scrape time by a collector, so nothing has to keep it in
-step. Each `Metrics` has its own `CollectorRegistry`: several gateways in one process (tests) do
-not share counts. The names and labels are listed in docs/operations.md.
+evictions by `SkillHost`, changed tool definitions and their decisions by `LivePins`. What the
+gateway already holds (upstream states and restarts, live sessions, pending approvals) is read at
+scrape time by a collector, so nothing has to keep it in step. Each `Metrics` has its own
+`CollectorRegistry`: several gateways in one process (tests) do not share counts. The names and
+labels are listed in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -102,6 +103,13 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._tool_changes = Counter(
+            "gateway_tool_changes",
+            "Changed tool definitions by server and decision (held, warned, allowed, accepted, rejected).",
+            ("server", "decision"),
+            registry=self.registry,
+        )
+
     def watch(self, readings: Readings) -> None:
         """Expose the gateway's live state, read at every scrape."""
         self.registry.register(_StateCollector(readings))
@@ -133,6 +141,10 @@ class Metrics:
         self._skill_loads.labels(skill).inc()
         for name in evicted:
             self._skill_evictions.labels(name).inc()
+
+    def tool_change(self, server: str, decision: str) -> None:
+        """A server changed a tool's definition, or a person decided such a change (`pinning.Decision`)."""
+        self._tool_changes.labels(server, decision).inc()
 
     def exposition(self) -> bytes:
         """Everything, in the Prometheus text format (`CONTENT_TYPE`)."""

@@ -31,10 +31,13 @@ from gateway.config.secrets import secrets_of, server_secrets
 from gateway.errors import ConfigError, ServerNotConnectedError, UnknownToolError
 from gateway.groups import Group, GroupSet
 from gateway.livegroups import GroupListener, LiveGroups
+from gateway.livepins import LivePins
 from gateway.liveservers import LiveServers, Member
 from gateway.metrics import REFUSED, Metrics, Readings
 from gateway.naming import SEPARATOR, near_misses
 from gateway.passthrough import PassThrough
+from gateway.pinning import OnToolChange, policy_for
+from gateway.pinstore import Change
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
@@ -122,6 +125,7 @@ class Gateway:
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
         self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True)])
+        self.pins = LivePins(self.tool_change_policy, self._publish, lambda: self.audit, self.metrics, wall_clock)
         self.live_groups = LiveGroups(GroupSet(config.groups))
         self.visibility = Visibility(self.policy, self.catalog, self.live_groups.set)
         self.skills = SkillHost(
@@ -195,6 +199,7 @@ class Gateway:
         )
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations = stores.registrations
+        self.pins.start(stores.pins)
         self._stack.push_async_callback(self.shared.aclose)
         self.live_groups.load_stored(self.registrations)
         share = builder.share_step(self.config, self.shared, self.budgets.charge_of)
@@ -283,12 +288,34 @@ class Gateway:
                 log.debug("session listener failed", exc_info=True)
 
     async def _on_listing(self, listing: SourceListing) -> None:
+        await self.pins.listed(listing)
+
+    async def _publish(self, listing: SourceListing) -> None:
         self.catalog.update(listing)
         await self._catalog_changed()
 
     async def _source_removed(self, name: str) -> None:
+        self.pins.forget(name)
         self.catalog.remove(name)
         await self._catalog_changed()
+
+    def tool_change_policy(self, name: str) -> OnToolChange:
+        """What a changed tool of server `name` meets: its `on_tool_change`, else the default of where it is defined."""
+        member = self.servers.members.get(name)
+        configured = member.config.on_tool_change if member is not None else None
+        return policy_for(configured, registered=member is not None and member.source == "api")
+
+    # Changed tool definitions (see `livepins`)
+
+    async def tool_changes(self) -> list[Change]:
+        """Every changed tool definition on record, newest first."""
+        return await anyio.to_thread.run_sync(self.pins.store.changes)
+
+    async def decide_tool_change(self, change_id: str, accept: bool, decided_by: str) -> Change:
+        """Accept (re-pin; clients get the new definition) or reject (it stays hidden) a pending change."""
+        change = await self.pins.decide(change_id, accept, decided_by)
+        await self.shared.announce()
+        return change
 
     def _members_changed(self) -> None:
         """Follow a change of the server set: catalog order, the meta-tools offered, secrets to redact."""
@@ -386,6 +413,7 @@ class Gateway:
             await self.servers.follow_store()
             self._members_changed()
         await self.live_groups.follow_store(self.registrations)
+        await self.pins.follow_store()
         await self._catalog_changed()
 
     async def reload_from_file(self) -> bool:

@@ -85,6 +85,11 @@ _SESSION = {
     },
 }
 _APPROVAL = {"type": "object", "description": "id, status, caller, role, tool, arguments, created, expires, decided_by"}
+_CHANGE = {
+    "type": "object",
+    "description": "id, server, tool, status, fields, detected, decided_by, decided, "
+    "old and new {fingerprint, definition}, diff",
+}
 _REGISTRATION = {
     "description": "a gateway server entry with a name, an mcpServers fragment, or a registry server.json",
     "oneOf": [
@@ -145,6 +150,7 @@ def document() -> dict[str, Any]:
     server = _wrapped("server", _ref("Server"))
     group = _wrapped("group", _ref("Group"))
     approval = _wrapped("approval", _ref("Approval"))
+    change = _wrapped("change", _ref("Change"))
     servers = {**_listing("servers", "Server")}
     servers["properties"]["reload_errors"] = {"type": "array", "items": {"type": "string"}}
     servers["properties"]["restart_needed"] = {"type": "array", "items": {"type": "string"}}
@@ -212,6 +218,19 @@ def document() -> dict[str, Any]:
                 "decline a parked call", 200, approval, path=("approval_id",), errors=(400, 403, 404, 409)
             )
         },
+        "/api/v1/changes": {
+            "get": _operation("changed tool definitions (admins)", 200, _listing("changes", "Change"), errors=(403,))
+        },
+        "/api/v1/changes/{change_id}/accept": {
+            "post": _operation(
+                "pin a changed definition and serve it", 200, change, path=("change_id",), errors=(400, 403, 404, 409)
+            )
+        },
+        "/api/v1/changes/{change_id}/reject": {
+            "post": _operation(
+                "keep a changed definition hidden", 200, change, path=("change_id",), errors=(400, 403, 404, 409)
+            )
+        },
         "/api/v1/sessions": {
             "get": _operation("live sessions (admins)", 200, _listing("sessions", "Session"), errors=(403,))
         },
@@ -227,6 +246,7 @@ def document() -> dict[str, Any]:
         "Group": _GROUP,
         "Session": _SESSION,
         "Approval": _APPROVAL,
+        "Change": _CHANGE,
         "Registration": _REGISTRATION,
         "GroupEntry": _GROUP_ENTRY,
     }

@@ -8,6 +8,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from gateway.api.approvals import approval_routes
+from gateway.api.changes import change_routes
 from gateway.api.common import API_PREFIX, Api
 from gateway.api.groups import group_routes
 from gateway.api.openapi import OPENAPI_PATH, document
@@ -34,6 +35,7 @@ def api_routes(
         *skill_routes(api),
         *group_routes(api),
         *approval_routes(api),
+        *change_routes(api),
         *session_routes(api, end_transport),
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]

@@ -363,6 +363,7 @@ def _server(
             tool: _tool(settings, (*path, "tools", tool), problems) for tool, settings in raw.get("tools", {}).items()
         },
         scope=_scope(raw, path, problems),
+        on_tool_change=raw.get("on_tool_change"),
     )
 
 

@@ -11,6 +11,7 @@ from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.config.registration import RegistrationPolicy
 from gateway.groups import Group
+from gateway.pinning import OnToolChange
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.stores import StoreSettings
 from gateway.tools import Layer, Risk
@@ -76,6 +77,8 @@ class ServerConfig:
     risk: Risk | None = None
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
     scope: Scope = "shared"
+    on_tool_change: OnToolChange | None = None
+    """What a changed tool definition meets; None: the default of where the server is defined (`gateway.pinning`)."""
 
     def __post_init__(self) -> None:
         if self.namespace is None:
