@@ -1,4 +1,4 @@
-"""The command line against a running gateway: `servers`, `catalog` and `approvals` over the admin API.
+"""The command line against a running gateway: `servers`, `catalog`, `approvals` and `changes` over the admin API.
 
 Each command is one or a few requests to `/api/v1` (see docs/api.md) with the credential in
 `GATEWAY_API_KEY`; the answers are printed as tables or, with `--json`, as they came. A command that
@@ -177,6 +177,20 @@ def print_approvals(approvals: list[dict[str, Any]], out: TextIO, now: float) ->
         print(f"{approval['id']}  {approval['caller']:<12}  {approval['tool']:<32}  {left:>5}s  {arguments}", file=out)
 
 
+def print_changes(changes: list[dict[str, Any]], out: TextIO) -> None:
+    """Changed tool definitions as a table, each pending one followed by its diff."""
+    print(f"{'ID':<15}  {'STATUS':<10}  {'SERVER':<12}  {'TOOL':<24}  CHANGED", file=out)
+    for change in changes:
+        fields = ", ".join(change.get("fields") or [])
+        print(
+            f"{change['id']:<15}  {change['status']:<10}  {change['server']:<12}  {change['tool']:<24}  {fields}",
+            file=out,
+        )
+        if change["status"] == "pending":
+            for line in str(change.get("diff", "")).splitlines():
+                print(f"    {line}", file=out)
+
+
 def dump(value: Any, out: TextIO) -> None:
     """`value` as indented JSON."""
     print(json.dumps(value, indent=2), file=out)
@@ -229,4 +243,17 @@ def approvals_command(client: AdminClient, args: Any, out: TextIO) -> int:
         raise RemoteError(f"approvals {args.action} needs the id of an approval")
     decided = client.request("POST", f"/approvals/{quote(args.id, safe='')}/{args.action}", {})["approval"]
     print(f"{decided['id']} {decided['status']}: {decided['tool']} for {decided['caller']}", file=out)
+    return 0
+
+
+def changes_command(client: AdminClient, args: Any, out: TextIO) -> int:
+    """`changes list | accept ID | reject ID` on the running gateway."""
+    if args.action == "list":
+        changes = client.request("GET", "/changes")["changes"]
+        dump(changes, out) if args.json else print_changes(changes, out)
+        return 0
+    if args.id is None:
+        raise RemoteError(f"changes {args.action} needs the id of a change")
+    decided = client.request("POST", f"/changes/{quote(args.id, safe='')}/{args.action}", {})["change"]
+    print(f"{decided['id']} {decided['status']}: {decided['tool']} on {decided['server']}", file=out)
     return 0

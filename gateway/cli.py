@@ -1,7 +1,7 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog`, `servers`, `audit`, `approvals`, `workspaces` and
-`client-config`.
+"""The command line: `serve`, `stdio`, `check`, `catalog`, `servers`, `audit`, `approvals`, `changes`, `workspaces`
+and `client-config`.
 
-`servers`, and `catalog` and `approvals` without `--config`, talk to a running gateway (`gateway.admincli`);
+`servers`, `changes`, and `catalog` and `approvals` without `--config`, talk to a running gateway (`gateway.admincli`);
 the others work on a configuration file and the data directory it names."""
 
 from __future__ import annotations
@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
     approvals.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _remote(approvals)
+    changes = commands.add_parser(
+        "changes", help="list, accept or reject tool definitions a server changed after they were pinned"
+    )
+    changes.add_argument("action", choices=["list", "accept", "reject"])
+    changes.add_argument("id", nargs="?", help="the change to accept or reject")
+    changes.add_argument("--json", action="store_true", help="print JSON (with each change's definitions and diff)")
+    _remote(changes)
     workspaces = with_config("workspaces", "list session workspaces, or purge those kept past their time")
     workspaces.add_argument("action", choices=["list", "purge"])
     client = with_config("client-config", "print a client configuration snippet for the gateway or one tool group")
@@ -106,7 +113,7 @@ _CATALOG_FILTERS = {
     "layer": "only tools of this layer (core, extended)",
     "group": "only this tool group's tools",
 }
-_REMOTE = {"servers", "catalog", "approvals"}
+_REMOTE = {"servers", "catalog", "approvals", "changes"}
 
 
 def _remote(sub: argparse.ArgumentParser) -> None:
@@ -123,6 +130,8 @@ def _run_remote(args: argparse.Namespace) -> int:
             return admincli.servers_command(client, args, sys.stdout, sys.stderr, sys.stdin)
         if args.command == "catalog":
             return admincli.catalog_command(client, args, sys.stdout)
+        if args.command == "changes":
+            return admincli.changes_command(client, args, sys.stdout)
         return admincli.approvals_command(client, args, sys.stdout)
     except admincli.RemoteError as error:
         print(f"error: {error.client_text()}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """A changed tool is a new tool: an upstream that changes a definition after it was pinned meets its
-server's `on_tool_change` policy, through a real gateway over HTTP, its admin API, metrics and audit."""
+server's `on_tool_change` policy, through a real gateway over HTTP, its admin API, the command line,
+metrics and audit."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from gateway.service import Gateway
+from tests.gateway.test_admin_cli import ROLES, run
+from tests.support.access import KEYS, auth_section, http_client
 from tests.support.harness import (
     collector,
     gateway_client,
@@ -187,3 +191,36 @@ async def test_a_rejected_definition_stays_hidden_and_a_further_change_opens_a_n
         assert (rejected.id, rejected.status) == (first.id, "rejected")
         assert newest.status == "pending" and newest.new_definition["description"] == "Read a note, now with a copy."
         assert gateway.catalog.tool(TOOL) is None
+
+
+async def test_an_admin_lists_and_accepts_a_change_from_the_command_line_and_others_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = {
+        "gateway": {"data_dir": str(tmp_path / "data")},
+        "servers": {"notes": {"command": "unused", "on_tool_change": "hold"}},
+        "auth": auth_section(),
+        "roles": ROLES,
+    }
+    config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+    async with (
+        http_gateway(config, transports=in_memory({"notes": turncoat()})) as (gateway, url),
+        http_client(url, KEYS["admin"]) as client,
+    ):
+        await client.call_tool("notes__turn", {})
+        await wait_until(lambda: gateway.catalog.tool(TOOL) is None)
+        code, out, err = await run(capsys, monkeypatch, KEYS["analyst"], "changes", "list", "--url", url)
+        assert code == 1 and "admin" in err and "HTTP 403" in err
+
+        code, out, _ = await run(capsys, monkeypatch, KEYS["admin"], "changes", "list", "--url", url)
+        header, row, *diff = out.splitlines()
+        assert header.split() == ["ID", "STATUS", "SERVER", "TOOL", "CHANGED"]
+        change_id, *rest = row.split()
+        assert rest == ["pending", "notes", "read_note", "description,", "inputSchema"]
+        assert f"    +  {POISONED}" in diff
+
+        code, out, _ = await run(capsys, monkeypatch, KEYS["admin"], "changes", "accept", change_id, "--url", url)
+        assert code == 0 and out == f"{change_id} accepted: read_note on notes\n"
+        assert gateway.catalog.tool(TOOL) is not None
+        code, _, err = await run(capsys, monkeypatch, KEYS["admin"], "changes", "reject", change_id, "--url", url)
+        assert code == 1 and "only a pending change is decided (HTTP 409)" in err
