@@ -12,16 +12,17 @@ clients their list changed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 import anyio
 
 from gateway.catalog import SourceListing
 from gateway.metrics import Metrics
-from gateway.pinning import Decision, Listed, OnToolChange, definition, fingerprint
+from gateway.pinning import Decision, Listed, OnToolChange, Plan, definition, fingerprint
 from gateway.pinstore import Change, Event, PinStore
 from gateway.pipeline.audit import AuditEntry, AuditStore
+from gateway.tools import ToolRecord
 
 log = logging.getLogger(__name__)
 
@@ -115,21 +116,28 @@ class LivePins:
 
     async def _apply(self, listing: SourceListing) -> None:
         server = listing.source
-        listed = []
-        for record in listing.tools:
-            pinned = definition(record)
-            listed.append(Listed(record.original_name, pinned, fingerprint(pinned)))
         now = self._wall_clock()
-        plan, events = await anyio.to_thread.run_sync(self.store.observe, server, listed, self._policy_of(server), now)
+        # In a worker thread with the store's work: fingerprinting 2,000 tools takes tens of milliseconds.
+        policy = self._policy_of(server)
+        plan, events = await anyio.to_thread.run_sync(self._judge, server, listing.tools, policy, now)
         for event in events:
             await self._report(event, now)
-        if plan.first_seen and len(plan.first_seen) < len(listed):
+        if plan.first_seen and len(plan.first_seen) < len(listing.tools):
             # First sight is trusted: a tool a known server adds is pinned as it comes (docs/security.md).
             log.info(
                 "server %r added tools, pinned as first seen: %s", server, ", ".join(i.tool for i in plan.first_seen)
             )
         tools = tuple(record for record in listing.tools if record.original_name not in plan.hidden)
         await self._publish(listing if len(tools) == len(listing.tools) else replace(listing, tools=tools))
+
+    def _judge(
+        self, server: str, records: Sequence[ToolRecord], policy: OnToolChange, now: float
+    ) -> tuple[Plan, list[Event]]:
+        listed = []
+        for record in records:
+            pinned = definition(record)
+            listed.append(Listed(record.original_name, pinned, fingerprint(pinned)))
+        return self.store.observe(server, listed, policy, now)
 
     async def _report(self, event: Event, now: float) -> None:
         self._metrics.tool_change(event.server, event.decision)
