@@ -167,7 +167,7 @@ class Catalog:
 
     def _rebuild(self) -> None:
         listings = self._ordered()
-        wanted = [_wanted_tool_name(listing, tool.original_name) for listing in listings for tool in listing.tools]
+        wanted = [wanted_tool_name(listing, tool.original_name) for listing in listings for tool in listing.tools]
         names, clashes = assign(wanted, self._reserved)
         records = [tool for listing in listings for tool in listing.tools]
         # Sources join one at a time; the records of those already listed keep their exposed copies.
@@ -262,7 +262,7 @@ def _parsed_template(template: types.ResourceTemplate) -> UriTemplate | None:
         return None  # a template that cannot be matched; its URIs still reach the source by the fallback
 
 
-def _wanted_tool_name(listing: SourceListing, original: str) -> tuple[str, str]:
+def wanted_tool_name(listing: SourceListing, original: str) -> tuple[str, str]:
     """The name a tool asks for (the operator's override, made valid, else namespaced) and its key."""
     key = f"{listing.source}/{original}"
     # An override is checked against MCP's looser rule (dots, 128 characters); clients need ours.

@@ -8,7 +8,8 @@
     │   └── ForbiddenError            not an admin, or not allowed by the registration policy
     ├── ProtocolError                 answered as a JSON-RPC error, not as a tool result
     │   └── UnknownToolError          no such tool (also: a tool the caller may not see)
-    │       └── ServerNotConnectedError   the tool's server has not connected yet, so its tools are not known
+    │       ├── ServerNotConnectedError   the tool's server has not connected yet, so its tools are not known
+    │       └── ToolHeldError             the tool's definition changed and awaits an admin's review
     └── ToolError                     answered as a tool result with is_error: true
         ├── ToolInputError            arguments do not match the tool's input schema
         ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
@@ -116,6 +117,19 @@ class ServerNotConnectedError(UnknownToolError):
         super().__init__(name)
         self.server = server
         self.message = f"Server {server!r} is not connected yet, so its tool {clip(name)!r} is not known yet"
+        self.args = (self.message,)
+
+
+class ToolHeldError(UnknownToolError):
+    """`name` is a tool whose definition changed on its server after it was pinned and that is held
+    until an admin accepts the change (and that the caller may see)."""
+
+    hint = "An admin reviews the change; clients are told when the tool is listed again. Use another tool meanwhile."
+
+    def __init__(self, name: str, server: str) -> None:
+        super().__init__(name)
+        self.server = server
+        self.message = f"Tool {clip(name)!r} changed on server {server!r} and is held until an admin reviews the change"
         self.args = (self.message,)
 
 

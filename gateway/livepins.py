@@ -2,11 +2,12 @@
 before it reaches the catalog, changes audited, counted and logged, and decisions applied live.
 
 A tool whose change is held (`hold`, or any rejected definition) is left out of the listing the
-catalog gets: clients stop seeing it and calls to it are answered as for any unknown tool, so no
-client reads text nobody reviewed nor calls an implementation that no longer matches what it was
-told. The last listing of each server is kept as the server sent it, so that a decision can be
-applied at once: accepting pins the new definition and publishes the listing again, which tells
-clients their list changed.
+catalog gets: clients stop seeing it, so none reads text nobody reviewed nor calls an
+implementation that no longer matches what it was told; a call by its name is refused as a
+protocol error saying the tool is held (to a caller who may see it; others are answered as for
+any unknown tool). The last listing of each server is kept as the server sent it, so that a
+decision applies at once: accepting pins the new definition and publishes the listing again,
+which tells clients their list changed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import replace
 
 import anyio
 
-from gateway.catalog import SourceListing
+from gateway.catalog import SourceListing, wanted_tool_name
 from gateway.metrics import Metrics
 from gateway.pinning import Decision, Listed, OnToolChange, Plan, definition, fingerprint
 from gateway.pinstore import Change, Event, PinStore
@@ -53,6 +54,8 @@ class LivePins:
         self._wall_clock = wall_clock
         self._store: PinStore | None = None
         self._listings: dict[str, SourceListing] = {}
+        self._held: dict[str, dict[str, ToolRecord]] = {}
+        """Each server's held tools by the name the catalog would give them."""
         # One listing or decision applied at a time: the catalog gets the listing the store judged last.
         self._lock = anyio.Lock()
 
@@ -79,6 +82,15 @@ class LivePins:
     def forget(self, source: str) -> None:
         """The server left the catalog: nothing of it is published again."""
         self._listings.pop(source, None)
+        self._held.pop(source, None)
+
+    def held(self, name: str) -> ToolRecord | None:
+        """The held tool that would be listed as `name`, under that name; None when no tool of that name is held."""
+        for tools in self._held.values():
+            record = tools.get(name)
+            if record is not None:
+                return record
+        return None
 
     async def decide(self, change_id: str, accept: bool, decided_by: str) -> Change:
         """Accept or reject a pending change (`ChangeNotFoundError`, `ChangeClosedError`), audit it,
@@ -128,6 +140,9 @@ class LivePins:
                 "server %r added tools, pinned as first seen: %s", server, ", ".join(i.tool for i in plan.first_seen)
             )
         tools = tuple(record for record in listing.tools if record.original_name not in plan.hidden)
+        held = (record for record in listing.tools if record.original_name in plan.hidden)
+        named = ((wanted_tool_name(listing, record.original_name)[0], record) for record in held)
+        self._held[server] = {name: record.renamed(name) for name, record in named}
         await self._publish(listing if len(tools) == len(listing.tools) else replace(listing, tools=tools))
 
     def _judge(

@@ -28,7 +28,7 @@ from gateway.catalog import Catalog, SourceListing
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of, server_secrets
-from gateway.errors import ConfigError, ServerNotConnectedError, UnknownToolError
+from gateway.errors import ConfigError, ServerNotConnectedError, ToolHeldError, UnknownToolError
 from gateway.groups import Group, GroupSet
 from gateway.livegroups import GroupListener, LiveGroups
 from gateway.livepins import LivePins
@@ -584,6 +584,9 @@ class Gateway:
         tool = self._meta.get(name) or self.catalog.tool(name)
         if tool is None or not self.visibility.may_see(session, tool):
             self._check_not_connected(session, name)
+            held = self.pins.held(name)
+            if held is not None and self.visibility.may_see(session, held):
+                raise ToolHeldError(name, held.source)
             visible = [record.name for record in self.visibility.tools(session)]
             raise UnknownToolError(name, near_misses(name, visible))
         return tool

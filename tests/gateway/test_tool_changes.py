@@ -96,7 +96,7 @@ async def test_a_server_registered_through_the_api_loses_a_changed_tool_until_an
 
         await turned(client, received)
         assert TOOL not in listed(await client.list_tools())
-        with pytest.raises(MCPError, match="Unknown tool"):
+        with pytest.raises(MCPError, match="changed on server 'notes' and is held until an admin reviews"):
             await client.call_tool(TOOL, {"path": "a", "copy_to": "b"})
 
         changes = (await http.get("/api/v1/changes")).json()["changes"]
@@ -193,7 +193,7 @@ async def test_a_rejected_definition_stays_hidden_and_a_further_change_opens_a_n
         assert gateway.catalog.tool(TOOL) is None
 
 
-async def test_an_admin_lists_and_accepts_a_change_from_the_command_line_and_others_are_refused(
+async def test_a_held_tool_is_named_held_only_to_who_may_see_it_and_an_admin_accepts_it_on_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     document = {
@@ -206,9 +206,15 @@ async def test_an_admin_lists_and_accepts_a_change_from_the_command_line_and_oth
     async with (
         http_gateway(config, transports=in_memory({"notes": turncoat()})) as (gateway, url),
         http_client(url, KEYS["admin"]) as client,
+        http_client(url, KEYS["analyst"]) as analyst,
     ):
         await client.call_tool("notes__turn", {})
         await wait_until(lambda: gateway.catalog.tool(TOOL) is None)
+        with pytest.raises(MCPError, match="is held until"):
+            await client.call_tool(TOOL, {"path": "a"})
+        # A role that may not see the tool learns nothing of it, held or not.
+        with pytest.raises(MCPError, match=f"^Unknown tool: '{TOOL}'$"):
+            await analyst.call_tool(TOOL, {"path": "a"})
         code, out, err = await run(capsys, monkeypatch, KEYS["analyst"], "changes", "list", "--url", url)
         assert code == 1 and "admin" in err and "HTTP 403" in err
 
