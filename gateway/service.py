@@ -99,11 +99,13 @@ class Gateway:
         sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
+        # Every server's listing passes its pins on the way to the catalog.
+        self.pins = LivePins(self.tool_change_policy, self._publish, lambda: self.audit, self.metrics, wall_clock)
         self.servers = LiveServers(
             sources.upstream,
             self.router,
             self.sandboxes,
-            self._on_listing,
+            self.pins.listed,
             self._source_removed,
             file=str(config.path or "the config file"),
             base_dir=config.path.parent if config.path else Path.cwd(),
@@ -125,7 +127,6 @@ class Gateway:
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
         self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True)])
-        self.pins = LivePins(self.tool_change_policy, self._publish, lambda: self.audit, self.metrics, wall_clock)
         self.live_groups = LiveGroups(GroupSet(config.groups))
         self.visibility = Visibility(self.policy, self.catalog, self.live_groups.set)
         self.skills = SkillHost(
@@ -286,9 +287,6 @@ class Gateway:
                 await listener(session)
             except Exception:  # a client that went away must not break the call that changed its skills
                 log.debug("session listener failed", exc_info=True)
-
-    async def _on_listing(self, listing: SourceListing) -> None:
-        await self.pins.listed(listing)
 
     async def _publish(self, listing: SourceListing) -> None:
         self.catalog.update(listing)
