@@ -135,8 +135,10 @@ class PinStore:
             )
             open_changes = [OpenChange(row[0], row[1], row[2], ChangeStatus(row[3])) for row in rows]
             plan = review(pins, open_changes, listed, policy)
+            # Another replica may pin the same first sight at the same moment; the first pin stands.
             tx.execute_many(
-                "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (server, tool) DO NOTHING",
                 [(server, item.tool, item.fingerprint, _json(item.definition), now) for item in plan.first_seen],
             )
             for change_id in plan.superseded:

@@ -122,3 +122,15 @@ def test_a_change_is_held_for_every_replica_and_decided_exactly_once(store_backe
     finally:
         for store in stores:
             store.close()
+
+
+def test_replicas_pinning_the_same_first_sight_at_once_all_serve_it(store_backend: Backend) -> None:
+    stores = [PinStore(store_backend.open("pins")) for _ in range(4)]
+    tools = [listed("Read a note.", f"tool_{index}") for index in range(50)]
+    try:
+        plans = race(8, lambda index: stores[index % 4].observe("notes", tools, "hold", 1.0)[0])
+    finally:
+        for store in stores:
+            store.close()
+    assert not [plan for plan in plans if isinstance(plan, GatewayError)]
+    assert all(not plan.hidden for plan in plans)
