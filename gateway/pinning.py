@@ -2,7 +2,7 @@
 
 Pure: no store and no clock. A tool's definition is what a model reads and what decides how it is
 called: its name, title, description, input and output schema and annotations. Its fingerprint is
-the SHA-256 of that definition as canonical JSON (keys sorted, no spaces). The first definition
+the SHA-256 of that definition as canonical JSON (keys sorted, no spaces, ASCII only). The first definition
 seen of a tool is trusted and pinned; a later different one is a change, which the server's
 `on_tool_change` policy holds for review (`hold`), serves while it waits for review (`warn`), or
 pins at once (`allow`). `review` decides; the store (`gateway.pinstore`) keeps its decisions.
@@ -34,7 +34,8 @@ def policy_for(configured: OnToolChange | None, registered: bool) -> OnToolChang
     return API_DEFAULT if registered else FILE_DEFAULT
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# ASCII only: a lone surrogate escape a server sent ("\udfff") becomes \udfff again, where UTF-8 has no bytes for it.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 _READABLE = json.JSONEncoder(sort_keys=True, indent=2, ensure_ascii=False)
 
 
@@ -72,9 +73,14 @@ def definition(record: ToolRecord) -> dict[str, Any]:
     }
 
 
+def canonical(pinned: Mapping[str, Any]) -> str:
+    """A definition as canonical JSON: keys sorted, no spaces, ASCII only."""
+    return _CANONICAL.encode(pinned)
+
+
 def fingerprint(pinned: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of a definition as canonical JSON."""
-    return hashlib.sha256(_CANONICAL.encode(pinned).encode()).hexdigest()
+    return hashlib.sha256(canonical(pinned).encode()).hexdigest()
 
 
 def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

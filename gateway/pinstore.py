@@ -24,6 +24,7 @@ from gateway.pinning import (
     OnToolChange,
     OpenChange,
     Plan,
+    canonical,
     changed_fields,
     diff,
     review,
@@ -36,7 +37,6 @@ _CHANGE_COLUMNS = (
     "id, server, tool, old_fingerprint, old_definition, new_fingerprint, new_definition,"
     " status, detected, decided_by, decided"
 )
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class ChangeNotFoundError(GatewayError):
@@ -139,7 +139,7 @@ class PinStore:
             tx.execute_many(
                 "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (server, tool) DO NOTHING",
-                [(server, item.tool, item.fingerprint, _json(item.definition), now) for item in plan.first_seen],
+                [(server, item.tool, item.fingerprint, canonical(item.definition), now) for item in plan.first_seen],
             )
             for change_id in plan.superseded:
                 tx.execute(
@@ -161,9 +161,9 @@ class PinStore:
                         server,
                         item.tool,
                         pins[item.tool],
-                        _json(old),
+                        canonical(old),
                         item.fingerprint,
-                        _json(item.definition),
+                        canonical(item.definition),
                         ChangeStatus.PENDING.value,
                         now,
                         None,
@@ -220,7 +220,7 @@ def _pin(tx: Queries, server: str, item: Listed, now: float) -> None:
         "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (server, tool) DO UPDATE SET fingerprint = excluded.fingerprint,"
         " definition = excluded.definition, pinned = excluded.pinned",
-        (server, item.tool, item.fingerprint, _json(item.definition), now),
+        (server, item.tool, item.fingerprint, canonical(item.definition), now),
     )
 
 
@@ -229,10 +229,6 @@ def _event(
 ) -> Event:
     fields = changed_fields(old, item.definition)
     return Event(server, item.tool, decision, change, old_fingerprint, item.fingerprint, fields)
-
-
-def _json(value: Mapping[str, Any]) -> str:
-    return _CANONICAL.encode(value)
 
 
 def _change(row: tuple[Any, ...]) -> Change:

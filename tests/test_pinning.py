@@ -3,6 +3,7 @@ pin store on both backends (a change decided once however many replicas decide i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -20,6 +21,7 @@ from gateway.pinning import (
     review,
 )
 from gateway.pinstore import PinStore
+from gateway.stores import StoreSettings
 from gateway.tools import ToolRecord
 from tests.support.databases import Backend
 from tests.test_stores import race
@@ -52,6 +54,18 @@ def test_a_fingerprint_ignores_key_order_and_changes_with_every_pinned_part() ->
         {"annotations": {"readOnlyHint": False}},
     ]
     assert len({fingerprint({**pinned, **change}) for change in changes} | {fingerprint(pinned)}) == 6
+
+
+def test_a_description_holding_a_lone_surrogate_is_fingerprinted_and_stored(tmp_path: Path) -> None:
+    item = listed("Read a note.\udfff")
+    store = PinStore(Backend("sqlite", StoreSettings(), tmp_path).open("pins"))
+    try:
+        store.observe("notes", [item], "hold", 1.0)
+        _, (event,) = store.observe("notes", [listed("Read a note.")], "hold", 2.0)
+        (change,) = store.changes()
+    finally:
+        store.close()
+    assert change.old_definition["description"] == "Read a note.\udfff" and event.fields == ["description"]
 
 
 def test_the_diff_shows_a_changed_sentence_of_a_description_as_its_own_line() -> None:
