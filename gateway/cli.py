@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from gateway import admincli, lazysdk
 from gateway.auth.apikeys import hash_key, key_problem
 from gateway.config.clientfiles import CLIENTS, gateway_snippet
+from gateway.datadir import make_private
 from gateway.errors import ConfigError
 from gateway.logformat import LOG_FORMATS, formatter
 from gateway.redaction import Redactor, configure_logging
@@ -285,7 +286,7 @@ def _group_known(config: GatewayConfig, name: str) -> bool:
     from gateway.stores import DatabaseError
 
     data_dir = Path(config.settings.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     try:
         store = RegistrationStore.open(config.store, data_dir)
     except DatabaseError as error:
@@ -477,7 +478,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
     from gateway.pipeline.audit import AuditStore
 
     data_dir = Path(config.settings.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     try:
         store = ApprovalStore.open(config.store, data_dir)
     except ApprovalStoreError as error:

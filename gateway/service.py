@@ -28,6 +28,7 @@ from gateway.catalog import Catalog, SourceListing
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of, server_secrets
+from gateway.datadir import make_private
 from gateway.errors import ConfigError, ServerNotConnectedError, ToolHeldError, UnknownToolError
 from gateway.groups import Group, GroupSet
 from gateway.livegroups import GroupListener, LiveGroups
@@ -94,7 +95,7 @@ class Gateway:
         self._wall_clock = wall_clock
         self.redact = Redactor(secrets_of(config))
         self.data_dir = Path(settings.data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private(self.data_dir)
         self.metrics = Metrics(clock)
         sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces

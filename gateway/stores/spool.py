@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.datadir import private_dirs
 from gateway.errors import GatewayError
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class _File:
         path = directory / name
         fresh = path.with_name(f"{name}.new")
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dirs(directory)
             fd = os.open(fresh, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.rename(fresh, path)

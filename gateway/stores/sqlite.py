@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from gateway.datadir import private_file
 from gateway.stores.database import DatabaseError, Dialect, Row
 
 
@@ -54,6 +55,8 @@ class SqliteDatabase:
         self.where = str(path)
         self._lock = threading.Lock()
         try:
+            # SQLite gives the -wal and -shm files the mode of the database file.
+            private_file(path)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -61,6 +64,8 @@ class SqliteDatabase:
                 self._db.execute("PRAGMA wal_autocheckpoint=0")
         except sqlite3.Error as error:
             raise DatabaseError(f"{path}: {error}") from None
+        except OSError as error:
+            raise DatabaseError(f"{path}: {error.strerror}") from None
         self._connection = _Connection(self._db)
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> int:

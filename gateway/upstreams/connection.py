@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from gateway import requestid
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewaySettings, ServerConfig
+from gateway.datadir import private_dirs
 from gateway.errors import (
     GatewayError,
     ProtocolError,
@@ -308,7 +309,7 @@ class Upstream:
     def _errlog(self, stack: AsyncExitStack) -> TextIO:
         if self._log_dir is None:
             return stack.enter_context(open(Path("/dev/null"), "w"))
-        self._log_dir.mkdir(parents=True, exist_ok=True)
+        private_dirs(self._log_dir)
         # A server's raw stderr may hold its credentials: only the gateway's user may read it.
         path = self._log_dir / f"{self.name}.log"
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
