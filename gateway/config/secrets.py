@@ -10,7 +10,8 @@ from gateway.config.model import GatewayConfig, ServerConfig
 
 def secrets_of(config: GatewayConfig) -> Iterator[str]:
     """Every secret value in `config`: servers' `env` and `headers` values, the query values and
-    password of their URLs, plain API keys, the JWT secret and the store URL's password."""
+    password of their URLs, plain API keys, the JWT secret, the store URL's password and the
+    registrations' key."""
     for server in config.servers:
         yield from server_secrets(server)
     yield from config.auth.plain_keys
@@ -20,6 +21,8 @@ def secrets_of(config: GatewayConfig) -> Iterator[str]:
         # Written percent-encoded in the URL, sent decoded: either form may show up in an error.
         yield password
         yield unquote(password)
+    if config.store.key is not None:
+        yield config.store.key
 
 
 def server_secrets(server: ServerConfig) -> Iterator[str]:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config.schema import validate_section
+from gateway.config.schema import ConfigProblems, validate_section
 from gateway.stores.database import Database, DatabaseError, Queries
 from gateway.stores.migrations import migrate
+from gateway.stores.sealing import key_problem
 from gateway.stores.sqlite import SqliteDatabase
 
 STORE_SCHEMA: dict[str, Any] = {
@@ -27,6 +28,10 @@ STORE_SCHEMA: dict[str, Any] = {
             "pattern": "^(rediss?|unix)://",
             "description": "a Redis URL, redis://[:password@]host:port/db",
         },
+        "key": {
+            "type": "string",
+            "description": "the key the registrations are encrypted with: 32 bytes in URL-safe base64",
+        },
         "spool": {
             "type": "string",
             "pattern": "^/",
@@ -42,11 +47,13 @@ class StoreSettings:
     """The `store` section: `url` names the PostgreSQL database, None keeps SQLite under `data_dir`;
     `redis` names the Redis of budgets, stateless-era session state and change fan-out, None keeps
     them in this process; `spool` is the directory where audit rows bound for `url` wait to be
-    shipped (`gateway.stores.spool`), None for `<data_dir>/spool`."""
+    shipped (`gateway.stores.spool`), None for `<data_dir>/spool`; `key` is the key registrations
+    are encrypted with (`gateway.stores.sealing`), None for the data directory's key file."""
 
     url: str | None = None
     redis: str | None = None
     spool: str | None = None
+    key: str | None = None
 
     @classmethod
     def from_config(cls, section: Any, *, source_file: str) -> StoreSettings:
@@ -55,7 +62,10 @@ class StoreSettings:
             return cls()
         # The URL may hold a password, so no message echoes a value.
         validate_section(section, STORE_SCHEMA, section="store", source_file=source_file, hide_values=True)
-        return cls(url=section.get("url"), redis=section.get("redis"), spool=section.get("spool"))
+        key = section.get("key")
+        if key is not None and (problem := key_problem(key)) is not None:
+            raise ConfigProblems(source_file, [("store.key", problem)])
+        return cls(url=section.get("url"), redis=section.get("redis"), spool=section.get("spool"), key=key)
 
     def spool_dir(self, data_dir: Path, store: str) -> Path:
         """Where `store` spools rows bound for PostgreSQL: `<spool or data_dir/spool>/<store>`."""

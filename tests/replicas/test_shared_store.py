@@ -3,6 +3,8 @@ replica is told, the others act on."""
 
 from __future__ import annotations
 
+import base64
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -28,6 +30,8 @@ ROLES: dict[str, Any] = {
     "analyst": {"allow": ["*"]},
     "intern": {"allow": ["*"]},
 }
+# Replicas sharing a database share the key its registrations are encrypted with.
+REGISTRATIONS_KEY = base64.urlsafe_b64encode(os.urandom(32)).decode()
 # A bound on waiting for the other replica on a loaded machine; the time it took is measured apart.
 SEEN_LIMIT = 30.0
 
@@ -41,10 +45,9 @@ def postgres_url() -> Iterator[str]:
 
 def _configs(tmp_path: Path, redis_url: str, postgres_url: str, **document: Any) -> list[Path]:
     servers = {"toy": {**toy_stdio("toy"), "required": True}}
+    store = {"url": postgres_url, "key": REGISTRATIONS_KEY}
     return [
-        replica_config(
-            tmp_path, f"r{n}", redis_url, servers=servers, store={"url": postgres_url}, roles=ROLES, **document
-        )
+        replica_config(tmp_path, f"r{n}", redis_url, servers=servers, store=store, roles=ROLES, **document)
         for n in range(2)
     ]
 
