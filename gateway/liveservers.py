@@ -25,6 +25,7 @@ from gateway.builder import ListingHandler, UpstreamFactory
 from gateway.catalog import SourceListing
 from gateway.config.loading import parse_server
 from gateway.config.model import ServerConfig
+from gateway.config.variables import MASK, masked
 from gateway.errors import ConfigError, ConflictError, NotFoundError
 from gateway.registrations import RegistrationStore
 from gateway.routing import Router
@@ -81,7 +82,7 @@ class LiveServers:
         *,
         file: str,
         base_dir: Path,
-        data_dir: Path,
+        secrets: Callable[[], Mapping[str, str]],
         drain_timeout: float,
         reserved_namespaces: Iterable[str] = (),
     ) -> None:
@@ -92,7 +93,8 @@ class LiveServers:
         self._on_removed = on_removed
         self._file = file
         self._base_dir = base_dir
-        self._data_dir = data_dir
+        # Read at each parse: a reloaded `secrets` section applies to the next registration.
+        self._secrets = secrets
         self._drain_timeout = drain_timeout
         self._reserved = frozenset(reserved_namespaces)
         self.members: dict[str, Member] = {}
@@ -350,7 +352,7 @@ class LiveServers:
         if not isinstance(name, str) or not name:
             raise ConfigError(REGISTRATION, "servers", 'a server entry needs a "name", a non-empty string')
         body = {key: value for key, value in entry.items() if key != "name"}
-        config = parse_server(name, body, source=REGISTRATION, base_dir=self._base_dir, data_dir=self._data_dir)
+        config = parse_server(name, body, source=REGISTRATION, base_dir=self._base_dir, secrets=self._secrets())
         return Member(config, "api", body)
 
     def _check_namespace(self, config: ServerConfig) -> None:
@@ -383,6 +385,19 @@ class LiveServers:
         """Every server, enabled or not: the config file's first, then the API's."""
         ordered = sorted(self.members.values(), key=lambda member: member.source != "file")
         return [self.status(member.name) for member in ordered]
+
+    def credentials(self, name: str) -> dict[str, dict[str, str]]:
+        """The server's `headers` and `env` as the API shows them: a registered server's values as
+        registered, `${secret:NAME}` references kept and everything else masked; a file server's masked."""
+        member = self._member(name)
+        if member.source == "api":
+            written = {key: member.entry.get(key, {}) for key in ("headers", "env")}
+        else:
+            written = {"headers": member.config.headers, "env": member.config.env}
+        return {
+            key: {field: masked(value) if member.source == "api" else MASK for field, value in values.items()}
+            for key, values in written.items()
+        }
 
     def order(self) -> list[str]:
         """Server names in catalog order: the config file's first, then the API's."""

@@ -110,7 +110,7 @@ class Gateway:
             self._source_removed,
             file=str(config.path or "the config file"),
             base_dir=config.path.parent if config.path else Path.cwd(),
-            data_dir=self.data_dir,
+            secrets=lambda: self.config.secrets.for_registrations(),
             drain_timeout=settings.call_timeout,
             reserved_namespaces=[entry.namespace for entry in config.local_tools],
         )
@@ -440,6 +440,9 @@ class Gateway:
         # Against what this process started with: an edit undone needs no restart any more.
         self.pending_restart = tuple(needs_restart(self._started_with, config))
         async with self.servers.lock:
+            # Before the servers: registrations that were skipped may name a secret offered only now.
+            self.config = replace(self.config, secrets=config.secrets)
+            self.redact.learn(config.secrets.values.values())
             await self.servers.follow_file(config.servers)
             self.policy = self.visibility.policy = config.policy
             if config.auth.enabled == self.authenticator.settings.enabled:

@@ -11,7 +11,8 @@
   `runtimeArguments` (before the package) and `packageArguments` (after it); a value's `{name}`
   templates from its `variables`; environment variables and headers from their `value` or
   `default`. A required one without either is a problem naming it: give it a `value`
-  (`"${NAME}"` takes it from the gateway's environment).
+  (`"${secret:NAME}"` takes a secret the operator offers to registrations; the gateway's
+  environment is never read).
 
 Pure: the entries are checked against the config schema here (problems name their path, e.g.
 `servers.x.url` or `packages[0].registryType`); the gateway's parser checks them again when added.
@@ -41,7 +42,7 @@ from gateway.config.schema import (
 SOURCE = "request body"
 _STARTABLE = ("pypi", "npm", "oci")
 _REMOTE_TRANSPORTS = {"streamable-http": "http", "sse": "sse"}
-# `{name}` is a server.json variable; `${NAME}` is left for the gateway's own environment substitution.
+# `{name}` is a server.json variable; `${secret:NAME}` is left for the gateway to fill in.
 _TEMPLATE = re.compile(r"(?<!\$)\{([A-Za-z0-9_.-]+)\}")
 
 _INPUT: dict[str, Any] = {
@@ -291,7 +292,11 @@ def _value(item: Mapping[str, Any], path: JsonPath, problems: list[Problem], lab
         if item.get("isRequired"):
             what = f"{label} is required" if label else "this argument is required"
             problems.append(
-                (path, f'{what} and has no value; set its value ("${{NAME}}" reads the gateway\'s environment)')
+                (
+                    path,
+                    f"{what} and has no value; set its value "
+                    '("${secret:NAME}" names a secret offered to registrations)',
+                )
             )
         return None
     return _filled(raw, item.get("variables", {}), (*path, "value"), problems)

@@ -27,7 +27,10 @@ _ERROR = {
 }
 _SERVER = {
     "type": "object",
-    "description": "A server's status: name, state, transport, tools, restarts, required and more; error for admins",
+    "description": (
+        "A server's status: name, state, transport, tools, restarts, required and more; for admins "
+        "its error, and its headers and env with their values masked"
+    ),
     "required": ["name", "state"],
     "properties": {"name": {"type": "string"}, "state": {"type": "string"}, "error": {"type": ["string", "null"]}},
     "additionalProperties": True,

@@ -22,11 +22,14 @@ from gateway.upstreams.connection import Status
 PATH = f"{API_PREFIX}/servers"
 
 
-def shown(status: Status, caller: Caller) -> dict[str, Any]:
-    """A server's state as `caller` may read it: its last error for admins only."""
+def shown(gateway: Gateway, status: Status, caller: Caller) -> dict[str, Any]:
+    """A server's state as `caller` may read it: its last error, and its headers and env with their
+    values masked (`${secret:NAME}` references as written), for admins only."""
     row = {"name": status.name, **status.as_dict()}
     if not caller.admin:
         row.pop("error", None)
+    elif status.name in gateway.servers.members:
+        row.update(gateway.servers.credentials(status.name))
     return row
 
 
@@ -77,33 +80,35 @@ def server_routes(api: Api) -> list[Route]:
 
     async def listing(request: Request) -> Response:
         caller = api.caller(request)
-        body: dict[str, Any] = {"servers": [shown(status, caller) for status in visible_statuses(gateway, caller)]}
+        body: dict[str, Any] = {
+            "servers": [shown(gateway, status, caller) for status in visible_statuses(gateway, caller)]
+        }
         body["reload_errors"] = list(gateway.reload_errors) if caller.admin else []
         body["restart_needed"] = list(gateway.pending_restart) if caller.admin else []
         return JSONResponse(body)
 
     async def detail(request: Request) -> Response:
         caller = api.caller(request)
-        return JSONResponse({"server": shown(one(caller, request.path_params["name"]), caller)})
+        return JSONResponse({"server": shown(gateway, one(caller, request.path_params["name"]), caller)})
 
     async def add(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
         added = await register(gateway, caller, json_object(await read_json(request)))
-        return JSONResponse({"servers": [shown(status, caller) for status in added]}, status_code=201)
+        return JSONResponse({"servers": [shown(gateway, status, caller) for status in added]}, status_code=201)
 
     async def patch(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
         changes = json_object(await read_json(request))
         status = await change(gateway, caller, request.path_params["name"], changes)
-        return JSONResponse({"server": shown(status, caller)})
+        return JSONResponse({"server": shown(gateway, status, caller)})
 
     async def restart(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
         status = await gateway.restart_server(request.path_params["name"])
-        return JSONResponse({"server": shown(status, caller)}, status_code=202)
+        return JSONResponse({"server": shown(gateway, status, caller)}, status_code=202)
 
     async def remove(request: Request) -> Response:
         api.caller(request).require_admin()

@@ -27,6 +27,7 @@ from gateway.config.model import (
     ToolSettings,
     Transport,
 )
+from gateway.config.namedsecrets import Secrets
 from gateway.config.reader import read_config_file
 from gateway.config.registration import RegistrationPolicy
 from gateway.config.schema import (
@@ -87,9 +88,18 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     variables = _variables(env, base_dir)
     data_dir_text = expand(raw_dir, variables, ("gateway", "data_dir"), problems)
     data_dir = local_path(data_dir_text, base_dir, env, ("gateway", "data_dir"), problems)
-    data = substitute(data, {**variables, "GATEWAY_DATA": str(data_dir)}, (), problems)
-    problems += schema_problems(data, kind)
+    variables = {**variables, "GATEWAY_DATA": str(data_dir)}
     access_problems: list[tuple[str, str]] = []
+    # The secrets are expanded first (and once: `$$` must not be undone twice), for the servers to name.
+    written = substitute(data.get("secrets"), variables, ("secrets",), problems) if kind == "gateway" else None
+    secrets = _secrets(written, source, base_dir, access_problems)
+    data = {
+        key: written
+        if key == "secrets" and kind == "gateway"
+        else substitute(value, variables, (key,), problems, secrets.values)
+        for key, value in data.items()
+    }
+    problems += schema_problems(data, kind)
     policy, confirmation, auth, groups, registration, store = _sections(
         data if kind == "gateway" else {}, source, base_dir, access_problems
     )
@@ -113,7 +123,19 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         groups=groups,
         registration=registration,
         store=store,
+        secrets=secrets,
     )
+
+
+def _secrets(written: Any, source: str, base_dir: Path, problems: list[tuple[str, str]]) -> Secrets:
+    """The `secrets` section, its problems added to `problems`."""
+    try:
+        return Secrets.from_config(written, source_file=source, base_dir=base_dir)
+    except ConfigProblems as error:
+        problems.extend(error.problems)
+    except ConfigError as error:
+        problems.append((error.path, error.problem))
+    return Secrets()
 
 
 def parse_server(
@@ -122,10 +144,11 @@ def parse_server(
     *,
     source: str,
     base_dir: Path,
-    data_dir: Path,
-    environ: Mapping[str, str] | None = None,
+    secrets: Mapping[str, str],
 ) -> ServerConfig:
-    """One entry of `servers`, checked by the same schema and rules as in a whole file.
+    """One entry of `servers` registered through the API, checked by the same schema and rules as
+    in a whole file. It never reads the environment: its headers, env and args may name `secrets`
+    (those offered to registrations) as `${secret:NAME}`, and nothing else but `${WORKSPACE}`.
 
     Problems are raised as ConfigProblems with paths `servers.<name>...`. Whether its namespace
     is free is for the caller to judge against the servers it already has.
@@ -133,12 +156,10 @@ def parse_server(
     path: JsonPath = ("servers", name)
     problems = [((*path, *where), text) for where, text in nesting_problem(entry)]
     raise_if_any(source, problems)
-    env = dict(os.environ if environ is None else environ)
-    variables = {**_variables(env, base_dir), "GATEWAY_DATA": str(data_dir)}
-    entry = substitute(entry, variables, path, problems)
+    entry = substitute(entry, None, path, problems, secrets)
     problems += [((*path, *where), text) for where, text in schema_problems(entry, "server")]
     raise_if_any(source, problems)
-    server = _server(name, entry, path, base_dir, env, problems, "transport")
+    server = _server(name, entry, path, base_dir, {}, problems, "transport")
     raise_if_any(source, problems)
     return server
 

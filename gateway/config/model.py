@@ -9,6 +9,7 @@ from typing import Literal
 
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
+from gateway.config.namedsecrets import Secrets
 from gateway.config.registration import RegistrationPolicy
 from gateway.groups import Group
 from gateway.pinning import OnToolChange
@@ -172,5 +173,7 @@ class GatewayConfig:
     store: StoreSettings = field(default_factory=StoreSettings)
     """The `store` section: where the durable stores live (SQLite under `data_dir` by default) and
     the state replicas share (this process by default)."""
+    secrets: Secrets = field(default_factory=Secrets)
+    """The `secrets` section: values servers name as `${secret:NAME}`."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

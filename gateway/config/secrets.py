@@ -9,9 +9,10 @@ from gateway.config.model import GatewayConfig, ServerConfig
 
 
 def secrets_of(config: GatewayConfig) -> Iterator[str]:
-    """Every secret value in `config`: servers' `env` and `headers` values, the query values and
-    password of their URLs, plain API keys, the JWT secret, the store URL's password and the
+    """Every secret value in `config`: the `secrets` section's, servers' `env` and `headers` values,
+    the query values and password of their URLs, plain API keys, the JWT secret, the store URL's password and the
     registrations' key."""
+    yield from config.secrets.values.values()
     for server in config.servers:
         yield from server_secrets(server)
     yield from config.auth.plain_keys

@@ -57,8 +57,16 @@ def routes(web: Web) -> list[Route]:
     gateway = web.gateway
 
     def listing(person: Person) -> dict[str, Any]:
+        statuses = visible_statuses(gateway, person.caller)
+        # Values masked as the API shows them: the page never holds a credential.
+        credentials = {
+            status.name: gateway.servers.credentials(status.name)
+            for status in statuses
+            if person.admin and status.name in gateway.servers.members
+        }
         return {
-            "statuses": visible_statuses(gateway, person.caller),
+            "statuses": statuses,
+            "credentials": credentials,
             "reload_errors": list(gateway.reload_errors) if person.admin else [],
         }
 

@@ -16,6 +16,7 @@ import yaml
 from gateway.config.loading import default_config_path, parse_config, parse_server
 from gateway.config.model import ServerConfig
 from gateway.config.schema import ConfigProblems
+from gateway.config.secrets import secrets_of
 from tests.support.harness import REPO
 
 DOCS = REPO / "docs" / "configuration.md"
@@ -132,23 +133,26 @@ def test_a_misspelt_top_level_key_gets_a_hint() -> None:
     assert raised.value.message == "g.yaml: confirmations: unknown key (did you mean 'confirmation'?)"
 
 
-def parse(name: str, entry: Any, environ: dict[str, str] | None = None) -> ServerConfig:
+def parse(name: str, entry: Any, secrets: dict[str, str] | None = None) -> ServerConfig:
     """One server entry, as live registration would check it."""
-    return parse_server(
-        name, entry, source="api", base_dir=Path("/etc/gw"), data_dir=Path("/var/gw"), environ=environ or {}
-    )
+    return parse_server(name, entry, source="api", base_dir=Path("/etc/gw"), secrets=secrets or {})
 
 
 def test_parse_server_builds_the_same_server_as_a_whole_file() -> None:
-    entry = {"command": "${GATEWAY_PYTHON}", "args": ["${GATEWAY_DATA}/db", "${TOKEN}"], "cwd": "w", "risk": "high"}
+    entry = {"command": "python", "args": ["db", "${secret:token}"], "env": {"K": "$${secret:x}"}, "cwd": "w"}
     whole = parse_config(
-        {"gateway": {"data_dir": "/var/gw"}, "servers": {"db": entry}},
+        {
+            "gateway": {"data_dir": "/var/gw"},
+            "servers": {"db": entry},
+            "secrets": {"token": {"value": "${TOKEN}", "registrations": True}},
+        },
         source="g.yaml",
         base_dir=Path("/etc/gw"),
         environ={"TOKEN": "t0k"},
     )
-    assert parse("db", entry, {"TOKEN": "t0k"}) == whole.servers[0]
-    assert whole.servers[0].args == ("/var/gw/db", "t0k") and whole.servers[0].cwd == "/etc/gw/w"
+    assert parse("db", entry, {"token": "t0k"}) == whole.servers[0]
+    assert whole.servers[0].args == ("db", "t0k") and whole.servers[0].cwd == "/etc/gw/w"
+    assert whole.servers[0].env == {"K": "${secret:x}"}
 
 
 @pytest.mark.parametrize(
@@ -163,8 +167,11 @@ def test_parse_server_builds_the_same_server_as_a_whole_file() -> None:
         ),
         (
             "db",
-            {"command": "${UNSET}"},
-            ["servers.db.command: environment variable UNSET is not set (set it, or give a default: ${UNSET:-value})"],
+            {"command": "x", "args": ["${HOME:-x}"]},
+            [
+                "servers.db.args[0]: ${HOME:-x}: a server registered through the API cannot read the gateway's "
+                "environment; name a secret the operator offers to registrations instead: ${secret:NAME}"
+            ],
         ),
         (
             "db",
@@ -203,3 +210,57 @@ def test_the_configuration_docs_list_every_gateway_setting_the_schema_knows() ->
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.MULTILINE))
     schema = json.loads(default_config_path().with_name("config_schema.json").read_text("utf-8"))
     assert documented == set(schema["$defs"]["settings"]["properties"])
+
+
+def test_a_file_server_may_name_any_secret_read_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    (tmp_path / "search.key").write_text("from-a-file-0123456789\n")
+    document = {
+        "servers": {
+            "search": {
+                "url": "https://search.example/mcp",
+                "headers": {"Authorization": "Bearer ${secret:search}", "X-Other": "${secret:token}"},
+            }
+        },
+        "secrets": {"search": {"file": "search.key"}, "token": {"value": "${TOKEN}", "registrations": True}},
+    }
+    config = parse_config(document, source="g.yaml", base_dir=tmp_path, environ={"TOKEN": "from-the-env-0123"})
+    assert config.servers[0].headers == {
+        "Authorization": "Bearer from-a-file-0123456789",
+        "X-Other": "from-the-env-0123",
+    }
+    assert config.secrets.for_registrations() == {"token": "from-the-env-0123"}
+    assert {"from-a-file-0123456789", "from-the-env-0123"} <= set(secrets_of(config))
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        (
+            {"servers": {"s": {"url": "https://${secret:token}.example/mcp"}}},
+            "g.yaml: servers.s.url: ${secret:token} may be used only in a server's headers, env or args",
+        ),
+        (
+            {"servers": {"s": {"command": "x", "env": {"K": "${secret:nothing}"}}}},
+            "g.yaml: servers.s.env.K: no secret named 'nothing' in the `secrets` section",
+        ),
+        (
+            {"secrets": {"a": {"value": "${secret:token}"}}},
+            "g.yaml: secrets.a.value: ${secret:token} may be used only in a server's headers, env or args",
+        ),
+        ({"secrets": {"a": {"registrations": True}}}, "g.yaml: secrets.a: needs either value or file"),
+        ({"secrets": {"a": {"file": "missing"}}}, "g.yaml: secrets.a.file: cannot read"),
+    ],
+)
+def test_a_secret_named_where_it_cannot_be_used_or_not_defined_is_a_problem_naming_its_path(
+    document: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(ConfigProblems) as raised:
+        parse_config({"secrets": {"token": {"value": "v"}}, **document}, source="g.yaml", base_dir=Path("/nowhere"))
+    assert raised.value.message.startswith(expected)
+
+
+def test_a_store_key_that_is_no_key_is_a_problem_that_never_quotes_it() -> None:
+    with pytest.raises(ConfigProblems) as raised:
+        parse_config({"store": {"key": "not-a-key-but-secret"}}, source="g.yaml", base_dir=Path("/"), environ={})
+    assert raised.value.message.startswith("g.yaml: store.key: must be 32 random bytes in URL-safe base64")
+    assert "not-a-key-but-secret" not in raised.value.message
