@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from gateway.config.loading import parse_config
 from tests.support.harness import REPO
 
 KUBERNETES = REPO / "deploy" / "kubernetes"
+KEY = base64.urlsafe_b64encode(bytes(32)).decode()
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
@@ -71,12 +73,16 @@ def test_the_configured_files_are_valid_gateway_configurations(tmp_path: Path) -
         "GATEWAY_POSTGRES_URL": "postgresql://gateway:secret@postgres:5432/gateway",
         "GATEWAY_REDIS_URL": "redis://redis:6379/0",
         "POSTGRES_PASSWORD": "secret",
+        "GATEWAY_REGISTRATIONS_KEY": KEY,
+        "REGISTRATIONS_KEY": KEY,
     }
     in_configmap = yaml.safe_load(_manifests()["ConfigMap"]["data"]["gateway.yaml"])
     in_compose = yaml.safe_load((REPO / "deploy" / "compose" / "gateway.yaml").read_text("utf-8"))
     for document in (in_configmap, in_compose):
         config = parse_config(document, source="manifest", base_dir=tmp_path, environ=environ)
         assert config.store.url is not None and config.store.redis == "redis://redis:6379/0"
+        # Replicas sharing the database share the key of its registrations.
+        assert config.store.key == KEY
 
 
 def test_the_scaled_compose_file_runs_two_replicas_redis_postgres_and_haproxy_from_official_images() -> None:
