@@ -24,6 +24,7 @@ JWT_SECRET = "the-gateway-s-own-jwt-secret-0123456789"
 OFFERED = "ghp_offered-to-registrations-0123456789"
 PRIVATE = "sk_for-the-file-s-servers-only-0123456789"
 LITERAL = "literal-header-credential-0123456789"
+LOCAL = "http://127.0.0.1:9/mcp"
 REGISTRATION = {
     "allow_urls": ["http://127.0.0.1:*/mcp"],
     "allow_commands": [sys.executable],
@@ -68,12 +69,12 @@ async def test_a_registration_naming_the_gateway_s_environment_is_refused_and_th
 
 
 ENVIRONMENT_BODIES: list[tuple[dict[str, Any], str]] = [
-    ({"name": "x", "url": "http://127.0.0.1:9/mcp", "headers": {"K": "${JWT_SECRET:-none}"}}, "servers.x.headers.K"),
+    ({"name": "x", "url": LOCAL, "headers": {"K": "${JWT_SECRET:-none}"}}, "servers.x.headers.K"),
     ({"name": "x", **toy_stdio("x"), "env": {"K": "${env:JWT_SECRET}"}}, "servers.x.env.K"),
     ({"name": "x", **toy_stdio("x", "--token", "${JWT_SECRET}")}, "servers.x.args[5]"),
     ({"name": "x", **toy_stdio("x"), "cwd": "${HOME}"}, "servers.x.cwd"),
     (
-        {"mcpServers": {"x": {"url": "http://127.0.0.1:9/mcp", "headers": {"K": "${JWT_SECRET}"}}}},
+        {"mcpServers": {"x": {"url": LOCAL, "headers": {"K": "${JWT_SECRET}"}}}},
         "servers.x.headers.K",
     ),
     (
@@ -82,7 +83,7 @@ ENVIRONMENT_BODIES: list[tuple[dict[str, Any], str]] = [
             "remotes": [
                 {
                     "type": "streamable-http",
-                    "url": "http://127.0.0.1:9/mcp",
+                    "url": LOCAL,
                     "headers": [{"name": "K", "value": "${JWT_SECRET}"}],
                 }
             ],
@@ -146,7 +147,7 @@ async def test_a_secret_offered_to_registrations_reaches_the_server_and_the_api_
 @pytest.mark.parametrize("name", ["private", "nothing"])
 async def test_a_secret_not_offered_to_registrations_is_refused_naming_it(tmp_path: Path, name: str) -> None:
     async with http_gateway(secrets_config(tmp_path)) as (_, url):
-        body = {"name": "x", "url": "http://127.0.0.1:9/mcp", "headers": {"K": f"${{secret:{name}}}"}}
+        body = {"name": "x", "url": LOCAL, "headers": {"K": f"${{secret:{name}}}"}}
         refused = await send(url, ADMIN, "POST", "/api/v1/servers", body)
     assert refused.status_code == 422, refused.text
     [problem] = refused.json()["problems"]
@@ -181,3 +182,18 @@ async def test_a_registered_literal_credential_is_masked_stored_encrypted_and_st
 
 async def _listed(url: str, name: str) -> bool:
     return name in await tool_names(url, "q=echo")
+
+
+async def test_a_change_naming_the_gateway_s_environment_is_refused_and_leaves_the_entry_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JWT_SECRET", JWT_SECRET)
+    async with http_gateway(secrets_config(tmp_path)) as (gateway, url):
+        body = {"name": "x", "url": LOCAL, "headers": {"K": "${secret:github_token}"}}
+        added = await send(url, ADMIN, "POST", "/api/v1/servers", body)
+        refused = await send(url, ADMIN, "PATCH", "/api/v1/servers/x", {"headers": {"K": "${JWT_SECRET}"}})
+        stored = gateway.registrations.entries("server")
+    assert added.status_code == 201, added.text
+    assert refused.status_code == 422, refused.text
+    assert [problem["path"] for problem in refused.json()["problems"]] == ["servers.x.headers.K"]
+    assert stored == {"x": {"url": LOCAL, "headers": {"K": "${secret:github_token}"}}}

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config.loading import parse_config
 from gateway.datadir import WORKSPACES
+from tests.support.databases import backend
 from tests.support.harness import gateway_client, in_memory, make_config, toy_stdio
 from tests.support.toy import build_server as toy
 
@@ -47,12 +49,34 @@ async def test_a_gateway_keeps_its_data_directory_0700_and_every_file_in_it_0600
     async with gateway_client(config, transports=in_memory({"mem": toy("mem")})) as (_, client):
         await client.call_tool("mem__echo", {"text": "hi"})
         found = modes(config.settings.data_dir)
-    assert {"audit.db", "audit.db-wal", "audit.db-shm", "registrations.db", "logs", "logs/toy.log"} <= set(found)
-    folders = {path for path in found if (config.settings.data_dir / path).is_dir()}
+    expected = {"audit.db", "audit.db-wal", "audit.db-shm", "registrations.db", "registrations.key", "logs/toy.log"}
+    assert expected <= set(found)
+    assert_private(config.settings.data_dir, found)
+
+
+def assert_private(data_dir: Path, found: dict[str, str]) -> None:
+    """Every folder in `found` is 0700 and every file 0600."""
+    folders = {path for path in found if (data_dir / path).is_dir()}
     assert {path: mode for path, mode in found.items() if path in folders} == dict.fromkeys(folders, "0o700")
     assert {path: mode for path, mode in found.items() if path not in folders} == {
         path: "0o600" for path in found if path not in folders
     }
+
+
+async def test_with_postgresql_the_audit_spool_and_the_registrations_key_are_private_too(tmp_path: Path) -> None:
+    with backend("postgresql", tmp_path / "data") as chosen:
+        document = {
+            "gateway": {"data_dir": str(chosen.data_dir)},
+            "servers": {"mem": {"command": "unused"}},
+            "store": chosen.config_section(),
+        }
+        config = parse_config(document, source="gateway.yaml", base_dir=tmp_path)
+        async with gateway_client(config, transports=in_memory({"mem": toy("mem")})) as (_, client):
+            await client.call_tool("mem__echo", {"text": "hi"})
+            found = modes(chosen.data_dir)
+    assert {"registrations.key", "spool", "spool/audit"} <= set(found)
+    assert any(path.startswith("spool/audit/") for path in found)
+    assert_private(chosen.data_dir, found)
 
 
 async def test_a_data_directory_left_readable_by_others_is_made_private_at_start_with_one_warning(
