@@ -32,7 +32,8 @@ def make_private(data_dir: Path) -> None:
     failed: list[str] = []
     for path in _walk(data_dir):
         try:
-            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            # The directory itself may be a link to where it really is; nothing under it is followed.
+            mode = stat.S_IMODE((os.stat if path == data_dir else os.lstat)(path).st_mode)
             if mode & 0o077:
                 os.chmod(path, mode & 0o700)
                 fixed.append(f"{path.relative_to(data_dir).as_posix() or '.'} ({mode:04o})")

@@ -73,4 +73,4 @@ class Secrets:
         if problems:
             raise ConfigProblems(source_file, problems)
         offered = frozenset(name for name, entry in raw.items() if entry.get("registrations", False))
-        return cls(values, offered & set(values))
+        return cls(values, offered)
