@@ -4,6 +4,7 @@ page and the registration store show of a registered server's credentials: never
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,12 @@ async def test_no_form_of_registration_body_reads_the_gateway_s_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any], path: str
 ) -> None:
     monkeypatch.setenv("JWT_SECRET", JWT_SECRET)
+    # A pypi package runs `uvx`: allowed here, so that what is judged is the body's variables.
+    uvx = tmp_path / "bin" / "uvx"
+    uvx.parent.mkdir()
+    uvx.write_text("#!/bin/sh\n")
+    uvx.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{uvx.parent}:{os.environ['PATH']}")
     registration = {**REGISTRATION, "allow_commands": [sys.executable, "uvx"]}
     async with http_gateway(secrets_config(tmp_path, registration=registration)) as (gateway, url):
         refused = await send(url, ADMIN, "POST", "/api/v1/servers", body)
