@@ -6,12 +6,13 @@ absolute path a command would run: a program name is looked up on the gateway's 
 policy is made and pinned to the path found there; a registered command is looked up the same way
 (a path must be absolute) and must be a pinned path or match a path glob. A registered server that
 runs on the host runs that absolute path, so neither a later PATH nor the entry's own `env` can
-swap the program. `allow_urls` globs are matched against the whole URL. In a glob `*` stays inside
-one part (it matches no `/`, `?`, `#`, `@` or `:`), so `https://*.example.com/**` cannot be met by
-`https://evil.test/?.example.com/`; `**` matches anything, `?` one character of a part.
-`sandbox_stdio` (default true) runs every API-registered stdio server in a Docker sandbox unless
-its entry says how it is sandboxed; a `docker` command must be the hardened run of
-`gateway/config/dockerrun.py`, a container already, and is not wrapped again.
+swap the program (in a path glob `*` stays inside one part, `**` matches anything, `?` one
+character of a part). `allow_urls` holds URL patterns (`gateway.config.urls`): a URL is read
+strictly and matched part by part, and the addresses its host resolves to are judged by the same
+patterns when the gateway connects. `sandbox_stdio` (default true) runs every API-registered
+stdio server in a Docker sandbox unless its entry says how it is sandboxed; a `docker` command
+must be the hardened run of `gateway/config/dockerrun.py`, a container already, and is not
+wrapped again.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 
 from gateway.config.dockerrun import run_problems
 from gateway.config.schema import raise_if_any, validate_section
-from gateway.errors import ForbiddenError, clip
+from gateway.config.urls import Address, Endpoint, UrlPattern, parse_pattern, parse_url, refusal
+from gateway.errors import ConfigError, ForbiddenError, clip
 
 REGISTRATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -47,8 +49,8 @@ REGISTRATION_SCHEMA: dict[str, Any] = {
 }
 """The JSON Schema of the `registration` section."""
 
-# What `*` may not cross: a path separator, and the characters that end or redirect a URL's host.
-_PART = r"[^/?#@:]"
+# What `*` may not cross in a path glob: a path separator.
+_PART = r"[^/]"
 
 
 @cache
@@ -93,6 +95,11 @@ class RegistrationPolicy:
         if raw is None:
             return cls()
         validate_section(raw, REGISTRATION_SCHEMA, section="registration", source_file=source_file)
+        for index, pattern in enumerate(raw.get("allow_urls", ())):
+            try:
+                parse_pattern(pattern)
+            except ValueError as error:
+                raise ConfigError(source_file, f"registration.allow_urls[{index}]", f"{pattern!r}: {error}") from None
         return cls(
             allow_commands=tuple(raw.get("allow_commands", ())),
             allow_urls=tuple(raw.get("allow_urls", ())),
@@ -109,16 +116,52 @@ class RegistrationPolicy:
         return path if path in self.pinned or any(glob_match(path, glob) for glob in globs) else None
 
     def url_allowed(self, url: str) -> bool:
-        """Whether an endpoint may be registered: a glob matches the whole URL."""
-        return any(glob_match(url, glob) for glob in self.allow_urls)
+        """Whether an endpoint may be registered: it reads strictly and a pattern matches it."""
+        try:
+            return bool(self._matching(parse_url(url)))
+        except ValueError:
+            return False
+
+    def judge_url(self, name: str, url: str) -> Endpoint:
+        """Where `url` leads, or `ForbiddenError` naming it: it does not read strictly, or no pattern matches it."""
+        try:
+            endpoint = parse_url(url)
+        except ValueError as error:
+            raise ForbiddenError(f"server {name!r}: the URL {clip(url)!r} is refused: {error}") from None
+        if not self._matching(endpoint):
+            raise ForbiddenError(f"server {name!r}: the URL {clip(url)!r} is not allowed by registration.allow_urls")
+        return endpoint
+
+    def judge_address(self, name: str, endpoint: Endpoint, address: Address) -> None:
+        """`ForbiddenError` when `endpoint`'s host leads to `address`, which is not public and which
+        no pattern matching the endpoint names."""
+        reason = refusal(address)
+        if reason is not None and not any(pattern.names(address) for pattern in self._matching(endpoint)):
+            raise ForbiddenError(
+                f"server {name!r}: {endpoint.host} resolves to {address}, {reason}, which no registration.allow_urls"
+                " pattern names (give its address, or localhost for loopback, as the pattern's host to allow it)"
+            )
+
+    def _matching(self, endpoint: Endpoint) -> list[UrlPattern]:
+        """The patterns that allow `endpoint`; one that does not read allows nothing."""
+        patterns = []
+        for text in self.allow_urls:
+            try:
+                pattern = parse_pattern(text)
+            except ValueError:
+                continue
+            if pattern.matches(endpoint):
+                patterns.append(pattern)
+        return patterns
 
     def admit(self, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
         """`entry` as it may be registered: sandboxed when the policy says so, else running the
         absolute path its command resolved to. `ForbiddenError` names what the policy refuses,
         `ConfigProblems` each argument of a `docker` command that is not the hardened run."""
         command, url = entry.get("command"), entry.get("url")
-        if isinstance(url, str) and ("${" in url or not self.url_allowed(url)):
-            raise ForbiddenError(f"server {name!r}: the URL {clip(url)!r} is not allowed by registration.allow_urls")
+        # A URL that is not http(s) at all is left to the entry's own check, which answers it as invalid (422).
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            self.judge_url(name, url)
         admitted = dict(entry)
         if not isinstance(command, str):
             return admitted

@@ -153,7 +153,7 @@ async def test_a_method_a_route_does_not_take_is_a_json_405_and_an_unknown_route
 async def test_an_invalid_entry_is_a_422_naming_the_path_of_the_problem(
     served: Served, tmp_path: Path, body: dict[str, Any], path: str
 ) -> None:
-    config = api_config(tmp_path, registration={"allow_commands": ["/**"], "allow_urls": ["**"]})
+    config = api_config(tmp_path, registration={"allow_commands": ["/**"], "allow_urls": ["https://**:*/**"]})
     async with served(config) as (_, url):
         response = await send(url, ADMIN, "POST", "/api/v1/servers", body)
     assert response.status_code == 422, response.text

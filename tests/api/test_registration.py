@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,101 @@ def test_a_url_glob_matches_the_whole_url(url: str) -> None:
 )
 def test_a_url_that_only_looks_allowed_is_refused(url: str) -> None:
     assert not POLICY.url_allowed(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://evil.test\\.example.com/mcp", "backslash"),
+        ("https://a.example.com/m\tcp", "whitespace or a control character"),
+        ("https://%61.example.com/mcp", "not letters, digits and hyphens"),
+        ("https://a.example.com/mcp/../admin", ". or .. segment"),
+        ("https://a.example.com/mcp/%2e%2e/admin", "percent-encoded"),
+        ("https://a.example.com/mcp%2F..%2Fadmin", "percent-encoded"),
+        ("https://a.example.com/caf\u00e9", "percent-encoded"),
+    ],
+)
+def test_a_url_that_does_not_read_strictly_is_refused_with_the_reason(url: str, reason: str) -> None:
+    assert not POLICY.url_allowed(url)
+    with pytest.raises(ForbiddenError, match="refused") as refused:
+        POLICY.admit("x", {"url": url})
+    assert repr(url) in refused.value.message and reason in refused.value.message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.1/mcp",
+        "http://0x7f000001/mcp",
+        "http://2130706433/mcp",
+        "http://0177.0.0.1/mcp",
+        "http://[::1%25lo]/",
+    ],
+)
+def test_a_host_resolvers_could_read_as_an_address_is_refused(url: str) -> None:
+    assert not RegistrationPolicy(allow_urls=("http://**:*/**", "http://127.0.0.1:*/**")).url_allowed(url)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "url", "allowed"),
+    [
+        ("https://*.example.com/**", "https://a.b.example.com/mcp", False),
+        ("https://**.example.com/**", "https://a.b.example.com/mcp", True),
+        ("https://**.example.com/**", "https://example.com/mcp", False),
+        ("https://mcp-*.example.com/mcp", "https://MCP-eu.Example.com/mcp", True),
+        ("https://api.example.com/mcp", "https://api.example.com:443/mcp", True),
+        ("https://api.example.com/mcp", "https://api.example.com:8443/mcp", False),
+        ("https://api.example.com:*/mcp", "https://api.example.com:8443/mcp", True),
+        ("https://api.example.com/mcp", "http://api.example.com/mcp", False),
+        ("https://api.example.com/mcp", "https://api.example.com/mcp?key=1", True),
+        ("https://api.example.com/*/mcp", "https://api.example.com/v1/v2/mcp", False),
+        ("https://api.example.com", "https://api.example.com/", True),
+        ("https://**/**", "https://10.0.0.1/mcp", False),
+        ("http://[::1]:*/mcp", "http://[0:0::1]:9000/mcp", True),
+    ],
+)
+def test_a_pattern_matches_the_host_label_by_label_and_the_scheme_port_and_path_as_written(
+    pattern: str, url: str, allowed: bool
+) -> None:
+    assert RegistrationPolicy(allow_urls=(pattern,)).url_allowed(url) is allowed
+
+
+@pytest.mark.parametrize(
+    ("pattern", "address", "allowed"),
+    [
+        ("https://*.example.com/**", "93.184.215.14", True),
+        ("https://*.example.com/**", "127.0.0.1", False),
+        ("https://*.example.com/**", "169.254.169.254", False),
+        ("https://*.example.com/**", "192.168.1.5", False),
+        ("https://*.example.com/**", "fd12::1", False),
+        ("https://*.example.com/**", "ff02::1", False),
+        ("https://*.example.com/**", "0.0.0.0", False),
+        ("https://*.example.com/**", "168.63.129.16", False),
+        ("https://*.example.com/**", "64:ff9b::a9fe:a9fe", False),
+        ("http://localhost:*/**", "127.0.0.1", True),
+        ("http://localhost:*/**", "10.0.0.1", False),
+    ],
+)
+def test_a_name_may_lead_to_an_internal_address_only_when_a_pattern_names_it(
+    pattern: str, address: str, allowed: bool
+) -> None:
+    policy = RegistrationPolicy(allow_urls=(pattern,))
+    host = "localhost" if "localhost" in pattern else "api.example.com"
+    endpoint = policy.judge_url("x", f"{pattern.partition(':')[0]}://{host}/mcp")
+    if allowed:
+        policy.judge_address("x", endpoint, ipaddress.ip_address(address))
+    else:
+        with pytest.raises(ForbiddenError, match=f"resolves to {address}"):
+            policy.judge_address("x", endpoint, ipaddress.ip_address(address))
+
+
+def test_a_pattern_that_does_not_read_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"registration\.allow_urls\[1\]: '\*\*': it does not begin with http"):
+        parse_config(
+            {"gateway": {"data_dir": str(tmp_path)}, "registration": {"allow_urls": ["https://**/**", "**"]}},
+            source="gateway.yaml",
+            base_dir=tmp_path,
+        )
 
 
 def test_glob_stars_stay_inside_one_part_and_double_stars_cross() -> None:
