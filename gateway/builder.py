@@ -34,6 +34,7 @@ from gateway.session import SessionContext
 from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.stores import StoreSettings
+from gateway.upstreams.addresses import Resolver
 from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.listing import ListingSlots
@@ -66,17 +67,19 @@ def sources(
     clock: Clock,
     wall_clock: Clock,
     metrics: Metrics,
+    resolver: Resolver,
 ) -> Sources:
     """The sandbox, the workspaces, the local tools, and the factory of one server's connection.
 
     A sandboxed server lists its tools in a container. The sandbox keeps the system clocks: its
-    containers' deadlines are read by sweepers in other processes.
+    containers' deadlines are read by sweepers in other processes. `resolver` finds the addresses
+    of API-registered servers' hosts.
     """
     settings = config.settings
     data_dir = Path(settings.data_dir)
     sandboxes = Sandboxes(config, metrics)
     workspaces = Workspaces(
-        data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers
+        data_dir / "workspaces", settings, dict(transports), clock=wall_clock, servers=config.servers, resolver=resolver
     )
     given = dict(transports)
     listing_slots = ListingSlots()
@@ -98,6 +101,7 @@ def sources(
             wall_clock=wall_clock,
             notices=shared_notices,
             listing_slots=listing_slots,
+            resolver=resolver,
         )
 
     async def shared_notices(server: str, notice: Notice) -> None:

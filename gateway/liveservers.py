@@ -25,6 +25,7 @@ from gateway.builder import ListingHandler, UpstreamFactory
 from gateway.catalog import SourceListing
 from gateway.config.loading import parse_server
 from gateway.config.model import ServerConfig
+from gateway.config.registration import RegistrationPolicy
 from gateway.config.variables import MASK, masked
 from gateway.errors import ConfigError, ConflictError, NotFoundError
 from gateway.registrations import RegistrationStore
@@ -83,6 +84,7 @@ class LiveServers:
         file: str,
         base_dir: Path,
         secrets: Callable[[], Mapping[str, str]],
+        registration: RegistrationPolicy,
         drain_timeout: float,
         reserved_namespaces: Iterable[str] = (),
     ) -> None:
@@ -95,6 +97,7 @@ class LiveServers:
         self._base_dir = base_dir
         # Read at each parse: a reloaded `secrets` section applies to the next registration.
         self._secrets = secrets
+        self._registration = registration
         self._drain_timeout = drain_timeout
         self._reserved = frozenset(reserved_namespaces)
         self.members: dict[str, Member] = {}
@@ -353,7 +356,7 @@ class LiveServers:
             raise ConfigError(REGISTRATION, "servers", 'a server entry needs a "name", a non-empty string')
         body = {key: value for key, value in entry.items() if key != "name"}
         config = parse_server(name, body, source=REGISTRATION, base_dir=self._base_dir, secrets=self._secrets())
-        return Member(config, "api", body)
+        return Member(replace(config, registration=self._registration), "api", body)
 
     def _check_namespace(self, config: ServerConfig) -> None:
         if not config.prefix:

@@ -55,6 +55,7 @@ from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.tools import ToolRecord
 from gateway.upstreams import children
+from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.connection import State, Status, Upstream
 from gateway.upstreams.listing import records_for
 from gateway.upstreams.transports import TransportFactory
@@ -86,6 +87,7 @@ class Gateway:
         local_identity: Identity | None = None,
         local_group: str | None = None,
         serving: bool = True,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.config = config
         # A gateway that only inspects (check, catalog) must not sweep the containers of one that serves.
@@ -97,7 +99,7 @@ class Gateway:
         self.data_dir = Path(settings.data_dir)
         make_private(self.data_dir)
         self.metrics = Metrics(clock)
-        sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics)
+        sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics, resolver)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
         # Every server's listing passes its pins on the way to the catalog.
@@ -111,6 +113,7 @@ class Gateway:
             file=str(config.path or "the config file"),
             base_dir=config.path.parent if config.path else Path.cwd(),
             secrets=lambda: self.config.secrets.for_registrations(),
+            registration=config.registration,
             drain_timeout=settings.call_timeout,
             reserved_namespaces=[entry.namespace for entry in config.local_tools],
         )

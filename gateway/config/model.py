@@ -80,6 +80,10 @@ class ServerConfig:
     scope: Scope = "shared"
     on_tool_change: OnToolChange | None = None
     """What a changed tool definition meets; None: the default of where the server is defined (`gateway.pinning`)."""
+    registration: RegistrationPolicy | None = None
+    """For a server registered through the admin API, the policy that judges its URL, and the
+    addresses its host resolves to, at every connection; None for the config file's servers,
+    which are the operator's and trusted."""
 
     def __post_init__(self) -> None:
         if self.namespace is None:

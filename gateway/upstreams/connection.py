@@ -40,6 +40,7 @@ from gateway.errors import (
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
 from gateway.upstreams import faults, tasking
+from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
@@ -123,6 +124,7 @@ class Upstream:
         notices: NoticeHandler | None = None,
         workspace: Path | None = None,
         listing_slots: ListingSlots | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.config = config
         # Shared by a gateway's upstreams; one's own otherwise.
@@ -135,6 +137,7 @@ class Upstream:
         self._log_dir = log_dir
         self._log_start: int | None = None
         self._transport = transport
+        self._resolver = resolver
         self._session: ClientSession | None = None
         self._direct: DirectCalls | None = None
         """The connection's direct path for plain calls, when its transport offers one (stdio)."""
@@ -237,7 +240,7 @@ class Upstream:
             data_dir = self._settings.data_dir
             direct = DirectCalls()
             factory = self._transport or transport_for(
-                self.config, data_dir, self._errlog(stack), limit, self.faults, direct
+                self.config, data_dir, self._errlog(stack), limit, self.faults, direct, self._resolver
             )
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 import anyio
 
 from gateway.config.model import ServerConfig
+from gateway.upstreams.addresses import Resolver, checked_address, system_resolver
 from gateway.upstreams.children import server_parameters
 from gateway.upstreams.directcalls import DirectCalls
 from gateway.upstreams.faults import FaultLog
@@ -67,6 +68,7 @@ def transport_for(
     max_message_bytes: int,
     fault_log: FaultLog,
     direct: DirectCalls | None = None,
+    resolver: Resolver = system_resolver,
 ) -> TransportFactory:
     """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
 
@@ -75,6 +77,8 @@ def transport_for(
     one event of a response stream applies, and a call whose event is too large fails as a broken
     stream. Legacy SSE and JSON bodies are read whole. A stdio server's unreadable lines go to
     `fault_log`, and its pipe takes `direct` calls; the other transports leave `direct` closed.
+    A server registered through the API is connected to the address its registration policy
+    checked, its host resolved by `resolver` once for each connection (`gateway.upstreams.addresses`).
     """
     if config.transport == "stdio":
         params = server_parameters(config, data_dir)
@@ -86,16 +90,40 @@ def transport_for(
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
-    if config.transport == "sse":
-        return lambda: sse_client(url, headers=headers)
+    from gateway.upstreams.pinning import PinnedTransport
+
+    async def pinned() -> PinnedTransport | None:
+        """The transport of a registered server's connection; None for the file's, which connect as named.
+        With a transport of its own a client uses no proxy from the environment: one would resolve the name again."""
+        if config.registration is None:
+            return None
+        address = await checked_address(config, resolver)
+        return PinnedTransport(httpx2.URL(url).host, address)
+
+    # The SDK's defaults: a response stream may stay quiet for minutes.
+    default_timeout = httpx2.Timeout(30.0, read=300.0)
+
+    @asynccontextmanager
+    async def sse() -> AsyncIterator[Streams]:
+        transport = await pinned()
+
+        def client(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            timeout = default_timeout if timeout is None else timeout
+            return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=transport)
+
+        async with sse_client(url, headers=headers, httpx_client_factory=client) as streams:
+            yield streams
 
     @asynccontextmanager
     async def http() -> AsyncIterator[Streams]:
-        timeout = httpx2.Timeout(30.0, read=300.0)
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+            httpx2.AsyncClient(headers=headers, timeout=default_timeout, transport=await pinned()) as client,
             streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
         ):
             yield streams
 
-    return http
+    return sse if config.transport == "sse" else http

@@ -35,6 +35,7 @@ from gateway.config.variables import WORKSPACE_REFERENCE
 from gateway.errors import UpstreamUnavailableError
 from gateway.session import SessionContext
 from gateway.upstreams import volumes
+from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.clientside import Notice, NoticeHandler, SessionNotices
 from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.retention import Quota, Workspace, WorkspaceQuotaError, plan
@@ -113,6 +114,7 @@ class Workspaces:
         *,
         clock: Callable[[], float] = time.time,
         servers: Iterable[ServerConfig] = (),
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.root = root
         self.owner = workspace_owner()
@@ -132,6 +134,7 @@ class Workspaces:
         """Session-scoped servers that run on the host with a root gateway's privileges."""
         self._settings = settings
         self._transports = transports
+        self._resolver = resolver
         self._clock = clock
         self.notices: SessionNotices | None = None
         """Where the log messages and resource updates of upstreams go outside a request; a session
@@ -304,6 +307,7 @@ class Workspaces:
                 transport=transport(workspace) if transport is not None else self._transports.get(server.name),
                 notices=self._notices_of(session),
                 workspace=workspace,
+                resolver=self._resolver,
             )
             session.state[key] = upstream
             scope = anyio.CancelScope()
