@@ -115,13 +115,6 @@ class RegistrationPolicy:
         globs = (glob for glob in self.allow_commands if "/" in glob)
         return path if path in self.pinned or any(glob_match(path, glob) for glob in globs) else None
 
-    def url_allowed(self, url: str) -> bool:
-        """Whether an endpoint may be registered: it reads strictly and a pattern matches it."""
-        try:
-            return bool(self._matching(parse_url(url)))
-        except ValueError:
-            return False
-
     def judge_url(self, name: str, url: str) -> Endpoint:
         """Where `url` leads, or `ForbiddenError` naming it: it does not read strictly, or no pattern matches it."""
         try:

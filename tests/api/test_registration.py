@@ -39,6 +39,15 @@ def policy() -> RegistrationPolicy:
 POLICY = RegistrationPolicy(allow_urls=("https://*.example.com/**", "http://127.0.0.1:*/mcp"))
 
 
+def url_allowed(policy: RegistrationPolicy, url: str) -> bool:
+    """Whether `policy` lets a server be registered with `url`."""
+    try:
+        policy.judge_url("x", url)
+    except ForbiddenError:
+        return False
+    return True
+
+
 def test_nothing_may_be_registered_by_default(programs: Path) -> None:
     policy = RegistrationPolicy()
     with pytest.raises(ForbiddenError, match="allow_commands"):
@@ -112,7 +121,7 @@ def test_an_allow_commands_entry_that_is_neither_a_program_name_nor_an_absolute_
     "url", ["https://api.example.com/mcp", "https://a.example.com/v1/mcp", "http://127.0.0.1:9000/mcp"]
 )
 def test_a_url_glob_matches_the_whole_url(url: str) -> None:
-    assert POLICY.url_allowed(url)
+    assert url_allowed(POLICY, url)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +136,7 @@ def test_a_url_glob_matches_the_whole_url(url: str) -> None:
     ],
 )
 def test_a_url_that_only_looks_allowed_is_refused(url: str) -> None:
-    assert not POLICY.url_allowed(url)
+    assert not url_allowed(POLICY, url)
 
 
 @pytest.mark.parametrize(
@@ -143,7 +152,7 @@ def test_a_url_that_only_looks_allowed_is_refused(url: str) -> None:
     ],
 )
 def test_a_url_that_does_not_read_strictly_is_refused_with_the_reason(url: str, reason: str) -> None:
-    assert not POLICY.url_allowed(url)
+    assert not url_allowed(POLICY, url)
     with pytest.raises(ForbiddenError, match="refused") as refused:
         POLICY.admit("x", {"url": url})
     assert repr(url) in refused.value.message and reason in refused.value.message
@@ -160,7 +169,7 @@ def test_a_url_that_does_not_read_strictly_is_refused_with_the_reason(url: str, 
     ],
 )
 def test_a_host_resolvers_could_read_as_an_address_is_refused(url: str) -> None:
-    assert not RegistrationPolicy(allow_urls=("http://**:*/**", "http://127.0.0.1:*/**")).url_allowed(url)
+    assert not url_allowed(RegistrationPolicy(allow_urls=("http://**:*/**", "http://127.0.0.1:*/**")), url)
 
 
 @pytest.mark.parametrize(
@@ -184,7 +193,7 @@ def test_a_host_resolvers_could_read_as_an_address_is_refused(url: str) -> None:
 def test_a_pattern_matches_the_host_label_by_label_and_the_scheme_port_and_path_as_written(
     pattern: str, url: str, allowed: bool
 ) -> None:
-    assert RegistrationPolicy(allow_urls=(pattern,)).url_allowed(url) is allowed
+    assert url_allowed(RegistrationPolicy(allow_urls=(pattern,)), url) is allowed
 
 
 @pytest.mark.parametrize(
