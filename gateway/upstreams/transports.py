@@ -90,7 +90,7 @@ def transport_for(
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
-    from gateway.upstreams.pinning import PinnedTransport
+    from gateway.upstreams.pinnedhttp import PinnedTransport
 
     async def pinned() -> PinnedTransport | None:
         """The transport of a registered server's connection; None for the file's, which connect as named.

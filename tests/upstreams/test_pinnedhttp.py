@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from gateway.upstreams.pinning import PinnedTransport
+from gateway.upstreams.pinnedhttp import PinnedTransport
 from tests.support.addressed import addressed_server, tls_files
 
 pytestmark = pytest.mark.anyio
