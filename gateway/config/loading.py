@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -55,8 +57,8 @@ _T = TypeVar("_T")
 
 
 def default_config_path() -> Path:
-    """The embedded default configuration, gateway/config/default.yaml."""
-    return Path(__file__).with_name("default.yaml")
+    """The embedded default configuration, gateway/config/default.yaml, where it is installed."""
+    return Path(str(resources.files(__package__ or "gateway.config").joinpath("default.yaml")))
 
 
 def load_config(path: Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
@@ -166,7 +168,20 @@ def parse_server(
 
 def _variables(env: Mapping[str, str], base_dir: Path) -> dict[str, str]:
     """What `${...}` may name before `data_dir` is known: the environment and the gateway's own."""
-    return {**env, "GATEWAY_PYTHON": sys.executable, "CONFIG_DIR": str(base_dir)}
+    variables = {**env, "GATEWAY_PYTHON": sys.executable, "CONFIG_DIR": str(base_dir)}
+    skills = bundled_skills()
+    if skills is not None:
+        variables["GATEWAY_SKILLS"] = str(skills)
+    return variables
+
+
+def bundled_skills() -> Path | None:
+    """The skill folders installed with the gateway: the `skills` package data, where the import
+    system finds it (a checkout's `skills/`, or `site-packages/skills` of a wheel); None when it is
+    not installed. Found without importing it, so no bytecode folder appears among the skills."""
+    spec = importlib.util.find_spec("skills")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return Path(locations[0]) if locations else None
 
 
 def _sections(

@@ -17,6 +17,8 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -71,31 +73,46 @@ def mcp_version() -> str:
     return importlib.metadata.version("mcp")
 
 
-def fingerprint(repo_root: Path) -> str:
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """What the image is built from: the `servers` package and the Dockerfile beside this module,
+    found where they are installed (a checkout, a wheel), never relative to a repository."""
+
+    servers: Path
+    dockerfile: Path
+
+    @classmethod
+    def installed(cls) -> Sources:
+        """The installed `servers` package and `gateway/sandbox/Dockerfile`."""
+        servers = resources.files("servers")
+        dockerfile = resources.files(__package__ or "gateway.sandbox").joinpath("Dockerfile")
+        # Installed as files (a wheel, a checkout); a zipped install could not be a build context.
+        return cls(Path(str(servers)), Path(str(dockerfile)))
+
+
+def fingerprint(sources: Sources) -> str:
     """A hash of everything the image is made from; a different one means the image is stale."""
     digest = hashlib.sha256(f"{SUITE}\0mcp=={mcp_version()}\0".encode())
-    for path in sorted(_server_files(repo_root)):
-        digest.update(str(path.relative_to(repo_root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    dockerfile = repo_root / "sandbox" / "Dockerfile"
-    if dockerfile.exists():
-        digest.update(dockerfile.read_bytes())
+    for path in sorted(_server_files(sources.servers)):
+        digest.update(str(path.relative_to(sources.servers.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(sources.dockerfile.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def image_state(client: DockerClient, tag: str, repo_root: Path) -> Literal["missing", "stale", "current"]:
-    """Whether the image exists and was built from the repository's current servers."""
+def image_state(client: DockerClient, tag: str, sources: Sources) -> Literal["missing", "stale", "current"]:
+    """Whether the image exists and was built from the current servers and Dockerfile."""
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound:
         return "missing"
     labels = image.labels or {}
-    return "current" if labels.get(LABEL_FINGERPRINT) == fingerprint(repo_root) else "stale"
+    return "current" if labels.get(LABEL_FINGERPRINT) == fingerprint(sources) else "stale"
 
 
 def build_image(
     tag: str,
     *,
-    repo_root: Path,
+    sources: Sources,
     method: Method = "auto",
     progress: Progress = print,
     data_dir: Path | None = None,
@@ -108,9 +125,9 @@ def build_image(
         method = "dockerfile" if _registry_answers() else "rootfs"
         progress(f"method: {method} (registry {'reachable' if method == 'dockerfile' else 'unreachable'})")
     if method == "dockerfile":
-        built = _build_from_dockerfile(client, tag, repo_root, progress)
+        built = _build_from_dockerfile(client, tag, sources, progress)
     else:
-        built = _build_from_rootfs(client, tag, repo_root, data_dir or default_data_dir(), progress)
+        built = _build_from_rootfs(client, tag, sources, data_dir or default_data_dir(), progress)
     if previous not in (None, built):
         _discard(client, str(previous), progress)
     return built
@@ -145,12 +162,12 @@ def _registry_answers() -> bool:
         return False
 
 
-def _build_from_dockerfile(client: DockerClient, tag: str, repo_root: Path, progress: Progress) -> str:
-    progress("dockerfile: sending sandbox/Dockerfile and servers/ as the build context")
+def _build_from_dockerfile(client: DockerClient, tag: str, sources: Sources, progress: Progress) -> str:
+    progress("dockerfile: sending gateway/sandbox/Dockerfile and servers/ as the build context")
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
-        tar.add(repo_root / "sandbox" / "Dockerfile", arcname="Dockerfile")
-        tar.add(repo_root / "servers", arcname="servers", filter=_readable)
+        tar.add(sources.dockerfile, arcname="Dockerfile")
+        tar.add(sources.servers, arcname="servers", filter=_readable)
     context.seek(0)
     try:
         image, logs = client.images.build(
@@ -159,7 +176,7 @@ def _build_from_dockerfile(client: DockerClient, tag: str, repo_root: Path, prog
             tag=tag,
             rm=True,
             buildargs={"MCP_VERSION": mcp_version()},
-            labels={LABEL_FINGERPRINT: fingerprint(repo_root)},
+            labels={LABEL_FINGERPRINT: fingerprint(sources)},
         )
     except docker.errors.BuildError as error:
         raise ImageBuildError(f"docker build of {tag} failed: {error.msg}") from error
@@ -171,11 +188,11 @@ def _build_from_dockerfile(client: DockerClient, tag: str, repo_root: Path, prog
     return str(image.id)
 
 
-def _build_from_rootfs(client: DockerClient, tag: str, repo_root: Path, data_dir: Path, progress: Progress) -> str:
+def _build_from_rootfs(client: DockerClient, tag: str, sources: Sources, data_dir: Path, progress: Progress) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     base = _debian_tree(data_dir, progress)
     site = _site_packages(data_dir, progress)
-    servers = _compiled_servers(repo_root, data_dir, progress)
+    servers = _compiled_servers(sources.servers, data_dir, progress)
     progress("rootfs: writing the image tarball")
     with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
         tarball = Path(scratch) / "rootfs.tar"
@@ -185,7 +202,7 @@ def _build_from_rootfs(client: DockerClient, tag: str, repo_root: Path, data_dir
             tar.add(servers, arcname=f"{GATEWAY_DIR.lstrip('/')}/servers", filter=_readable)
         progress(f"rootfs: importing {tarball.stat().st_size // 2**20} MiB as {tag}")
         changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
-        changes += [f"LABEL {LABEL_FINGERPRINT}={fingerprint(repo_root)}", "USER 65534:65534", "WORKDIR /tmp"]
+        changes += [f"LABEL {LABEL_FINGERPRINT}={fingerprint(sources)}", "USER 65534:65534", "WORKDIR /tmp"]
         repository, version = _split_tag(tag)
         try:
             client.api.import_image(src=str(tarball), repository=repository, tag=version, changes=changes)
@@ -242,9 +259,8 @@ def _site_packages(data_dir: Path, progress: Progress) -> Path:
     return site
 
 
-def _compiled_servers(repo_root: Path, data_dir: Path, progress: Progress) -> Path:
+def _compiled_servers(source: Path, data_dir: Path, progress: Progress) -> Path:
     """A fresh copy of servers/ with bytecode, since the image's root is read-only at run time."""
-    source = repo_root / "servers"
     if not (source / "__init__.py").exists():
         raise ImageBuildError(f"{source} is not a Python package (no __init__.py)")
     stage = data_dir / "servers.stage"
@@ -255,8 +271,8 @@ def _compiled_servers(repo_root: Path, data_dir: Path, progress: Progress) -> Pa
     return stage
 
 
-def _server_files(repo_root: Path) -> Iterator[Path]:
-    return (p for p in (repo_root / "servers").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+def _server_files(servers: Path) -> Iterator[Path]:
+    return (p for p in servers.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
 def _run(command: list[str], stage: str) -> None:
@@ -287,20 +303,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.sandbox.image", description=main.__doc__)
     parser.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image tag (default {DEFAULT_IMAGE})")
     parser.add_argument("--method", choices=["auto", "dockerfile", "rootfs"], default="auto")
-    parser.add_argument("--repo-root", type=Path, default=Path(__file__).resolve().parents[2])
     parser.add_argument("--data-dir", type=Path, default=None, help="build cache (default ~/.cache/...)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the image is current")
     args = parser.parse_args(argv)
     try:
         client = docker.from_env()
-        state = image_state(client, args.tag, args.repo_root)
+        sources = Sources.installed()
+        state = image_state(client, args.tag, sources)
         if state == "current" and not args.force:
             print(f"{args.tag} is current")
             return 0
         print(f"{args.tag} is {state}: building" if state != "current" else f"{args.tag}: rebuilding (--force)")
         build_image(
             args.tag,
-            repo_root=args.repo_root,
+            sources=sources,
             method=args.method,
             progress=lambda line: print(line, flush=True),
             data_dir=args.data_dir,
