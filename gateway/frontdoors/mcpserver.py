@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from importlib.metadata import version as package_version
 from typing import Any
 from uuid import uuid4
 
@@ -401,7 +402,7 @@ def build_server(
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = GatewayServer(
             "mcp-gateway",
-            version="0.1.0",
+            version=package_version("mcp-gateway"),
             instructions="One endpoint for every tool of this organisation. Tool names are <server>__<tool>.",
             on_list_tools=list_tools,
             on_call_tool=call_tool,

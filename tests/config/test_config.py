@@ -370,7 +370,8 @@ def test_default_config_loads_the_bundled_servers() -> None:
     assert servers["files"].args == ("-m", "servers.files", "--root", "${WORKSPACE}")
     assert servers["files"].scope == "session"
     assert servers["sqlite"].args == ("-m", "servers.sqlite", "--database", str(data / "sqlite/main.db"))
-    assert all(s.command == sys.executable and s.cwd == str(repository) for s in config.servers)
+    # No cwd: the gateway's own Python imports the installed servers package from anywhere.
+    assert all(s.command == sys.executable and s.cwd is None for s in config.servers)
     run_python = servers["python"].settings_for("run_python")
     assert run_python.sandbox == SandboxSettings(mode="per-call", command=("python3", "-m", "servers.python"))
     assert run_python.risk is Risk.HIGH
