@@ -344,7 +344,9 @@ def _raw_excerpt(text: str, start: int, end: int, middle: str | None = None) -> 
     """The text around `start:end` (shown as `middle` when given), hidden characters made visible."""
     before = visible(text[max(0, start - EXCERPT_CONTEXT) : start])
     after = visible(text[end : end + EXCERPT_CONTEXT])
-    return _framed(text, start, end, before, visible(text[start:end]) if middle is None else middle, after)
+    # A run can be the whole text: only as much of it is shown as an excerpt can hold.
+    shown = visible(text[start : min(end, start + EXCERPT_CHARS)]) if middle is None else middle
+    return _framed(text, start, end, before, shown, after)
 
 
 def _excerpt(plain: str, start: int, end: int) -> str:
@@ -375,21 +377,26 @@ def _texts(tool: ToolRecord) -> Iterator[tuple[str, str]]:
 
 
 def _schema_texts(root: str, schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """Every key and string in a schema but JSON Schema's own words, depth first, without recursion
-    (schemas are the upstream's to nest)."""
-    stack: list[tuple[str, Any]] = [(root, schema)]
+    """Every key and string in a schema but JSON Schema's own words, each key before what it holds,
+    without recursion (schemas are the upstream's to nest)."""
+    # (where, a value to walk) or (where, None, a key to give as it is)
+    stack: list[tuple[str, Any] | tuple[str, None, str]] = [(root, schema)]
     while stack:
-        path, value = stack.pop()
+        entry = stack.pop()
+        if len(entry) == 3:
+            yield entry[0], entry[2]
+            continue
+        path, value = entry
         if isinstance(value, str):
             if value not in _SCHEMA_WORDS:
                 yield path, value
         elif isinstance(value, Mapping):
-            children = []
+            children: list[tuple[str, Any] | tuple[str, None, str]] = []
             for key, child in value.items():
                 name = str(key)
                 where = f"{path}.{name if name.isascii() and name.isprintable() else visible(name)}"
                 if name not in _SCHEMA_WORDS:
-                    yield f"{where} (key)", name
+                    children.append((f"{where} (key)", None, name))
                 children.append((where, child))
             stack.extend(reversed(children))
         elif isinstance(value, list | tuple):
