@@ -18,6 +18,7 @@ from urllib.parse import quote
 import yaml
 
 from gateway.errors import GatewayError
+from gateway.poisoning import visible
 
 if TYPE_CHECKING:
     import httpx2
@@ -156,16 +157,21 @@ def print_servers(servers: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def print_tools(tools: list[dict[str, Any]], out: TextIO) -> None:
-    """Tools as a table: name, server, risk, layer and the first line of the description."""
+    """Tools as a table: name, server, risk, layer, what the tool was flagged for and the first line
+    of the description, hidden characters written out so that none reaches the terminal."""
     width = max((len(tool["name"]) for tool in tools), default=4)
-    print(f"{'NAME':<{width}}  {'SERVER':<12}  {'RISK':<6}  {'LAYER':<8}  DESCRIPTION", file=out)
+    print(f"{'NAME':<{width}}  {'SERVER':<12}  {'RISK':<6}  {'LAYER':<8}  {'FLAGGED':<20}  DESCRIPTION", file=out)
     for tool in tools:
-        summary = "".join((tool.get("description") or "").strip().splitlines()[:1])[:80]
+        summary = visible("".join((tool.get("description") or "").strip().splitlines()[:1])[:80])
+        flagged = ",".join(dict.fromkeys(flag["kind"] for flag in tool.get("flags") or [])) or "-"
         print(
             f"{tool['name']:<{width}}  {tool['server']:<12}  {tool.get('risk') or '':<6}  {tool['layer']:<8}"
-            f"  {summary}",
+            f"  {flagged:<20}  {summary}",
             file=out,
         )
+    for tool in tools:
+        for flag in tool.get("flags") or []:
+            print(f"flagged: {tool['name']}: {flag['reason']} in {flag['where']}: {flag['excerpt']}", file=out)
 
 
 def print_approvals(approvals: list[dict[str, Any]], out: TextIO, now: float) -> None:

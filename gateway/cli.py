@@ -389,6 +389,7 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
     import anyio
 
     from gateway.auth.policy import derive_risk
+    from gateway.poisoning import visible
     from gateway.service import Gateway
 
     filters = [f"--{name}" for name in _CATALOG_FILTERS if getattr(args, name)]
@@ -409,6 +410,7 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
                     "available": not tool.sandbox or gateway.sandbox_availability()[0],
                     "read_only": tool.read_only,
                     "description": tool.description,
+                    "flags": [finding.as_json() for finding in gateway.flags.of(tool)],
                 }
                 for tool in gateway.catalog.tools
             ]
@@ -423,14 +425,19 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
         return 0
     rows = catalog["tools"]
     width = max((len(row["name"]) for row in rows), default=4)
-    print(f"{'NAME':<{width}}  {'SOURCE':<10}  {'RISK':<6}  {'SANDBOX':<11}  {'LAYER':<8}  DESCRIPTION")
+    header = f"{'NAME':<{width}}  {'SOURCE':<10}  {'RISK':<6}  {'SANDBOX':<11}  {'LAYER':<8}  {'FLAGGED':<20}"
+    print(f"{header}  DESCRIPTION")
     for row in rows:
-        summary = (row["description"] or "").strip().splitlines()[0:1]
+        summary = visible("".join((row["description"] or "").strip().splitlines()[0:1])[:80])
         sandbox = row["sandbox"] or "-"
+        flagged = ",".join(dict.fromkeys(flag["kind"] for flag in row["flags"])) or "-"
         print(
             f"{row['name']:<{width}}  {row['source']:<10}  {row['risk']:<6}  {sandbox:<11}  {row['layer']:<8}"
-            f"  {''.join(summary)[:80]}"
+            f"  {flagged:<20}  {summary}"
         )
+    for row in rows:
+        for flag in row["flags"]:
+            print(f"flagged: {row['name']}: {flag['reason']} in {flag['where']}: {flag['excerpt']}")
     for skill in catalog["skills"]:
         print(f"skill {skill['name']} ({skill['lifecycle']}): {' '.join(skill['tools']) or 'no tools'}")
     for problem in catalog["skill_problems"]:

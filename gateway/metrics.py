@@ -3,16 +3,16 @@
 Events are counted where they happen, one place each: every tool call's outcome and duration by
 the audit step (the same duration as its audit row), sandbox runs by `Sandboxes`, skill loads and
 evictions by `SkillHost`, changed tool definitions and their decisions by `LivePins`. What the
-gateway already holds (upstream states and restarts, live sessions, pending approvals) is read at
-scrape time by a collector, so nothing has to keep it in step. Each `Metrics` has its own
-`CollectorRegistry`: several gateways in one process (tests) do not share counts. The names and
-labels are listed in docs/operations.md.
+gateway already holds (upstream states and restarts, live sessions, pending approvals, flagged
+tools) is read at scrape time by a collector, so nothing has to keep it in step. Each `Metrics` has
+its own `CollectorRegistry`: several gateways in one process (tests) do not share counts. The names
+and labels are listed in docs/operations.md.
 """
 
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, get_args
 
@@ -50,6 +50,7 @@ class Readings:
     states: Sequence[str]
     sessions: Callable[[], Iterable[SessionContext]]
     pending_approvals: Callable[[], int]
+    flagged_tools: Callable[[], Mapping[str, int]]
 
 
 class Metrics:
@@ -152,7 +153,7 @@ class Metrics:
 
 
 class _StateCollector:
-    """Reads upstream states and restarts, sessions and pending approvals at scrape time."""
+    """Reads upstream states and restarts, sessions, pending approvals and flagged tools at scrape time."""
 
     def __init__(self, readings: Readings) -> None:
         self._readings = readings
@@ -187,3 +188,11 @@ class _StateCollector:
             "High-risk calls waiting for a person to approve or decline them.",
             value=float(readings.pending_approvals()),
         )
+        flagged = GaugeMetricFamily(
+            "gateway_flagged_tools",
+            "Tools whose model-visible text looks aimed at the model (tool poisoning), by server.",
+            labels=("server",),
+        )
+        for source, count in sorted(readings.flagged_tools().items()):
+            flagged.add_metric((source,), float(count))
+        yield flagged

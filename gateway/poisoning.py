@@ -20,12 +20,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.tools import ToolRecord
+if TYPE_CHECKING:
+    # For annotations only: the command line shows findings without loading the SDK's types.
+    from gateway.tools import ToolRecord
 
 MAX_FINDINGS = 10
 """Findings kept per tool, in the order of the definition: a hostile schema could otherwise make thousands."""
@@ -177,6 +179,46 @@ class Finding:
     def as_json(self) -> dict[str, str]:
         """The finding as the admin API gives it."""
         return {"kind": self.kind, "reason": self.reason, "where": self.where, "excerpt": self.excerpt}
+
+
+class Flags:
+    """The findings of a catalog's tools, each definition scanned once: read by the admin API, the
+    web page and the metrics; `refresh` says which tools are newly flagged, to be told once."""
+
+    def __init__(self) -> None:
+        # Exposed name -> (the record scanned, its findings); a catalog keeps unchanged records as they were.
+        self._scanned: dict[str, tuple[ToolRecord, tuple[Finding, ...]]] = {}
+        # (source, original name) -> the findings last told
+        self._told: dict[tuple[str, str], tuple[Finding, ...]] = {}
+
+    def of(self, tool: ToolRecord) -> tuple[Finding, ...]:
+        """The findings of `tool`, scanned when its definition is new."""
+        kept = self._scanned.get(tool.name)
+        if kept is not None and kept[0] is tool:
+            return kept[1]
+        found = scan(tool)
+        self._scanned[tool.name] = (tool, found)
+        return found
+
+    def refresh(self, tools: Sequence[ToolRecord]) -> list[tuple[ToolRecord, tuple[Finding, ...]]]:
+        """Follow the catalog's `tools`: the flagged ones whose findings were not told before."""
+        told = []
+        for tool in tools:
+            found = self.of(tool)
+            key = (tool.source, tool.original_name)
+            if found and self._told.get(key) != found:
+                self._told[key] = found
+                told.append((tool, found))
+        names = {tool.name for tool in tools}
+        self._scanned = {name: kept for name, kept in self._scanned.items() if name in names}
+        return told
+
+    def per_source(self) -> dict[str, int]:
+        """How many of each source's tools are flagged (0 for a source without any), as last refreshed."""
+        counts: dict[str, int] = {}
+        for tool, found in self._scanned.values():
+            counts[tool.source] = counts.get(tool.source, 0) + bool(found)
+        return counts
 
 
 def scan(tool: ToolRecord) -> tuple[Finding, ...]:

@@ -44,6 +44,7 @@ from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
 from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
+from gateway.poisoning import Flags
 from gateway.redaction import Redactor
 from gateway.registrations import RegistrationStore
 from gateway.reload import needs_restart, watch
@@ -160,7 +161,11 @@ class Gateway:
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
         self._started = anyio.Event()
-        self.metrics.watch(Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals))
+        self.flags = Flags()
+        """What in each tool's model-visible text looks aimed at the model (tool poisoning): flagged, never blocked."""
+        self.metrics.watch(
+            Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals, self.flags.per_source)
+        )
 
     def wall_now(self) -> float:
         """Now, in epoch seconds, by the gateway's wall clock (what audit rows and approvals are stamped with)."""
@@ -224,6 +229,7 @@ class Gateway:
         self._meta_pipeline = builder.meta_pipeline(stores, meta_share, self._wall_clock, self.metrics, meta.run)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
+        self._flag_new_tools()
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
         self._stack.push_async_callback(self.sandboxes.close)
         await self.sandboxes.start(self._group, owner=self._serving)
@@ -333,6 +339,7 @@ class Gateway:
 
     async def _catalog_changed(self) -> None:
         self.skills.refresh()
+        self._flag_new_tools()
         for clash in self.catalog.clashes:
             log.warning(clash.describe())
         # Told in tasks of their own: a listener that waits (clients are told at most once per
@@ -340,6 +347,13 @@ class Gateway:
         if self._group is not None:
             for listener in list(self._listeners):
                 self._group.start_soon(self._tell, listener)
+
+    def _flag_new_tools(self) -> None:
+        """Tell the operator, once per tool and again only when its findings change, which tools
+        carry text aimed at the model; they stay listed and callable."""
+        for tool, found in self.flags.refresh(self.catalog.tools):
+            told = "; ".join(f"{finding.reason} in {finding.where}: {finding.excerpt}" for finding in found)
+            log.warning("tool %s of server %s is flagged as possible tool poisoning: %s", tool.name, tool.source, told)
 
     @staticmethod
     async def _tell(listener: ChangeListener) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.poisoning import REASONS
+
 OPENAPI_PATH = "/api/openapi.json"
 
 _ERROR = {
@@ -37,7 +39,7 @@ _SERVER = {
 }
 _TOOL = {
     "type": "object",
-    "required": ["name", "server", "original_name", "risk", "layer", "tags"],
+    "required": ["name", "server", "original_name", "risk", "layer", "tags", "flags"],
     "properties": {
         "name": {"type": "string"},
         "title": {"type": ["string", "null"]},
@@ -48,6 +50,20 @@ _TOOL = {
         "layer": {"enum": ["core", "extended"]},
         "tags": {"type": "array", "items": {"type": "string"}},
         "sandbox": {"type": ["string", "null"]},
+        "flags": {
+            "description": "What in the tool's model-visible text looks aimed at the model (flagged, not blocked)",
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "reason", "where", "excerpt"],
+                "properties": {
+                    "kind": {"enum": list(REASONS)},
+                    "reason": {"type": "string"},
+                    "where": {"type": "string"},
+                    "excerpt": {"type": "string"},
+                },
+            },
+        },
     },
 }
 _SKILL = {

@@ -19,6 +19,7 @@ from gateway.api.common import API_PREFIX, Api, BadRequestError, Caller, query_i
 from gateway.auth.policy import derive_risk
 from gateway.catalog import page
 from gateway.errors import NotFoundError, ProtocolError
+from gateway.poisoning import Finding
 from gateway.service import Gateway
 from gateway.tools import Risk, ToolRecord
 
@@ -103,8 +104,8 @@ class VisibleTools:
         return entries
 
 
-def summary(tool: ToolRecord) -> dict[str, Any]:
-    """A tool as a search lists it."""
+def summary(tool: ToolRecord, flags: Iterable[Finding]) -> dict[str, Any]:
+    """A tool as a search lists it, with what its text was flagged for (`gateway.poisoning`)."""
     return {
         "name": tool.name,
         "title": tool.title,
@@ -115,6 +116,7 @@ def summary(tool: ToolRecord) -> dict[str, Any]:
         "layer": tool.layer,
         "tags": sorted(tool.tags),
         "sandbox": tool.sandbox,
+        "flags": [finding.as_json() for finding in flags],
     }
 
 
@@ -176,7 +178,11 @@ def tool_routes(api: Api) -> list[Route]:
         except ProtocolError as error:
             raise BadRequestError(f"cursor: {error.message}") from error
         return JSONResponse(
-            {"tools": [summary(tool) for tool in chunk], "next_cursor": next_cursor, "total": len(found)}
+            {
+                "tools": [summary(tool, gateway.flags.of(tool)) for tool in chunk],
+                "next_cursor": next_cursor,
+                "total": len(found),
+            }
         )
 
     async def detail(request: Request) -> Response:
@@ -184,7 +190,7 @@ def tool_routes(api: Api) -> list[Route]:
         tool = found.tool
         annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
         body = {
-            **summary(tool),
+            **summary(tool, gateway.flags.of(tool)),
             "input_schema": dict(tool.input_schema),
             "output_schema": dict(tool.output_schema) if tool.output_schema is not None else None,
             "annotations": annotations,

@@ -47,6 +47,7 @@ def routes(web: Web) -> list[Route]:
             "paged": "cursor" in params,
             "params": more,
             "risk_of": {tool.name: derive_risk(tool).value for tool in chunk},
+            "flags_of": {tool.name: gateway.flags.of(tool) for tool in chunk},
         }
 
     async def catalog(request: Request, person: Person) -> Response:

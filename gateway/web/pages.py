@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from gateway.api.common import MAX_BODY_BYTES, Caller, caller_of
 from gateway.api.tools import VisibleTools
 from gateway.errors import ConfigError, GatewayError, OperationError
+from gateway.poisoning import visible
 from gateway.service import Gateway
 from gateway.session import SessionContext
 from gateway.stores import DatabaseError
@@ -73,6 +74,8 @@ class Web:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        # Upstream text with the characters a browser would not show written out (`<U+200B>`).
+        self.templates.filters["visible"] = visible
 
     @property
     def open(self) -> bool:

@@ -35,6 +35,7 @@ def routes(web: Web) -> list[Route]:
         values: dict[str, Any] = {
             "tool": tool,
             "risk": derive_risk(tool).value,
+            "flags": gateway.flags.of(tool),
             "params": parameters(tool.input_schema),
             "input_json": json.dumps(tool.input_schema, indent=2, ensure_ascii=False),
             "output_params": parameters(tool.output_schema) if tool.output_schema else [],
