@@ -70,6 +70,7 @@ async def test_the_tool_search_filters_by_text_server_tag_risk_and_layer(served:
         "layer": "core",
         "tags": [],
         "sandbox": None,
+        "flags": [],
     }
 
 
