@@ -21,6 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from servers.calc import build_server as calc
+from tests.gateway.test_poisoning_e2e import HIDDEN, TAGGED, poisoned
 from tests.support.access import KEYS, auth_section, http_client, recording_upstream, toy_entry
 from tests.support.browser import WAIT, ServedGateway, axe_violations, describe, served_gateway, wait_for_text
 from tests.support.harness import in_memory, until_listed
@@ -49,7 +50,12 @@ def config(tmp_path: Path) -> GatewayConfig:
     skills = write_skill(tmp_path / "skills", "evil", "evil__*", body=SKILL_BODY).parent
     document = {
         "gateway": {"data_dir": str(tmp_path / "data"), "skill_dirs": [str(skills)]},
-        "servers": {"toy": toy_entry(), "calc": {"command": "unused"}, "evil": {"command": "unused"}},
+        "servers": {
+            "toy": toy_entry(),
+            "calc": {"command": "unused"},
+            "evil": {"command": "unused"},
+            "poisoned": {"command": "unused"},
+        },
         "local_tools": ["tests.support.launches"],
         "auth": auth_section(),
         "roles": ROLES,
@@ -61,7 +67,7 @@ def config(tmp_path: Path) -> GatewayConfig:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServedGateway]:
     """The gateway of `config` served over HTTP from its own event loop."""
-    transports = in_memory({"toy": toy("toy"), "calc": calc(), "evil": hostile(PAYLOAD)})
+    transports = in_memory({"toy": toy("toy"), "calc": calc(), "evil": hostile(PAYLOAD), "poisoned": poisoned()})
     with served_gateway(config(tmp_path), transports=transports) as gateway:
         yield gateway
 
@@ -199,12 +205,30 @@ def test_hostile_descriptions_schemas_and_skills_run_nothing(served: ServedGatew
     assert browser.find_elements(By.CSS_SELECTOR, "#result img") == []
 
 
+def test_a_flagged_tool_shows_its_badge_in_the_catalog_and_its_hidden_instruction_written_out_on_its_page(
+    served: ServedGateway, browser: webdriver.Chrome
+) -> None:
+    sign_in(browser, served.url, ANALYST)
+    browser.get(f"{served.url}/?q=lookup")
+    wait_for_text(browser, "#results", "poisoned__lookup")
+    badge = browser.find_element(By.CSS_SELECTOR, "#results .flagged").text
+    browser.get(f"{served.url}/tools/poisoned__lookup")
+    wait_for_text(browser, ".flags", "Flagged")
+    flags = browser.find_element(By.CSS_SELECTOR, ".flags").text
+    description = browser.find_element(By.CSS_SELECTOR, "p.description").text
+    assert badge == "flagged: tag characters, concealment, secret access"
+    assert f'<tags "{HIDDEN}">' in flags and "hidden Unicode tag characters" in flags
+    assert description == f'Looks a word up.<tags "{HIDDEN}">'
+    assert TAGGED[0] not in browser.page_source
+
+
 def test_axe_finds_nothing_serious_on_any_page(served: ServedGateway, browser: webdriver.Chrome) -> None:
     browser.get(f"{served.url}/signin")
     wait_for_text(browser, "h1", "Sign in")
     found = {"/signin": axe_violations(browser)}
     sign_in(browser, served.url, ADMIN)
-    pages = ["/", "/?q=toy", "/tools/toy__add", "/tools/evil__trap", "/servers", "/skills", "/skills/evil"]
+    pages = ["/", "/?q=toy", "/tools/toy__add", "/tools/evil__trap", "/tools/poisoned__lookup", "/servers", "/skills"]
+    pages += ["/skills/evil"]
     pages += ["/connect", "/approvals", "/audit", "/no/such/page"]
     for path in pages:
         browser.get(f"{served.url}{path}")
