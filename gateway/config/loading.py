@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
+from gateway.config.extends import extended
 from gateway.config.model import (
     DEFAULT_WORKSPACE_BYTES,
     DEFAULT_WORKSPACE_BYTES_PER_CALLER,
@@ -75,6 +76,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
     """
     if data is None:
         raise ConfigError(source, "", "the file is empty")
+    data = extended(data, source, base_dir, default_config_path)
     if not isinstance(data, dict):
         raise ConfigError(source, "", f"expected a map at the top level, got {describe_value(data)}")
     # Checked first: every step after this one walks the data recursively.

@@ -153,3 +153,18 @@ def masked(text: str) -> str:
     if end < len(text):
         shown.append(MASK)
     return "".join(shown)
+
+
+def pin_variable(value: Any, name: str, text: str) -> Any:
+    """A copy of parsed data with every `${name}` already replaced by `text` (its `$` written `$$`),
+    the rest left for `substitute`: how a file extended by another keeps its own ${CONFIG_DIR}."""
+    if isinstance(value, str):
+        escaped = text.replace("$", "$$")
+        return _REFERENCE.sub(
+            lambda match: escaped if match.group(2) == name and match.group(3) else match.group(0), value
+        )
+    if isinstance(value, list):
+        return [pin_variable(item, name, text) for item in value]
+    if isinstance(value, dict):
+        return {key: pin_variable(item, name, text) for key, item in value.items()}
+    return value
