@@ -163,6 +163,9 @@ class Gateway:
         self._started = anyio.Event()
         self.flags = Flags()
         """What in each tool's model-visible text looks aimed at the model (tool poisoning): flagged, never blocked."""
+        self.settled = anyio.Event()
+        """Set once every server the gateway started with has connected or failed its first attempt
+        (or the start-up wait of `wait_for_upstreams` ran out); it stays set."""
         self.metrics.watch(
             Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals, self.flags.per_source)
         )
@@ -238,6 +241,7 @@ class Gateway:
         self._stack.callback(self._group.cancel_scope.cancel)
         self.servers.start(self._group, self.registrations)
         self._members_changed()
+        self._group.start_soon(self._settle, list(self.upstreams.values()))
         self._group.start_soon(self._expire_idle_sessions)
         self._group.start_soon(self.audit.maintain)
         self._group.start_soon(self.shared.write_behind)
@@ -255,6 +259,20 @@ class Gateway:
         with anyio.move_on_after(self.config.settings.upstream_connect_timeout + START_GRACE):
             for upstream in upstreams:
                 await upstream.first_attempt.wait()
+
+    async def _settle(self, upstreams: list[Upstream]) -> None:
+        await self.wait_for_upstreams(upstreams)
+        self.settled.set()
+
+    async def first_listing(self, session: SessionContext) -> None:
+        """Hold a session's first tools/list until the servers the gateway started with have
+        connected or failed, at most `first_listing_wait` seconds: a client that lists once, at
+        once, sees every server that starts in time."""
+        if session.listed:
+            return
+        session.listed = True
+        with anyio.move_on_after(self.config.settings.first_listing_wait):
+            await self.settled.wait()
 
     async def required_failure(self) -> str | None:
         """Why the gateway cannot serve: a required server whose first attempt to connect failed
@@ -625,6 +643,19 @@ class Gateway:
             if any(self.visibility.may_see(session, record.renamed(name)) for record in expected):
                 raise ServerNotConnectedError(name, upstream.name)
 
+    async def _resolve_connecting(self, session: SessionContext, name: str) -> ToolRecord:
+        """`resolve`, after waiting (at most `first_listing_wait` seconds) for the server of a tool
+        that could be its own while its first attempt to connect is still running."""
+        try:
+            return self.resolve(session, name)
+        except ServerNotConnectedError as error:
+            upstream = self.upstreams.get(error.server)
+            if upstream is None or upstream.first_attempt.is_set():
+                raise
+            with anyio.move_on_after(self.config.settings.first_listing_wait):
+                await upstream.first_attempt.wait()
+            return self.resolve(session, name)
+
     async def call_tool(
         self,
         session: SessionContext,
@@ -641,7 +672,7 @@ class Gateway:
         """
         plain = strip_confirmation(arguments or {})
         try:
-            tool = self.resolve(session, name)
+            tool = await self._resolve_connecting(session, name)
         except UnknownToolError:
             await self.audit.record(
                 AuditEntry(

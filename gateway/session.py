@@ -46,6 +46,9 @@ class SessionContext:
     group: str | None = None
     principal: str | None = None
     handle: str | None = None
+    listed: bool = False
+    """Whether a tools/list of this session was answered: only the first waits for the servers
+    (`Gateway.first_listing`)."""
     state: dict[str, Any] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
 

@@ -281,6 +281,7 @@ _FLOAT_SETTINGS = {
     "session_idle_timeout",
     "call_timeout",
     "upstream_connect_timeout",
+    "first_listing_wait",
     "restart_backoff_initial",
     "restart_backoff_max",
     "restart_backoff_reset",

@@ -139,6 +139,7 @@ class GatewaySettings:
     max_extended_tools: int = 40
     allowed_origins: tuple[str, ...] = ()
     upstream_connect_timeout: float = 10
+    first_listing_wait: float = 10
     restart_backoff_initial: float = 0.5
     restart_backoff_max: float = 30
     restart_backoff_reset: float = 60

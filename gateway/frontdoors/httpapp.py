@@ -195,7 +195,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     async def readyz(request: Request) -> Response:
         statuses = service.statuses()
-        ready = all(status.state == State.READY for status in statuses if status.required and status.enabled)
+        # Still connecting its servers, a replica would answer many calls "not connected yet".
+        ready = service.settled.is_set()
+        ready = ready and all(status.state == State.READY for status in statuses if status.required and status.enabled)
         # A gateway that cannot audit refuses every call: no load balancer should send it any.
         audit_problem = service.audit.writable()
         ready = ready and audit_problem is None

@@ -268,6 +268,7 @@ def build_server(
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
+        await gateway.first_listing(session)
         view, stamp = gateway.listing_view(session)
         if listings.holds((ctx.protocol_version, view, _cursor(params)), stamp):
             return types.ListToolsResult(tools=[])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import time
 
 import anyio
 from mcp.server import MCPServer
@@ -133,9 +134,11 @@ def main() -> None:
     parser.add_argument("--transport", choices=["stdio", "streamable-http", "sse"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--fail-at-start", action="store_true")
+    parser.add_argument("--start-delay", type=float, default=0.0, help="seconds to wait before serving: a slow start")
     args = parser.parse_args()
     if args.fail_at_start:
         raise SystemExit("toy server refuses to start")
+    time.sleep(args.start_delay)
     server = build_server(args.name, args.extra_tools, args.prefix)
     if args.transport == "stdio":
         server.run("stdio")
