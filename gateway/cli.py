@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from gateway import admincli, lazysdk
 from gateway.auth.apikeys import hash_key, key_problem
-from gateway.config.clientfiles import CLIENTS, gateway_snippet
+from gateway.config.clientfiles import CLIENTS, gateway_snippet, stdio_command
 from gateway.datadir import make_private
 from gateway.errors import ConfigError
 from gateway.logformat import LOG_FORMATS, formatter
@@ -103,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     how = client.add_mutually_exclusive_group()
     how.add_argument("--url", help=f"the gateway's base URL (default {DEFAULT_URL}; claude-desktop: stdio only)")
     how.add_argument("--stdio", action="store_true", help="launch the gateway as a command (claude-desktop's default)")
+    client.add_argument("--caller", help="stdio: who the client is (default gateway.stdio_caller)")
+    client.add_argument("--role", help="stdio: the role the client acts as (needed when the file has roles)")
     return parser
 
 
@@ -312,11 +314,19 @@ def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
     if stdio:
         if args.group is not None and not _group_known(config, args.group):
             return 2
-        own_config = ["--config", str(config.path)] if args.config is not None else []
-        command = [sys.executable, "-m", "gateway", "stdio", *own_config]
+        roles = config.policy.role_names()
+        if roles is not None and args.role is None and config.settings.stdio_role is None:
+            print(
+                f"error: {config.path} has roles ({', '.join(sorted(roles))}); a stdio client without one "
+                "sees only the meta-tools: give --role",
+                file=sys.stderr,
+            )
+            return 2
+        command = stdio_command(config.path if args.config is not None else None, args.caller, args.role)
         snippet = gateway_snippet(args.client, args.group, stdio_command=command)
     else:
-        snippet = gateway_snippet(args.client, args.group, base_url=args.url or DEFAULT_URL)
+        url = args.url or DEFAULT_URL
+        snippet = gateway_snippet(args.client, args.group, base_url=url, authorized=config.auth.enabled)
     print(json.dumps(snippet, indent=2))
     return 0
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -85,18 +87,50 @@ def fitting_name(original: str, taken: set[str]) -> str:
 
 CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
 """The clients `client-config` writes a snippet for."""
+KEY_VARIABLE = "GATEWAY_API_KEY"
+"""The environment variable a client's snippet reads the gateway's API key (or token) from."""
+KEY_INPUT = "gateway-api-key"
+# How each client's file names the key without holding it: VS Code prompts for an input once and
+# stores it encrypted, Claude Code and Cursor expand an environment variable of the client's.
+_KEY_REFERENCES = {
+    "claude-code": f"${{{KEY_VARIABLE}}}",
+    "cursor": f"${{env:{KEY_VARIABLE}}}",
+    "vscode": f"${{input:{KEY_INPUT}}}",
+}
 
 
-def client_snippet(client: str, name: str, *, url: str | None = None, command: Sequence[str] = ()) -> dict[str, Any]:
+def client_snippet(
+    client: str, name: str, *, url: str | None = None, command: Sequence[str] = (), authorized: bool = False
+) -> dict[str, Any]:
     """The fragment of `client`'s configuration file that adds the server `name`: the HTTP endpoint
-    `url`, or else the stdio `command` (executable, then arguments). Read back by `from_client_file`."""
+    `url`, or else the stdio `command` (executable, then arguments). Read back by `from_client_file`.
+
+    `authorized`: the endpoint needs a credential; the snippet sends `Authorization: Bearer` with a
+    reference the client fills in (never the key itself): see `_KEY_REFERENCES`."""
+    inputs: list[dict[str, Any]] = []
     if url is not None:
         server: dict[str, Any] = {"url": url} if client == "cursor" else {"type": "http", "url": url}
+        if authorized:
+            server["headers"] = {"Authorization": f"Bearer {_KEY_REFERENCES[client]}"}
+            if client == "vscode":
+                inputs.append(
+                    {"type": "promptString", "id": KEY_INPUT, "description": "MCP gateway API key", "password": True}
+                )
     else:
         server = {"command": command[0], "args": list(command[1:])}
         if client == "vscode":
             server = {"type": "stdio", **server}
-    return {"servers" if client == "vscode" else "mcpServers": {name: server}}
+    snippet: dict[str, Any] = {"inputs": inputs} if inputs else {}
+    return {**snippet, "servers" if client == "vscode" else "mcpServers": {name: server}}
+
+
+def stdio_command(config: Path | None, caller: str | None = None, role: str | None = None) -> list[str]:
+    """The command that launches this gateway over stdio on `config` (None: the embedded defaults),
+    as `caller` with `role` when given: with roles, a client without one sees only the meta-tools."""
+    command = [sys.executable, "-m", "gateway", "stdio"]
+    command += ["--config", str(config)] if config is not None else []
+    command += ["--caller", caller] if caller is not None else []
+    return command + (["--role", role] if role is not None else [])
 
 
 def endpoint_path(group: str | None) -> str:
@@ -105,12 +139,18 @@ def endpoint_path(group: str | None) -> str:
 
 
 def gateway_snippet(
-    client: str, group: str | None, *, base_url: str | None = None, stdio_command: Sequence[str] = ()
+    client: str,
+    group: str | None,
+    *,
+    base_url: str | None = None,
+    stdio_command: Sequence[str] = (),
+    authorized: bool = False,
 ) -> dict[str, Any]:
     """The snippet connecting `client` to the gateway (or group `group`): its HTTP endpoint under
-    `base_url`, or without one the stdio `stdio_command` that launches it (`--group` added)."""
+    `base_url` (with a credential when `authorized`), or without one the stdio `stdio_command` that
+    launches it (`--group` added)."""
     name = "gateway" if group is None else f"gateway-{group}"
     if base_url is None:
         command = [*stdio_command, *(("--group", group) if group is not None else ())]
         return client_snippet(client, name, command=command)
-    return client_snippet(client, name, url=base_url.rstrip("/") + endpoint_path(group))
+    return client_snippet(client, name, url=base_url.rstrip("/") + endpoint_path(group), authorized=authorized)
