@@ -194,6 +194,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     import anyio
     import uvicorn
 
+    from gateway import banner
     from gateway.frontdoors.httpapp import create_app
     from gateway.heap import settle_heap
     from gateway.reload import reload_on_hangup
@@ -234,7 +235,16 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
                 failure = await gateway.required_failure()
                 server.should_exit = failure is not None
 
+            async def announce() -> None:
+                # The socket is listening already: once the lifespan has started the gateway, it serves.
+                await gateway.wait_started()
+                url = banner.base_url(args.host, listener.getsockname()[1])
+                print(banner.serving(url, gateway.statuses()), flush=True)
+                await gateway.settled.wait()
+                print(banner.settled(gateway.statuses()), flush=True)
+
             group.start_soon(hold_required)
+            group.start_soon(announce)
             group.start_soon(reload_on_hangup, gateway.reload_from_file)
             await server.serve(sockets=[listener])
             group.cancel_scope.cancel()

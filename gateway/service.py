@@ -260,6 +260,10 @@ class Gateway:
             for upstream in upstreams:
                 await upstream.first_attempt.wait()
 
+    async def wait_started(self) -> None:
+        """Wait until the gateway has started (its stores open, its servers connecting)."""
+        await self._started.wait()
+
     async def _settle(self, upstreams: list[Upstream]) -> None:
         await self.wait_for_upstreams(upstreams)
         self.settled.set()
