@@ -13,8 +13,8 @@
     └── ToolError                     answered as a tool result with is_error: true
         ├── ToolInputError            arguments do not match the tool's input schema
         ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
+        │   └── StateUnavailableError     the state replicas share (Redis) cannot be reached
         ├── ToolTimeoutError          the call ran past its deadline
-        ├── StateUnavailableError     the state replicas share (Redis) cannot be reached
         ├── UpstreamUnavailableError  the server behind the tool is not connected
         │   └── UpstreamRestartingError   it is restarting and was not back within the call's deadline
         └── ToolExecutionError        the tool failed while running
@@ -160,9 +160,10 @@ class ToolTimeoutError(ToolError):
     hint = "The tool took too long; try a smaller request or a narrower query."
 
 
-class StateUnavailableError(ToolError):
+class StateUnavailableError(ToolRefusedError):
     """The state replicas share (Redis) cannot be reached, so the call cannot be counted or run."""
 
+    reason = "shared_state"
     hint = "Retry in a moment; if it persists, tell the user the gateway's shared state is down."
 
 
