@@ -1,5 +1,6 @@
 """The registration store on each backend: entries survive reopening, replace by name, stay per kind,
-and are encrypted at rest with a key kept outside the database."""
+are encrypted at rest with a key kept outside the database, and PostgreSQL restarting under it
+costs no registration."""
 
 import base64
 import logging
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from gateway.registrations import RegistrationStore
+from gateway.stores import StoreSettings
 from gateway.stores.sealing import KEY_FILE, Sealer, sealer
 from tests.support.databases import Backend
+from tests.support.services import postgres_server
 
 SECRET = "ghp_registered-header-secret-0123456789"
 ENTRY = {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": f"Bearer {SECRET}"}, "env": {}}
@@ -137,3 +140,18 @@ def test_without_store_key_the_key_is_a_0600_file_in_the_data_directory_made_onc
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert again.unseal(first.seal("text")) == "text"
     assert Sealer(key_file.read_text().strip()).unseal(first.seal("text")) == "text"
+
+
+def test_the_first_registration_after_postgresql_restarted_is_stored(tmp_path: Path) -> None:
+    with postgres_server() as server:
+        store = RegistrationStore.open(StoreSettings(url=server.url), tmp_path)
+        try:
+            store.save("server", "before", {"url": "http://127.0.0.1:9/mcp"})
+            # The pool's idle connection outlives the server it was opened to.
+            server.stop()
+            server.start()
+            store.save("server", "after", {"url": "http://127.0.0.1:9/mcp"})
+            stored = list(store.entries("server"))
+        finally:
+            store.close()
+    assert stored == ["after", "before"]

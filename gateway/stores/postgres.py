@@ -63,8 +63,15 @@ class PostgresDatabase:
             psycopg.connect(url, connect_timeout=round(CONNECT_TIMEOUT)).close()
         except psycopg.Error as error:
             raise DatabaseError(f"{self.where}: {_reason(error)}") from None
+        # Each connection is checked (one empty round trip) as it leaves the pool: after PostgreSQL
+        # restarted, the pool's idle connections are dead, and the first statement on one would fail.
         self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
-            url, min_size=1, max_size=max_connections, kwargs={"autocommit": True}, open=False
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            check=ConnectionPool.check_connection,
+            open=False,
         )
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)

@@ -1,17 +1,21 @@
-"""Real Redis and HAProxy processes from Debian's packages (installed by .ci/redis.sh), on free loopback ports.
+"""Real Redis, HAProxy and PostgreSQL processes from Debian's packages (installed by .ci/redis.sh
+and .ci/postgres.sh), on free loopback ports.
 
 Without the binaries the tests that need them skip with the reason, and fail under CI=true.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,11 +26,14 @@ from tests.support.harness import free_port
 START_LIMIT = 30.0
 
 
-def binary(name: str) -> str:
+def binary(name: str, script: str = ".ci/redis.sh") -> str:
     """The path of a service's binary; skip (fail under CI=true) when it is not installed."""
-    found = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if Path(p).exists()), None)
+    # Debian keeps PostgreSQL's server binaries out of PATH, under their major version.
+    versioned = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    places = [f"/usr/sbin/{name}", f"/usr/bin/{name}", *versioned[-1:]]
+    found = shutil.which(name) or next((p for p in places if Path(p).exists()), None)
     if found is None:
-        problem = f"{name} is not installed; install it with `bash .ci/redis.sh`"
+        problem = f"{name} is not installed; install it with `bash {script}`"
         if os.environ.get("CI") == "true":
             pytest.fail(problem)
         pytest.skip(problem)
@@ -137,3 +144,52 @@ def redis_url(redis_service: str) -> str:
     client.flushdb()
     client.close()
     return redis_service
+
+
+@dataclass
+class Postgres:
+    """A PostgreSQL cluster of one test's own: its URL, and stopping and starting it as an outage would."""
+
+    url: str
+    port: int
+    directory: Path
+    user: str | None
+
+    def stop(self) -> None:
+        """Stop the server; every open connection is cut ("fast" shutdown)."""
+        self._ctl("stop", "-m", "fast")
+
+    def start(self) -> None:
+        """Start the server again on the same port, once it accepts connections."""
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._ctl("start", "-l", str(self.directory / "server.log"), "-o", options)
+
+    def _ctl(self, *arguments: str) -> None:
+        command = [binary("pg_ctl", ".ci/postgres.sh"), "-D", str(self.directory / "data"), "-w"]
+        command += ["-t", str(round(START_LIMIT)), *arguments]
+        subprocess.run(command, check=True, user=self.user, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
+
+@contextmanager
+def postgres_server() -> Iterator[Postgres]:
+    """A fresh PostgreSQL cluster on a free port, so that a test may stop and restart it without
+    touching the shared test server (`.ci/postgres.sh`) other tests use; its URL names database
+    `postgres` as its superuser `gateway`, trusted on loopback."""
+    initdb = binary("initdb", ".ci/postgres.sh")
+    directory = Path(tempfile.mkdtemp(prefix="gateway-postgres-"))
+    # PostgreSQL refuses to run as root: as root, the cluster is the `postgres` user's.
+    user = "postgres" if os.geteuid() == 0 else None
+    if user is not None:
+        shutil.chown(directory, user)
+    port = free_port()
+    server = Postgres(f"postgresql://gateway@127.0.0.1:{port}/postgres", port, directory, user)
+    try:
+        command = [initdb, "-D", str(directory / "data"), "-U", "gateway", "--auth=trust", "--no-sync"]
+        command += ["-E", "UTF8", "--locale=C"]
+        subprocess.run(command, check=True, user=user, stdout=subprocess.DEVNULL)
+        server.start()
+        yield server
+    finally:
+        if (directory / "data" / "postmaster.pid").exists():
+            server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
