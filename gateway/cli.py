@@ -503,6 +503,7 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
         decision_entry,
     )
     from gateway.pipeline.audit import AuditStore
+    from gateway.stores import DatabaseError
 
     data_dir = Path(config.settings.data_dir)
     make_private(data_dir)
@@ -525,9 +526,12 @@ def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
             return 2
         try:
             decided = store.decide(args.id, args.action == "approve", "cli")
-        except (ApprovalNotFoundError, ApprovalClosedError, ApprovalStoreError) as error:
+        except (ApprovalNotFoundError, ApprovalClosedError) as error:
             print(f"error: {error.message}", file=sys.stderr)
             return 1
+    except DatabaseError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return 1
     finally:
         store.close()
     audit = AuditStore.open(config.store, data_dir)

@@ -134,7 +134,11 @@ def decision_entry(approval: Approval) -> AuditEntry:
 
 
 class ApprovalStore:
-    """Pending approvals in `db`; `clock` gives wall-clock seconds, as approvals outlive the process."""
+    """Pending approvals in `db`; `clock` gives wall-clock seconds, as approvals outlive the process.
+
+    Reading and deciding may raise `DatabaseError`, as every store's methods do; the call
+    pipeline's `checkpoint` raises `ApprovalStoreError`, a refusal, instead.
+    """
 
     def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
         self._db = db
@@ -161,8 +165,15 @@ class ApprovalStore:
         """The live approval of this exact call, and whether it was parked just now (none was live).
 
         An approved one is used up here (approved -> used): the returned status `USED` means the
-        call may run now, exactly once. `PENDING` and `DECLINED` mean it may not.
+        call may run now, exactly once. `PENDING` and `DECLINED` mean it may not. A database that
+        fails refuses the call (`ApprovalStoreError`).
         """
+        try:
+            return self._checkpoint(binding, role, arguments, ttl)
+        except DatabaseError as error:
+            raise ApprovalStoreError(error.message) from None
+
+    def _checkpoint(self, binding: Binding, role: str | None, arguments: str, ttl: float) -> tuple[Approval, bool]:
         now = self.clock()
         with self._transaction() as tx:
             row = tx.fetch_one(
@@ -241,7 +252,7 @@ class ApprovalStore:
             with self._db.transaction() as tx:
                 yield tx
         except DatabaseError as error:
-            raise ApprovalStoreError(f"Cannot use the approvals database {self._db.where}: {error.message}") from None
+            raise DatabaseError(f"Cannot use the approvals database {self._db.where}: {error.message}") from None
 
 
 def _approval(row: tuple[Any, ...]) -> Approval:

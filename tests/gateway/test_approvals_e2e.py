@@ -26,11 +26,12 @@ from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.pipeline.chain import ToolCall
 from gateway.pipeline.confirmation import APPROVAL_KEY, ARGUMENT, binding_of
-from gateway.stores import Database, open_database
+from gateway.stores import Database, StoreSettings, open_database
 from tests.support.access import KEYS, auth_section, http_client
 from tests.support.databases import Backend
 from tests.support.harness import REPO, http_gateway
 from tests.support.launches import launches
+from tests.support.services import postgres_server
 from tests.support.skills import text, write_skill
 
 pytestmark = pytest.mark.anyio
@@ -444,3 +445,18 @@ async def test_two_gateways_sharing_the_store_run_an_approved_call_once_between_
     assert approved.status_code == 200 and again.status_code == 409
     assert [result.is_error for result in results].count(False) == 1
     assert setup.runs() == ["moon"]
+
+
+async def test_listing_and_deciding_approvals_while_postgresql_is_down_answer_503_saying_the_store_is_out(
+    tmp_path: Path,
+) -> None:
+    with postgres_server() as server:
+        setup = Setup(tmp_path, Backend("postgresql", StoreSettings(url=server.url), tmp_path / "data"))
+        async with http_gateway(setup.config()) as (_, url), api(url, ADMIN) as http:
+            server.stop()
+            # The pool waits out its connect timeout before it gives up on the database.
+            listing = await http.get("/api/v1/approvals", timeout=60)
+            deciding = await http.post("/api/v1/approvals/ap-0123456789ab/approve", json={}, timeout=60)
+    for answer in (listing, deciding):
+        assert answer.status_code == 503, answer.text
+        assert "store cannot be read or written now" in answer.json()["error"]
