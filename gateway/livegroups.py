@@ -37,19 +37,21 @@ class LiveGroups:
 
     def load_stored(self, store: RegistrationStore) -> None:
         """Add the groups registered through the API; a name the file uses stays the file's."""
-        for group in self._stored(store).values():
+        for group in self._stored(store.entries("group")).values():
             self.set.add(group)
 
     async def follow_store(self, store: RegistrationStore) -> None:
         """Take the API's groups as `store` holds them now (another replica changed them); each
         changed group is told."""
-        for name in self.set.follow_api(self._stored(store)):
+        # In a worker thread: PostgreSQL may take its connect timeout to answer.
+        entries = await anyio.to_thread.run_sync(store.entries, "group")
+        for name in self.set.follow_api(self._stored(entries)):
             await self._changed(name)
 
-    def _stored(self, store: RegistrationStore) -> dict[str, Group]:
-        """The groups registered through the API, as stored; a name the file uses stays the file's."""
+    def _stored(self, entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Group]:
+        """The groups registered through the API, from the store's `entries`; a name the file uses stays the file's."""
         stored: dict[str, Group] = {}
-        for name, entry in store.entries("group").items():
+        for name, entry in entries.items():
             current = self.set.get(name)
             if current is not None and current.source == "file":
                 log.warning("group %r registered through the API is skipped: the configuration file defines it", name)

@@ -137,16 +137,16 @@ class LiveServers:
     def start(self, group: TaskGroup, store: RegistrationStore) -> None:
         """Start every enabled server's connection in `group`, after adding the API registrations of `store`."""
         self._group, self._store = group, store
-        self.load_registered()
+        self.load_registered(store.entries("server"))
         for upstream in self.upstreams.values():
             if upstream.name not in self._running:
                 self._launch(upstream)
 
-    def load_registered(self) -> None:
-        """Enlist each stored registration not in the set yet; one whose name or namespace the file
-        takes, or that no longer validates, is skipped with a warning (the file wins)."""
-        assert self._store is not None
-        for name, entry in self._store.entries("server").items():
+    def load_registered(self, stored: Mapping[str, Mapping[str, Any]]) -> None:
+        """Enlist each registration of `stored` (the store's entries) not in the set yet; one whose
+        name or namespace the file takes, or that no longer validates, is skipped with a warning
+        (the file wins)."""
+        for name, entry in stored.items():
             current = self.members.get(name)
             if current is not None:
                 if current.source == "file":
@@ -281,13 +281,15 @@ class LiveServers:
             log.info("server %r %s the config file", server.name, "changed in" if changed else "added to")
             await self.put(Member(server, "file"))
         if self._store is not None:
-            self.load_registered()
+            # In a worker thread: PostgreSQL may take its connect timeout to answer.
+            self.load_registered(await anyio.to_thread.run_sync(self._store.entries, "server"))
 
     async def follow_store(self) -> None:
         """Make the API's servers those the store holds now (another replica changed them): gone
         ones removed, changed ones replaced, new ones added."""
         assert self._store is not None
-        stored = self._store.entries("server")
+        # In a worker thread: PostgreSQL may take its connect timeout to answer.
+        stored = await anyio.to_thread.run_sync(self._store.entries, "server")
         for name, member in list(self.members.items()):
             if member.source == "api" and name not in stored:
                 log.info("registered server %r was removed on another replica", name)
@@ -303,7 +305,7 @@ class LiveServers:
                 continue
             log.info("registered server %r was changed on another replica", name)
             await self.put(member)
-        self.load_registered()
+        self.load_registered(stored)
 
     # The operations of the API
 
