@@ -28,6 +28,7 @@ from pathlib import Path
 import anyio
 
 from benchmarks.gateway_latency import spread
+from gateway.background import Background
 from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.stores import StoreSettings
 
@@ -86,7 +87,7 @@ async def measure(rows: int, spooled: bool) -> tuple[Figures, Figures]:
         try:
             async with anyio.create_task_group() as group:
                 if spooled:
-                    group.start_soon(store.maintain)
+                    group.start_soon(store.maintain, Background().report)
                     await anyio.wait_all_tasks_blocked()
                 figures = await _one_at_a_time(store, rows), await _together(store, rows)
                 group.cancel_scope.cancel()

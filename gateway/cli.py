@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -232,8 +233,17 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 
             async def hold_required() -> None:
                 nonlocal failure
-                failure = await gateway.required_failure()
-                server.should_exit = failure is not None
+                missing = await gateway.required_failure()
+                if missing is not None:
+                    failure = missing
+                    server.should_exit = True
+
+            async def hold_service() -> None:
+                # uvicorn would go on answering without the service; a supervisor restarts a process that exits.
+                nonlocal failure
+                await gateway.ended.wait()
+                failure = f"the gateway's service ended: {gateway.failure}"
+                server.should_exit = True
 
             async def announce() -> None:
                 # The socket is listening already: once the lifespan has started the gateway, it serves.
@@ -245,7 +255,10 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
 
             group.start_soon(hold_required)
             group.start_soon(announce)
-            group.start_soon(reload_on_hangup, gateway.reload_from_file)
+            group.start_soon(hold_service)
+            group.start_soon(
+                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reload_from_file)
+            )
             await server.serve(sockets=[listener])
             group.cancel_scope.cancel()
         return failure
@@ -256,7 +269,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     with suppress(KeyboardInterrupt):
         failure = anyio.run(run, backend_options={"use_uvloop": True})
     if failure is not None:
-        # It does not serve without its required servers.
+        # It does not serve without its required servers, nor without its service.
         print(f"error: {failure}", file=sys.stderr)
         return 1
     # uvicorn's own code for a server that could not start (a failed lifespan).

@@ -24,12 +24,13 @@ from gateway import builder, requestid
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import Identity, caller_key
 from gateway.auth.visibility import Visibility
+from gateway.background import Background
 from gateway.catalog import Catalog, SourceListing
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of, server_secrets
 from gateway.datadir import make_private
-from gateway.errors import ConfigError, ServerNotConnectedError, ToolHeldError, UnknownToolError
+from gateway.errors import ConfigError, ServerNotConnectedError, ToolHeldError, UnknownToolError, describe_error
 from gateway.groups import Group, GroupSet
 from gateway.livegroups import GroupListener, LiveGroups
 from gateway.livepins import LivePins
@@ -65,6 +66,8 @@ log = logging.getLogger(__name__)
 
 # The connect timeout bounds a server's handshake; starting its process or container comes before.
 START_GRACE = 5.0
+REGISTRATIONS = "registrations"
+"""The name of the loop applying what other replicas registered, in `/readyz`."""
 ChangeListener = Callable[[], Awaitable[None]]
 SessionListener = Callable[[SessionContext], Awaitable[None]]
 
@@ -97,6 +100,14 @@ class Gateway:
         self._clock = clock
         self._wall_clock = wall_clock
         self.redact = Redactor(secrets_of(config))
+        self.background = Background(clock, wall_clock, self.redact)
+        """The service's background loops, kept running through failures, and how each stands."""
+        self.failure: str | None = None
+        """Why the service ended while its process goes on, if it did: nothing is served any more."""
+        self.ended = anyio.Event()
+        """Set when the service ended that way; the process should exit."""
+        # Set when another replica announced a change of the registrations not applied here yet.
+        self._stale = anyio.Event()
         self.data_dir = Path(settings.data_dir)
         make_private(self.data_dir)
         self.metrics = Metrics(clock)
@@ -197,11 +208,18 @@ class Gateway:
             # Closed before the task group is cancelled: a watch ends at once when told, not at its next timeout.
             self._stack.callback(stop.set)
             skill_dirs = self.config.settings.skill_dirs
-            self._group.start_soon(watch, self.config.path, skill_dirs, self.reload_from_file, stop)
+            self.background.start("config_watch", watch, self.config.path, skill_dirs, self.reload_from_file, stop)
         try:
             yield self
         finally:
-            await self._stack.aclose()
+            try:
+                await self._stack.aclose()
+            except Exception as error:
+                # A task of the service's group failed: everything it started is gone. Said at once,
+                # so that `/healthz` fails and `serve` exits for a supervisor to start it again.
+                self.failure = "; ".join(describe_error(cause) for cause in _causes(error))
+                self.ended.set()
+                raise
 
     async def _start(self) -> None:
         if self._serving:
@@ -234,19 +252,22 @@ class Gateway:
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
         self._flag_new_tools()
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
+        self.background.attach(self._group)
         self._stack.push_async_callback(self.sandboxes.close)
-        await self.sandboxes.start(self._group, owner=self._serving)
-        await self.workspaces.start(self._group, owner=self._serving)
+        await self.sandboxes.start(self.background, owner=self._serving)
+        await self.workspaces.start(self.background, owner=self._serving)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
         self.servers.start(self._group, self.registrations)
         self._members_changed()
         self._group.start_soon(self._settle, list(self.upstreams.values()))
-        self._group.start_soon(self._expire_idle_sessions)
-        self._group.start_soon(self.audit.maintain)
-        self._group.start_soon(self.shared.write_behind)
+        report = self.background.report
+        self.background.start("idle_sessions", self._expire_idle_sessions)
+        self.background.start("audit", self.audit.maintain, report)
+        self.background.start("session_state_writer", self.shared.write_behind, report)
         if self._serving:
-            self._group.start_soon(self.shared.follow, self.follow_registrations)
+            self.background.start("change_follower", self.shared.follow, self._registrations_changed, report)
+            self.background.start(REGISTRATIONS, self._apply_registrations)
         self._started.set()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -442,6 +463,22 @@ class Gateway:
         """Reconnect an enabled server, from the config file or the API."""
         async with self.servers.lock:
             return await self.servers.restart(name)
+
+    async def _registrations_changed(self) -> None:
+        self._stale.set()
+
+    async def _apply_registrations(self) -> None:
+        """Apply the registrations each time another replica changed them; a store that fails
+        leaves them stale, for the next run of this loop (`Background.keep`) to apply."""
+        while True:
+            await self._stale.wait()
+            self._stale = anyio.Event()
+            try:
+                await self.follow_registrations()
+            except BaseException:
+                self._stale.set()
+                raise
+            self.background.report(REGISTRATIONS, None)
 
     async def follow_registrations(self) -> None:
         """Apply the API registrations as stored now: another replica changed them (see `gateway.shared`).
@@ -705,3 +742,10 @@ class Gateway:
             upstream = self.upstreams.get(name)
             if upstream is not None:
                 await upstream.set_logging_level(level)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The exceptions a task group's exception group gathered, however deeply nested."""
+    if isinstance(error, BaseExceptionGroup):
+        return [cause for inner in error.exceptions for cause in _causes(inner)]
+    return [error]

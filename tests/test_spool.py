@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from gateway.background import Background
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.stores import spool as spool_module
 from gateway.stores.spool import Spool
@@ -154,7 +155,7 @@ async def test_a_running_store_ships_its_spooled_rows_and_empties_its_file(
     store = AuditStore(store_backend.open("audit"), spool_dir=spool_dir)
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(store.maintain)
+            group.start_soon(store.maintain, Background().report)
             await anyio.wait_all_tasks_blocked()
             for n in range(20):
                 entry = AuditEntry(float(n), "s1", "alice", "echo", "d", "ok", 1.0, f"row {n}")

@@ -171,6 +171,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         limits,
         service.record_session_event,
         service.shared.sessions,
+        service.background,
         connection_of=partial(session_connection, service),
         json_response=settings.http_json_responses,
         security_settings=security,
@@ -178,6 +179,9 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     )
 
     async def healthz(request: Request) -> Response:
+        # The process still answers, but the service it ran has ended: only a restart brings it back.
+        if service.failure is not None:
+            return PlainTextResponse(f"the gateway's service ended: {service.failure}", status_code=503)
         return PlainTextResponse("ok")
 
     authenticator = service.authenticator
@@ -200,7 +204,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         ready = ready and all(status.state == State.READY for status in statuses if status.required and status.enabled)
         # A gateway that cannot audit refuses every call: no load balancer should send it any.
         audit_problem = service.audit.writable()
-        ready = ready and audit_problem is None
+        ready = ready and audit_problem is None and service.failure is None
         body: dict[str, object] = {"ready": ready}
         if sees_detail(request):
             if audit_problem is not None:
@@ -208,6 +212,11 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             if service.pending_restart:
                 body["restart_needed"] = list(service.pending_restart)
             body["servers"] = {status.name: status.as_dict() for status in statuses}
+            # A degraded loop does not make the replica unready: its peers share the same Redis and
+            # PostgreSQL, and taking every replica out of service would turn an outage of one
+            # feature into an outage of all.
+            conditions = service.background.conditions().items()
+            body["background"] = {name: condition.as_dict() for name, condition in conditions}
             if service.sandboxes.docker is not None:
                 available, reason = service.sandbox_availability()
                 body["sandbox"] = {"available": available, "reason": reason}

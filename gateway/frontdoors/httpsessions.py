@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any
 from uuid import uuid4
 
@@ -32,6 +33,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
+from gateway.background import Background
 from gateway.errors import StateUnavailableError
 from gateway.frontdoors.hotpath import ConnectionOf, HotPath
 from gateway.frontdoors.mcpserver import GROUP_STATE
@@ -68,6 +70,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         limits: SessionLimits,
         on_event: SessionEvent,
         directory: SessionDirectory,
+        background: Background,
         *,
         connection_of: ConnectionOf | None = None,
         **options: Any,
@@ -78,6 +81,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         self._limits = limits
         self._on_event = on_event
         self._directory = directory
+        self._background = background
         # Session id -> wall-clock seconds of the end of its latest request.
         self._active: dict[str, float] = {}
         # Session id -> its caller's key, least recently used first.
@@ -93,7 +97,10 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         async with super().run():
             try:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(self._directory.serve, self._held, self._end_idle, self.end)
+                    serve = partial(
+                        self._directory.serve, self._held, self._end_idle, self.end, self._background.report
+                    )
+                    group.start_soon(self._background.keep, "session_directory", serve)
                     try:
                         yield
                     finally:

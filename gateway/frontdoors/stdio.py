@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import partial
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -38,7 +39,9 @@ async def serve_stdio(config: GatewayConfig, identity: Identity, group: str | No
                     tasks.cancel_scope.cancel()
 
             tasks.start_soon(hold_required)
-            tasks.start_soon(reload_on_hangup, gateway.reload_from_file)
+            tasks.start_soon(
+                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reload_from_file)
+            )
             await server.run(read, write, server.create_initialization_options())
             tasks.cancel_scope.cancel()
         if failure is not None:

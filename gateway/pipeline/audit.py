@@ -49,6 +49,7 @@ import anyio
 import mcp_types as types
 
 from gateway import requestid
+from gateway.background import Report
 from gateway.errors import (
     GatewayError,
     ToolError,
@@ -74,6 +75,8 @@ STORE = "audit"
 SHIP_INTERVAL = 0.02
 """Seconds between two shipments of spooled rows: at most 50 PostgreSQL commits a second per
 process, however many calls; a reader of `recent` waits about this long for its own rows."""
+SHIPPING = "audit_spool"
+"""The name the writer shipping spooled rows reports under."""
 RETRY_INTERVAL = 1.0
 """Seconds before spooled rows are shipped again after the database refused them."""
 FLUSH_TIMEOUT = 10.0
@@ -230,13 +233,14 @@ class AuditStore:
         self._spooled += 1
         self._wake.set()
 
-    async def maintain(self, interval: float = 5.0) -> None:
-        """Until cancelled: ship spooled rows; every `interval` s, the database's upkeep (SQLite's WAL
-        checkpoint) in a worker thread, and the replay of spool files whose process has died since
-        (another replica's, on a spool directory they share)."""
+    async def maintain(self, report: Report, interval: float = 5.0) -> None:
+        """Until cancelled: ship spooled rows (telling `report` whether the database takes them);
+        every `interval` s, the database's upkeep (SQLite's WAL checkpoint) in a worker thread, and
+        the replay of spool files whose process has died since (another replica's, on a spool
+        directory they share)."""
         async with anyio.create_task_group() as group:
             if self._spool is not None:
-                group.start_soon(self._ship_spooled, self._spool)
+                group.start_soon(self._ship_spooled, self._spool, report)
             while True:
                 await anyio.sleep(interval)
                 await anyio.to_thread.run_sync(self._upkeep)
@@ -252,26 +256,30 @@ class AuditStore:
         except AuditError as error:
             log.warning("spool files left by a process that ended stay for a later replay: %s", error.message)
 
-    async def _ship_spooled(self, spool: Spool) -> None:
+    async def _ship_spooled(self, spool: Spool, report: Report) -> None:
         """The one writer: ship the spooled rows, then wait `SHIP_INTERVAL`."""
         self._writing = True
         try:
             while True:
                 await self._wake.wait()
                 self._wake = anyio.Event()
-                if await self._ship(spool):
+                if await self._ship(spool, report):
                     await anyio.sleep(SHIP_INTERVAL)
                 else:
                     await anyio.sleep(RETRY_INTERVAL)
                     self._wake.set()
-        finally:
-            # Rows spooled before the end are shipped now; those that cannot be stay for a replay.
+        except anyio.get_cancelled_exc_class():
+            # The service stops. Rows spooled before the end are shipped now; those that cannot be
+            # stay for a replay. After any other failure the spool stays open for the writer's next run.
             self._writing = False
             with anyio.CancelScope(shield=True):
-                await self._ship(spool)
+                await self._ship(spool, report)
             spool.close()
+            raise
+        finally:
+            self._writing = False
 
-    async def _ship(self, spool: Spool) -> bool:
+    async def _ship(self, spool: Spool, report: Report) -> bool:
         """Ship every spooled row in one transaction; False (logged) when the database refused them."""
         rows = spool.batch()
         if not rows:
@@ -280,7 +288,9 @@ class AuditStore:
             await self._commit(rows)
         except AuditError as error:
             log.warning("%d audit rows stay in the spool until the database takes them: %s", len(rows), error.message)
+            report(SHIPPING, f"{len(rows)} audit rows wait in the spool: {error.message}")
             return False
+        report(SHIPPING, None)
         spool.shipped(len(rows))
         self._shipped += len(rows)
         self._shipment.set()

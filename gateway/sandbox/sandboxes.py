@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 import mcp_types as types
-from anyio.abc import TaskGroup
 
+from gateway.background import Background
 from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
 from gateway.errors import SandboxUnavailableError
 from gateway.metrics import Metrics
@@ -104,7 +104,7 @@ class Sandboxes:
         self._state = (False, "the Docker sandbox has not been checked yet")
         # The workspace's owner, so the container reaches it through ownership, not a world-writable mode.
         self._user = workspace_owner()
-        self._started: tuple[TaskGroup, bool] | None = None
+        self._started: tuple[Background, bool] | None = None
 
     def _docker(self) -> DockerSandbox:
         # docker-py (and requests) load only for a configuration whose tools use the sandbox.
@@ -126,8 +126,8 @@ class Sandboxes:
             return
         self.docker = self._docker()
         if self._started is not None:
-            group, owner = self._started
-            await self.start(group, owner=owner)
+            background, owner = self._started
+            await self.start(background, owner=owner)
 
     def availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not (as of the last check)."""
@@ -135,10 +135,10 @@ class Sandboxes:
             return False, "no tool of this configuration uses the sandbox"
         return self._state
 
-    async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
+    async def start(self, background: Background, *, owner: bool = True) -> None:
         """Check Docker; as the owner of the data directory's containers also remove leftovers of
         earlier runs and keep both up to date in the background."""
-        self._started = (group, owner)
+        self._started = (background, owner)
         if self.docker is None:
             return
         await self._check()
@@ -148,8 +148,8 @@ class Sandboxes:
             removed = await self.docker.sweep_leftovers()
             if removed:
                 log.info("removed %d sandbox containers left by an earlier run", removed)
-        group.start_soon(self._watch)
-        group.start_soon(self.docker.maintain)
+        background.start("sandbox_watch", self._watch)
+        background.start("sandbox_upkeep", self.docker.maintain)
 
     async def close(self) -> None:
         """Destroy every container the sandbox holds."""

@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
 
+from gateway.background import Report
 from gateway.errors import StateUnavailableError
 from gateway.session import state_key
 from gateway.shared.sessions import Admission, EndSession, Held, RemoteSession, SessionLimits, refused
@@ -32,6 +33,10 @@ from gateway.shared.sessions import Admission, EndSession, Held, RemoteSession, 
 log = logging.getLogger(__name__)
 
 REPLICAS = "gw:o:replicas"
+HEARTBEATS = "session_heartbeats"
+"""The name the heartbeats report under."""
+ENDS = "session_ends"
+"""The name the listener of session ends reports under."""
 HEARTBEAT_SECONDS = 10.0
 # How long `serve` waits before trying again after Redis went away.
 RETRY_SECONDS = 1.0
@@ -166,11 +171,11 @@ class RedisSessions:
         except RedisError as error:
             log.warning("ended session %s not removed from %s (%s)", session_id, self._where, error)
 
-    async def serve(self, held: Held, end_idle: EndSession, end: EndSession) -> None:
+    async def serve(self, held: Held, end_idle: EndSession, end: EndSession, report: Report) -> None:
         """Heartbeats of this replica's sessions, and the ends other replicas ask for."""
         async with anyio.create_task_group() as group:
-            group.start_soon(self._heartbeats, held)
-            await self._listen({f"gw:end:{self._replica}": end_idle, f"gw:stop:{self._replica}": end})
+            group.start_soon(self._heartbeats, held, report)
+            await self._listen({f"gw:end:{self._replica}": end_idle, f"gw:stop:{self._replica}": end}, report)
 
     async def leave(self) -> None:
         """Remove this replica's sessions from the directory."""
@@ -203,7 +208,7 @@ class RedisSessions:
             sessions.append(RemoteSession(found[n + 1], caller, found[n], float(last_active)))
         return sessions
 
-    async def _heartbeats(self, held: Held) -> None:
+    async def _heartbeats(self, held: Held, report: Report) -> None:
         while True:
             sessions = held()
             try:
@@ -217,20 +222,24 @@ class RedisSessions:
                         pipe.expire(self._key, self._ttl)
                     pipe.sadd(REPLICAS, self._replica)
                     await pipe.execute()
+                report(HEARTBEATS, None)
             except RedisError as error:
                 log.warning("sessions of this replica not refreshed in %s (%s)", self._where, error)
+                report(HEARTBEATS, f"{self._where} unreachable ({type(error).__name__})")
             await anyio.sleep(HEARTBEAT_SECONDS)
 
-    async def _listen(self, handlers: Mapping[str, EndSession]) -> None:
+    async def _listen(self, handlers: Mapping[str, EndSession], report: Report) -> None:
         while True:
             try:
                 async with self._redis.pubsub() as pubsub:
                     await pubsub.subscribe(*handlers)
+                    report(ENDS, None)
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             await handlers[str(message["channel"])](str(message["data"]))
             except RedisError as error:
                 log.warning("session end channel at %s lost (%s); subscribing again", self._where, error)
+                report(ENDS, f"{self._where} unreachable ({type(error).__name__})")
                 await anyio.sleep(RETRY_SECONDS)
 
 

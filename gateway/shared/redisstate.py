@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from gateway.auth.policy import Budget
+from gateway.background import Report
 from gateway.errors import StateUnavailableError
 from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, BudgetExceededError, Charge, refusal
 from gateway.session import state_key
@@ -42,6 +43,10 @@ from gateway.shared.state import Begun, ChangeHandler
 log = logging.getLogger(__name__)
 
 CHANNEL = "gw:changes"
+CHANGES = "changes"
+"""The name the follower of the change channel reports under."""
+WRITES = "session_state"
+"""The name the writer of session state behind the calls reports under."""
 # How long `follow` waits before subscribing again after Redis went away.
 RESUBSCRIBE_SECONDS = 1.0
 # How long a call's changed session state may wait for another round trip to carry it.
@@ -279,7 +284,7 @@ class RedisState:
             self._pending.clear()
             await self._round_trip("", (), None, writes)
 
-    async def write_behind(self) -> None:
+    async def write_behind(self, report: Report) -> None:
         """Send pending writes that no call's round trip carried within `WRITE_BEHIND_SECONDS`; runs
         until cancelled. A write that fails stays pending and goes with the next round trip."""
         while True:
@@ -288,8 +293,10 @@ class RedisState:
             await anyio.sleep(WRITE_BEHIND_SECONDS)
             try:
                 await self.flush()
+                report(WRITES, None)
             except StateUnavailableError as error:
                 log.warning("session state not written yet: %s; retrying", error.message)
+                report(WRITES, error.message)
                 await anyio.sleep(RESUBSCRIBE_SECONDS)
                 self._written.set()
 
@@ -324,22 +331,22 @@ class RedisState:
         except RedisError as error:
             log.warning("change not announced to the other replicas: %s unreachable (%s)", _where(self.url), error)
 
-    async def follow(self, on_change: ChangeHandler) -> None:
+    async def follow(self, on_change: ChangeHandler, report: Report) -> None:
         """Listen on the change channel, subscribing again whenever Redis went away; after each
-        (re)subscription `on_change` runs once, catching up with what was announced meanwhile."""
-        first = True
+        subscription `on_change` runs once, catching up with what was announced before it (while
+        Redis was away, or before this run of the loop began)."""
         while True:
             try:
                 async with self.redis.pubsub() as pubsub:
                     await pubsub.subscribe(CHANNEL)
-                    if not first:
-                        await on_change()
-                    first = False
+                    report(CHANGES, None)
+                    await on_change()
                     async for message in pubsub.listen():
                         if message.get("type") == "message" and message.get("data") != self._origin:
                             await on_change()
             except RedisError as error:
                 log.warning("change channel at %s lost (%s); subscribing again", _where(self.url), error)
+                report(CHANGES, f"{_where(self.url)} unreachable ({type(error).__name__})")
                 await anyio.sleep(RESUBSCRIBE_SECONDS)
 
     async def aclose(self) -> None:

@@ -19,6 +19,8 @@ from typing import Protocol
 
 import anyio
 
+from gateway.background import Report
+
 
 @dataclass(frozen=True, slots=True)
 class SessionLimits:
@@ -108,9 +110,10 @@ class SessionDirectory(Protocol):
         """A session of this process ended."""
         ...
 
-    async def serve(self, held: Held, end_idle: EndSession, end: EndSession) -> None:
+    async def serve(self, held: Held, end_idle: EndSession, end: EndSession, report: Report) -> None:
         """Keep this process's sessions known (`held` lists them), end those another replica evicted
-        (`end_idle`) and those an operator ended there (`end`); runs until cancelled."""
+        (`end_idle`) and those an operator ended there (`end`); runs until cancelled, telling
+        `report` how it stands."""
         ...
 
     async def leave(self) -> None:
@@ -138,7 +141,7 @@ class LocalSessions:
     async def ended(self, session_id: str) -> None:
         """Nothing to tell: the process's maps are the directory."""
 
-    async def serve(self, held: Held, end_idle: EndSession, end: EndSession) -> None:
+    async def serve(self, held: Held, end_idle: EndSession, end: EndSession, report: Report) -> None:
         """No other replica evicts or ends anything."""
         await anyio.sleep_forever()
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 
+from gateway.background import Report
 from gateway.config.model import GatewaySettings
 from gateway.pipeline import loops
 from gateway.pipeline.budgets import ADMISSION_NOTE, Admission, BudgetCounter, BudgetTracker, Charge
@@ -77,16 +78,17 @@ class SharedState(Protocol):
         """Write every pending save now."""
         ...
 
-    async def write_behind(self) -> None:
-        """Write pending saves off the callers' path; runs until cancelled."""
+    async def write_behind(self, report: Report) -> None:
+        """Write pending saves off the callers' path; runs until cancelled, telling `report` how it stands."""
         ...
 
     async def announce(self) -> None:
         """Tell the other replicas that the API registrations changed."""
         ...
 
-    async def follow(self, on_change: ChangeHandler) -> None:
-        """Call `on_change` whenever another replica announces a change; runs until cancelled."""
+    async def follow(self, on_change: ChangeHandler, report: Report) -> None:
+        """Call `on_change` whenever another replica announces a change, and after missing
+        announcements (when any may have been missed); runs until cancelled, telling `report` how it stands."""
         ...
 
     async def aclose(self) -> None:
@@ -116,14 +118,14 @@ class LocalState:
     async def flush(self) -> None:
         """Nothing is pending."""
 
-    async def write_behind(self) -> None:
+    async def write_behind(self, report: Report) -> None:
         """Nothing will be pending."""
         await anyio.sleep_forever()
 
     async def announce(self) -> None:
         """No other replica to tell."""
 
-    async def follow(self, on_change: ChangeHandler) -> None:
+    async def follow(self, on_change: ChangeHandler, report: Report) -> None:
         """No other replica will announce anything."""
         await anyio.sleep_forever()
 

@@ -29,6 +29,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from gateway import owners
+from gateway.background import Background
 from gateway.catalog import SourceListing
 from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.config.variables import WORKSPACE_REFERENCE
@@ -140,7 +141,7 @@ class Workspaces:
         """Where the log messages and resource updates of upstreams go outside a request; a session
         instance's go to its session alone."""
 
-    async def start(self, group: TaskGroup, *, owner: bool = True) -> None:
+    async def start(self, background: Background, *, owner: bool = True) -> None:
         """Find out whether workspaces can be size-limited; as the owner of the data directory
         also tidy what an earlier run left, and remove expired workspaces now and periodically."""
         _private_dir(self.root)
@@ -153,7 +154,7 @@ class Workspaces:
             log.warning("server %s: %s", name, PRIVILEGED)
         if owner:
             await anyio.to_thread.run_sync(self._recover)
-            group.start_soon(self._sweep_periodically)
+            background.start("workspace_sweep", self._sweep_periodically)
 
     async def open(self, session: SessionContext) -> Path:
         """The session's workspace directory, made (and mounted) on first use, released with the session."""

@@ -15,6 +15,7 @@ import anyio.lowlevel
 import mcp_types as types
 import pytest
 
+from gateway.background import Background
 from gateway.errors import ToolTimeoutError, UnknownToolError
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditError, AuditStore, arguments_digest
 from gateway.pipeline.chain import ToolCall
@@ -209,7 +210,7 @@ async def test_a_spooled_row_holding_a_lone_surrogate_is_written_and_shipped(tmp
     store = sqlite_store(tmp_path)
     try:
         async with anyio.create_task_group() as writer:
-            writer.start_soon(store.maintain)
+            writer.start_soon(store.maintain, Background().report)
             await anyio.lowlevel.checkpoint()
             await store.record(AuditEntry(1.0, "s1", "c", "tool\ud800", "d", "error", 1.0, "half \ud800 a pair"))
             # `recent` waits for this process's spooled rows to ship.
@@ -293,7 +294,7 @@ async def test_rows_recorded_together_are_each_on_disk_before_their_record_retur
 
     try:
         async with anyio.create_task_group() as writer:
-            writer.start_soon(store.maintain)
+            writer.start_soon(store.maintain, Background().report)
             await anyio.lowlevel.checkpoint()
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as calls:

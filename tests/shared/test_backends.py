@@ -17,6 +17,7 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import Budget
+from gateway.background import Background
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewaySettings
 from gateway.errors import ConfigError, StateUnavailableError, ToolRefusedError
@@ -217,7 +218,7 @@ async def test_state_written_behind_reaches_the_other_replica_without_another_ca
     writer, reader = (RedisState(redis_url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(writer.write_behind)
+            group.start_soon(writer.write_behind, Background().report)
             writer.save("s-behind", {"k": "v"}, 600)
             with anyio.fail_after(30):
                 while (await reader.begin("s-behind", ["k"], None)).values != {"k": "v"}:

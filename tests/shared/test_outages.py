@@ -1,19 +1,29 @@
-"""What a gateway answers and records while the state replicas share cannot be reached."""
+"""What a gateway answers, records and keeps doing while Redis or PostgreSQL cannot be reached."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
+import redis.asyncio as aioredis
 
+from gateway.registrations import RegistrationStore
+from gateway.service import REGISTRATIONS, Gateway
+from gateway.shared.redisstate import CHANGES, CHANNEL
 from gateway.stores import StoreSettings
 from tests.support.harness import free_port, gateway_client, in_memory, make_config, placeholder
+from tests.support.services import postgres_server
 from tests.support.skills import text
 from tests.support.toy import build_server
 
 pytestmark = pytest.mark.anyio
 MODERN = "2026-07-28"
+# A bound on waiting for what a loaded machine does slowly (the pool gives up on a stopped
+# PostgreSQL after its 10 s connect timeout); never a claim about speed.
+LIMIT = 60.0
 
 
 async def test_a_call_refused_because_redis_is_unreachable_is_audited_as_refused_for_the_shared_state(
@@ -27,3 +37,39 @@ async def test_a_call_refused_because_redis_is_unreachable_is_audited_as_refused
         rows = await gateway.audit.recent(tool="toy__echo")
     assert result.is_error and "is unreachable" in text(result)
     assert [row.outcome for row in rows] == ["refused:shared_state"]
+
+
+async def test_a_change_announced_while_postgresql_is_down_degrades_the_follower_which_applies_it_once_back(
+    tmp_path: Path, redis_url: str
+) -> None:
+    with postgres_server() as database:
+        store = StoreSettings(url=database.url, redis=redis_url)
+        config = replace(make_config(tmp_path, placeholder(["toy"])), store=store)
+        gateway = Gateway(config, transports=in_memory({"toy": build_server("toy")}))
+        async with gateway, aioredis.Redis.from_url(redis_url) as other:
+            await _until(lambda: _state(gateway, CHANGES) == "ok")
+            database.stop()
+            await other.publish(CHANNEL, "another replica")
+            await _until(lambda: _state(gateway, REGISTRATIONS) == "degraded")
+            reason = gateway.background.conditions()[REGISTRATIONS].error
+            database.start()
+            # Another replica's registration, stored after the announcement this one could not apply.
+            registrations = RegistrationStore.open(StoreSettings(url=database.url), tmp_path)
+            registrations.save("group", "late", {"allow": [{"server": "toy"}]})
+            registrations.close()
+            await _until(lambda: "late" in [group.name for group in gateway.groups()])
+            applied = _state(gateway, REGISTRATIONS)
+            alive = gateway.failure
+    assert reason is not None and "connection" in reason
+    assert (applied, alive) == ("ok", None)
+
+
+def _state(gateway: Gateway, name: str) -> object:
+    condition = gateway.background.conditions().get(name)
+    return None if condition is None else condition.as_dict()["state"]
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(LIMIT):
+        while not condition():
+            await anyio.sleep(0.05)
