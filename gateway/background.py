@@ -99,11 +99,14 @@ class Background:
             try:
                 await loop()
                 return
+            except GatewayError as error:  # an outage it met (a store, Redis): said without a traceback
+                delay = backoff.failed()
+                log.warning("%s failed (%s); running it again in %g s", name, error.message, delay)
+                self.report(name, error.message)
             except Exception as error:  # no background loop may end the service: it runs again
                 delay = backoff.failed()
-                reason = error.message if isinstance(error, GatewayError) else describe_error(error)
-                log.error("%s failed (%s); running it again in %g s", name, reason, delay, exc_info=True)
-                self.report(name, reason)
+                log.exception("%s failed; running it again in %g s", name, delay)
+                self.report(name, describe_error(error))
             await self._sleep(delay)
             current = self._conditions[name]
             if current.error is not None:
