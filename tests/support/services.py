@@ -40,32 +40,52 @@ def binary(name: str, script: str = ".ci/redis.sh") -> str:
     return found
 
 
-@contextmanager
-def redis_server() -> Iterator[str]:
-    """A fresh redis-server without persistence on a free port; its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [binary("redis-server"), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
+@dataclass
+class Redis:
+    """A redis-server without persistence on its own port: its URL, and stopping and starting it as
+    an outage would (everything it held is forgotten)."""
+
+    url: str
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server on its port, once it answers."""
+        command = [binary("redis-server"), "--bind", "127.0.0.1", "--port", str(self.port)]
+        command += ["--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + START_LIMIT
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        client.close()
-        yield url
+        try:
+            while True:
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline or self.process.poll() is not None:
+                        raise
+                    time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """Stop the server; its clients' connections are cut."""
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+@contextmanager
+def redis_server() -> Iterator[Redis]:
+    """A fresh redis-server on a free port."""
+    port = free_port()
+    server = Redis(f"redis://127.0.0.1:{port}/0", port)
+    try:
+        server.start()
+        yield server
     finally:
-        process.terminate()
-        process.wait(10)
+        server.stop()
 
 
 def haproxy_config(port: int, backends: Sequence[int]) -> str:
@@ -133,8 +153,8 @@ def _accepts(port: int) -> bool:
 @pytest.fixture(scope="session")
 def redis_service() -> Iterator[str]:
     """One redis-server for the test run."""
-    with redis_server() as url:
-        yield url
+    with redis_server() as server:
+        yield server.url
 
 
 @pytest.fixture
