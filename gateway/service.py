@@ -40,6 +40,7 @@ from gateway.naming import SEPARATOR, near_misses
 from gateway.passthrough import PassThrough
 from gateway.pinning import OnToolChange, policy_for
 from gateway.pinstore import Change
+from gateway.pipeline import audit
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
@@ -51,6 +52,7 @@ from gateway.registrations import RegistrationStore
 from gateway.reload import needs_restart, watch
 from gateway.resources import Resources
 from gateway.session import SessionContext, SessionRegistry, Transport
+from gateway.shared import state
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
@@ -263,10 +265,10 @@ class Gateway:
         self._group.start_soon(self._settle, list(self.upstreams.values()))
         report = self.background.report
         self.background.start("idle_sessions", self._expire_idle_sessions)
-        self.background.start("audit", self.audit.maintain, report)
-        self.background.start("session_state_writer", self.shared.write_behind, report)
+        self.background.start(audit.SHIPPING, self.audit.maintain, report)
+        self.background.start(state.WRITES, self.shared.write_behind, report)
         if self._serving:
-            self.background.start("change_follower", self.shared.follow, self._registrations_changed, report)
+            self.background.start(state.CHANGES, self.shared.follow, self._registrations_changed, report)
             self.background.start(REGISTRATIONS, self._apply_registrations)
         self._started.set()
 

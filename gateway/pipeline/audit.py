@@ -75,8 +75,8 @@ STORE = "audit"
 SHIP_INTERVAL = 0.02
 """Seconds between two shipments of spooled rows: at most 50 PostgreSQL commits a second per
 process, however many calls; a reader of `recent` waits about this long for its own rows."""
-SHIPPING = "audit_spool"
-"""The name the writer shipping spooled rows reports under."""
+SHIPPING = "audit"
+"""The name the audit trail's upkeep (shipping spooled rows) runs and reports under."""
 RETRY_INTERVAL = 1.0
 """Seconds before spooled rows are shipped again after the database refused them."""
 FLUSH_TIMEOUT = 10.0

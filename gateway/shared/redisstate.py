@@ -38,15 +38,11 @@ from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, B
 from gateway.session import state_key
 from gateway.shared.redissessions import RedisSessions
 from gateway.shared.sessions import SessionDirectory
-from gateway.shared.state import Begun, ChangeHandler
+from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "gw:changes"
-CHANGES = "changes"
-"""The name the follower of the change channel reports under."""
-WRITES = "session_state"
-"""The name the writer of session state behind the calls reports under."""
 # How long `follow` waits before subscribing again after Redis went away.
 RESUBSCRIBE_SECONDS = 1.0
 # How long a call's changed session state may wait for another round trip to carry it.

@@ -37,6 +37,10 @@ from gateway.skills.disclosure import ActiveSkills
 log = logging.getLogger(__name__)
 
 ChangeHandler = Callable[[], Awaitable[None]]
+CHANGES = "changes"
+"""The name the follower of the other replicas' announcements runs and reports under."""
+WRITES = "session_state"
+"""The name the writer of session state behind the calls runs and reports under."""
 # Calls of the session running in this process: its state is read only when none runs, so a
 # concurrent call's objects are never swapped under it.
 RUNNING_KEY = "gateway.shared.running"

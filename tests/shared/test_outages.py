@@ -12,7 +12,8 @@ import redis.asyncio as aioredis
 
 from gateway.registrations import RegistrationStore
 from gateway.service import REGISTRATIONS, Gateway
-from gateway.shared.redisstate import CHANGES, CHANNEL
+from gateway.shared.redisstate import CHANNEL
+from gateway.shared.state import CHANGES
 from gateway.stores import StoreSettings
 from tests.support.harness import free_port, gateway_client, in_memory, make_config, placeholder
 from tests.support.services import postgres_server
