@@ -3,6 +3,8 @@ afterwards without being restarted, and what one registers after the outage the 
 
 from __future__ import annotations
 
+import base64
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +27,8 @@ ROLES: dict[str, Any] = {
     "analyst": {"allow": ["*"]},
     "intern": {"allow": ["*"]},
 }
+# Replicas sharing a database share the key its registrations are encrypted with.
+REGISTRATIONS_KEY = base64.urlsafe_b64encode(os.urandom(32)).decode()
 # A bound on waiting for what a loaded machine does slowly (the pool gives up on a stopped
 # PostgreSQL after its 10 s connect timeout, a failing loop waits up to 10 s before its next run);
 # never a claim about speed.
@@ -48,7 +52,7 @@ async def test_both_replicas_serve_after_postgresql_and_redis_restart_under_traf
                 f"r{n}",
                 redis.url,
                 servers=servers,
-                store={"url": database.url},
+                store={"url": database.url, "key": REGISTRATIONS_KEY},
                 roles=ROLES,
                 registration=registration,
             )
