@@ -15,6 +15,7 @@ from gateway.catalog import SourceListing
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
+from gateway.namestore import NameStore
 from gateway.pinstore import PinStore
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
@@ -115,13 +116,14 @@ def sources(
 @dataclass(frozen=True)
 class Stores:
     """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations,
-    pinned tool definitions."""
+    pinned tool definitions, the owners of exposed tool names."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
     approvals: ApprovalStore
     registrations: RegistrationStore
     pins: PinStore
+    names: NameStore
 
 
 def open_stores(
@@ -140,7 +142,9 @@ def open_stores(
     stack.callback(registrations.close)
     pins = PinStore.open(settings, data_dir)
     stack.callback(pins.close)
-    return Stores(audit, confirmations, approvals, registrations, pins)
+    names = NameStore.open(settings, data_dir)
+    stack.callback(names.close)
+    return Stores(audit, confirmations, approvals, registrations, pins, names)
 
 
 def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> SharedState:

@@ -1,7 +1,8 @@
 """The merged catalog: every source's tools, resources and prompts under exposed names.
 
-Pure: sources hand in what they list, the catalog assigns exposed names (see `naming`),
-answers look-ups in both directions and pages listings with cursors of its own.
+Pure: sources hand in what they list, the catalog assigns exposed names (see `naming`), leaves
+out a tool whose name is another source's (see `ownership`), answers look-ups in both directions
+and pages listings with cursors of its own.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import mcp_types as types
@@ -18,6 +19,7 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from gateway.errors import ProtocolError, clip
 from gateway.naming import Clash, assign, exposed_name, fit_name, suffixed
+from gateway.ownership import NameBook, Withheld
 from gateway.tools import ToolRecord
 
 URI_JOIN = "+"
@@ -48,15 +50,19 @@ class Route:
 class Catalog:
     """The union of all sources, rebuilt whenever one source's listing changes."""
 
-    def __init__(self, order: Sequence[str] = (), reserved: Sequence[str] = ()) -> None:
+    def __init__(self, order: Sequence[str] = (), reserved: Sequence[str] = (), names: NameBook | None = None) -> None:
         self._order = {name: index for index, name in enumerate(order)}
-        self._reserved = tuple(reserved)
+        self._reserved = frozenset(reserved)
+        self.names = names or NameBook()
+        """Who owns each exposed tool name; change it through the gateway, then `refresh`."""
         self._listings: dict[str, SourceListing] = {}
         self.tools: list[ToolRecord] = []
         self.resources: list[types.Resource] = []
         self.templates: list[types.ResourceTemplate] = []
         self.prompts: list[types.Prompt] = []
         self.clashes: list[Clash] = []
+        self.withheld: list[Withheld] = []
+        """Tools left out because their exposed names are other sources' (or the gateway's own)."""
         self._tools: dict[str, ToolRecord] = {}
         self._resources: dict[str, Route] = {}
         self._prompts: dict[str, Route] = {}
@@ -90,6 +96,14 @@ class Catalog:
         """Drop one source's part of the catalog."""
         if self._listings.pop(source, None) is not None:
             self._rebuild()
+
+    def refresh(self) -> None:
+        """Rebuild after the name book changed (names claimed elsewhere, freed, zones changed)."""
+        self._rebuild()
+
+    def listing(self, source: str) -> SourceListing | None:
+        """What `source` listed last, if it is in the catalog."""
+        return self._listings.get(source)
 
     def tool(self, name: str) -> ToolRecord | None:
         """The tool with that exposed name."""
@@ -167,13 +181,23 @@ class Catalog:
 
     def _rebuild(self) -> None:
         listings = self._ordered()
-        wanted = [wanted_tool_name(listing, tool.original_name) for listing in listings for tool in listing.tools]
-        names, clashes = assign(wanted, self._reserved)
-        records = [tool for listing in listings for tool in listing.tools]
+        records: list[ToolRecord] = []
+        self.tools, self.withheld = [], []
+        self._tools = {}
+        for listing in listings:
+            for record in listing.tools:
+                name, _ = wanted_tool_name(listing, record.original_name)
+                refused = self._refusal(listing.source, record.original_name, name)
+                if refused is not None:
+                    self.withheld.append(refused)
+                    continue
+                self.names.claim(name, listing.source)
+                tool = self._exposed_record(record, name)
+                records.append(record)
+                self.tools.append(tool)
+                self._tools[name] = tool
         # Sources join one at a time; the records of those already listed keep their exposed copies.
-        self.tools = [self._exposed_record(record, name) for record, name in zip(records, names, strict=True)]
         self._renamed = {id(record): (record, tool) for record, tool in zip(records, self.tools, strict=True)}
-        self._tools = {record.name: record for record in self.tools}
 
         prompt_wanted = [
             (exposed_name(listing.namespace, prompt.name), f"{listing.source}/{prompt.name}")
@@ -187,13 +211,23 @@ class Catalog:
         for (source, prompt), name in zip(prompts, prompt_names, strict=True):
             self.prompts.append(prompt.model_copy(update={"name": name}))
             self._prompts[name] = Route(source, prompt.name)
-        self.clashes = clashes + prompt_clashes + self._expose_resources(listings)
+        self.clashes = prompt_clashes + self._expose_resources(listings)
+
+    def _refusal(self, source: str, original: str, name: str) -> Withheld | None:
+        if name in self._reserved:
+            return Withheld(source, original, name, "gateway", f"the name '{name}' is one of the gateway's own tools")
+        refused = self.names.withheld(source, original, name)
+        if refused is None and name in self._tools:
+            # Two tools of one source wanting one name (an override equal to another's name): the first keeps it.
+            return Withheld(source, original, name, source, f"the name '{name}' is taken by another of its tools")
+        return refused
 
     def _exposed_record(self, record: ToolRecord, name: str) -> ToolRecord:
+        floor = self.names.floor(name)
         kept = self._renamed.get(id(record))
-        if kept is not None and kept[0] is record and kept[1].name == name:
+        if kept is not None and kept[0] is record and kept[1].name == name and kept[1].risk_floor == floor:
             return kept[1]
-        return record.renamed(name)
+        return replace(record, name=name, risk_floor=floor)
 
     def _expose_resources(self, listings: list[SourceListing]) -> list[Clash]:
         """Expose every source's resources and templates: `<namespace>+<uri>`, or as the source has

@@ -379,6 +379,8 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
                 print(f"  [ok] {name} (local): {len(source.records)} tools")
             for clash in gateway.catalog.clashes:
                 print(f"  warning: {clash.describe()}")
+            for left in gateway.catalog.withheld:
+                print(f"  warning: {left.describe()}")
             if gateway.sandboxes.docker is not None:
                 ready, reason = gateway.sandbox_availability()
                 sandboxed = sum(1 for tool in gateway.catalog.tools if tool.sandbox)

@@ -23,6 +23,7 @@ from anyio.abc import TaskGroup
 from gateway import builder, requestid
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import Identity, caller_key
+from gateway.auth.policy import derive_risk
 from gateway.auth.visibility import Visibility
 from gateway.background import Background
 from gateway.catalog import Catalog, SourceListing
@@ -36,7 +37,9 @@ from gateway.livegroups import GroupListener, LiveGroups
 from gateway.livepins import LivePins
 from gateway.liveservers import LiveServers, Member
 from gateway.metrics import REFUSED, Metrics, Readings
+from gateway.namestore import NameStore
 from gateway.naming import SEPARATOR, near_misses
+from gateway.ownership import Withheld
 from gateway.passthrough import PassThrough
 from gateway.pinning import OnToolChange, policy_for
 from gateway.pinstore import Change
@@ -57,6 +60,7 @@ from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
+from gateway.stores import DatabaseError
 from gateway.tools import ToolRecord
 from gateway.upstreams import children
 from gateway.upstreams.addresses import Resolver, system_resolver
@@ -81,6 +85,7 @@ class Gateway:
     confirmations: ConfirmationStore
     approvals: ApprovalStore
     registrations: RegistrationStore
+    name_store: NameStore
     pipeline: Pipeline
 
     def __init__(
@@ -145,6 +150,7 @@ class Gateway:
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
         self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True)])
+        self._told_withheld: set[Withheld] = set()
         self.live_groups = LiveGroups(GroupSet(config.groups))
         self.visibility = Visibility(self.policy, self.catalog, self.live_groups.set)
         self.skills = SkillHost(
@@ -231,8 +237,9 @@ class Gateway:
             builder.open_stores, self.config.store, self.data_dir, self.redact, self._wall_clock, self._stack
         )
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
-        self.registrations = stores.registrations
+        self.registrations, self.name_store = stores.registrations, stores.names
         self.pins.start(stores.pins)
+        self.catalog.names.load(await anyio.to_thread.run_sync(self.name_store.rows))
         self._stack.push_async_callback(self.shared.aclose)
         self.live_groups.load_stored(self.registrations)
         share = builder.share_step(self.config, self.shared, self.budgets.charge_of)
@@ -262,6 +269,7 @@ class Gateway:
         self._stack.callback(self._group.cancel_scope.cancel)
         self.servers.start(self._group, self.registrations)
         self._members_changed()
+        await self._keep_names()
         self._group.start_soon(self._settle, list(self.upstreams.values()))
         report = self.background.report
         self.background.start("idle_sessions", self._expire_idle_sessions)
@@ -319,8 +327,17 @@ class Gateway:
     def statuses(self) -> list[Status]:
         """Where each configured server stands (file and API, enabled or not); a last error (often
         a server's stderr) comes without secrets."""
-        statuses = self.servers.statuses()
-        return [replace(status, error=self.redact(status.error)) if status.error else status for status in statuses]
+        withheld: dict[str, list[Withheld]] = {}
+        for left in self.catalog.withheld:
+            withheld.setdefault(left.source, []).append(left)
+        return [
+            replace(
+                status,
+                error=self.redact(status.error) if status.error else None,
+                withheld=tuple(withheld.get(status.name, ())),
+            )
+            for status in self.servers.statuses()
+        ]
 
     def on_change(self, listener: ChangeListener) -> None:
         """Call `listener` whenever the catalog changes (to tell connected clients)."""
@@ -371,9 +388,19 @@ class Gateway:
         return change
 
     def _members_changed(self) -> None:
-        """Follow a change of the server set: catalog order, the meta-tools offered, secrets to redact."""
-        servers = [member.config for member in self.servers.members.values()]
+        """Follow a change of the server set: catalog order, the namespaces whose names no other
+        source gets, the names of servers gone freed, the meta-tools offered, secrets to redact."""
+        members = self.servers.members.values()
+        servers = [member.config for member in members]
         self.catalog.reorder(self.servers.order() + list(self.local_sources))
+        zones = {server.prefix: server.name for server in servers if server.prefix}
+        zones.update((name, name) for name in self.local_sources)
+        for server in servers:
+            zones.setdefault(server.name, server.name)
+        book = self.catalog.names
+        # Both run: `or` would skip the release when the zones changed.
+        if book.protect(zones) | book.release({*self.servers.members, *self.local_sources}):
+            self.catalog.refresh()
         self._meta_kinds = {
             "with_skills": bool(self.skills.skills.skills),
             "with_search": builder.has_extended(self.config, servers),
@@ -382,11 +409,34 @@ class Gateway:
         for server in servers:
             self.redact.learn(server_secrets(server))
 
+    async def _keep_names(self) -> None:
+        """Store what the name book changed (names claimed or freed, risks seen under names), and
+        follow the store where another process claimed a name first."""
+        book = self.catalog.names
+        for tool in self.catalog.tools:
+            book.observe(tool.name, derive_risk(tool))
+        changes = book.pending()
+        # `check` and `catalog` only look: what they would claim stays in this process.
+        if not changes or not self._serving:
+            return
+        try:
+            owners = await anyio.to_thread.run_sync(self.name_store.keep, changes)
+        except DatabaseError as error:
+            log.error("the owners of exposed tool names were not stored: %s", error.message)
+            return
+        if book.settle(owners):
+            self.catalog.refresh()
+
     async def _catalog_changed(self) -> None:
+        await self._keep_names()
         self.skills.refresh()
         self._flag_new_tools()
         for clash in self.catalog.clashes:
             log.warning(clash.describe())
+        for left in self.catalog.withheld:
+            if left not in self._told_withheld:
+                log.warning(left.describe())
+        self._told_withheld = set(self.catalog.withheld)
         # Told in tasks of their own: a listener that waits (clients are told at most once per
         # interval) must not hold up the server whose listing changed, still inside its connect timeout.
         if self._group is not None:
@@ -459,6 +509,7 @@ class Gateway:
         async with self.servers.lock:
             await self.servers.unregister(name)
             self._members_changed()
+        await self._catalog_changed()
         await self.shared.announce()
 
     async def restart_server(self, name: str) -> Status:
@@ -488,7 +539,9 @@ class Gateway:
         await self._started.wait()
         async with self.servers.lock:
             await self.servers.follow_store()
+            self.catalog.names.load(await anyio.to_thread.run_sync(self.name_store.rows))
             self._members_changed()
+            self.catalog.refresh()
         await self.live_groups.follow_store(self.registrations)
         await self.pins.follow_store()
         await self._catalog_changed()

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import mcp_types as types
 import pytest
 
+from gateway.auth.policy import derive_risk
 from gateway.catalog import Catalog, Route, SourceListing, page
 from gateway.errors import ProtocolError
 from gateway.naming import VALID_NAME
-from gateway.tools import ToolRecord
+from gateway.ownership import NameBook
+from gateway.tools import Risk, ToolRecord
 
 
-def listing(source: str, *tools: str, namespace: str = "", **extra: object) -> SourceListing:
-    """What a source with these tool names lists."""
+def listing(source: str, *tools: str, namespace: str | None = None, **extra: object) -> SourceListing:
+    """What a source with these tool names lists (under its own name as namespace unless given one)."""
     records = tuple(ToolRecord(name=tool, source=source, original_name=tool) for tool in tools)
-    return SourceListing(source=source, namespace=namespace or source, tools=records, **extra)  # type: ignore[arg-type]
+    return SourceListing(source=source, namespace=source if namespace is None else namespace, tools=records, **extra)  # type: ignore[arg-type]
 
 
 def test_tools_follow_the_configured_source_order_whatever_the_arrival_order() -> None:
@@ -34,14 +38,52 @@ def test_an_exposed_name_maps_back_to_its_source_and_original() -> None:
     assert found is not None and (found.source, found.original_name) == ("weather", "get.forecast")
 
 
-def test_a_prefix_that_runs_into_another_name_is_a_reported_clash() -> None:
-    catalog = Catalog(order=["a", "a__b"])
+def test_a_prefix_that_runs_into_a_name_already_held_leaves_the_later_tool_out() -> None:
+    catalog = Catalog(order=["a__b", "a"])
     catalog.update(listing("a", "b__c"))
     catalog.update(listing("a__b", "c"))
-    names = [tool.name for tool in catalog.tools]
-    assert names[0] == "a__b__c" and names[1] != names[0]
-    assert catalog.tool(names[1]).source == "a__b"  # type: ignore[union-attr]
-    assert len(catalog.clashes) == 1
+    assert [(tool.name, tool.source) for tool in catalog.tools] == [("a__b__c", "a")]
+    (left,) = catalog.withheld
+    assert (left.source, left.original, left.name, left.holder) == ("a__b", "c", "a__b__c", "a")
+    assert "belongs to server 'a', which held it first" in left.describe()
+
+
+def test_a_name_under_another_source_s_namespace_is_never_given_to_a_source_without_one() -> None:
+    book = NameBook()
+    book.protect({"calc": "calc", "python": "python"})
+    catalog = Catalog(order=["plain", "calc"], names=book)
+    catalog.update(listing("plain", "calc__evaluate", "python__run_python", "python", "calcx__y", namespace=""))
+    assert [tool.name for tool in catalog.tools] == ["python", "calcx__y"]
+    assert [(left.name, left.holder) for left in catalog.withheld] == [
+        ("calc__evaluate", "calc"),
+        ("python__run_python", "python"),
+    ]
+    catalog.update(listing("calc", "evaluate"))
+    assert catalog.tool("calc__evaluate").source == "calc"  # type: ignore[union-attr]
+
+
+def test_an_owned_name_stays_with_its_owner_whoever_lists_first() -> None:
+    book = NameBook()
+    book.load([("echo", "one", None)])
+    catalog = Catalog(order=["two", "one"], names=book)
+    catalog.update(listing("two", "echo", namespace=""))
+    assert catalog.tools == [] and catalog.tool("echo") is None
+    catalog.update(listing("one", "echo", namespace=""))
+    assert [(tool.name, tool.source) for tool in catalog.tools] == [("echo", "one")]
+    assert [(left.source, left.holder) for left in catalog.withheld] == [("two", "one")]
+
+
+def test_a_name_keeps_the_highest_risk_it_carried_below_an_operator_s_setting() -> None:
+    book = NameBook()
+    book.observe("python__run_python", Risk.HIGH)
+    book.observe("python__run_python", Risk.LOW)
+    catalog = Catalog(names=book)
+    read_only = types.ToolAnnotations(read_only_hint=True)
+    record = ToolRecord(name="run_python", source="python", original_name="run_python", annotations=read_only)
+    catalog.update(SourceListing(source="python", namespace="python", tools=(record,)))
+    (tool,) = catalog.tools
+    assert derive_risk(record) is Risk.LOW and derive_risk(tool) is Risk.HIGH
+    assert derive_risk(replace(tool, risk=Risk.LOW)) is Risk.LOW
 
 
 def test_an_override_is_the_exposed_name_and_made_valid_when_it_is_not() -> None:

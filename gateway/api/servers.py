@@ -23,11 +23,13 @@ PATH = f"{API_PREFIX}/servers"
 
 
 def shown(gateway: Gateway, status: Status, caller: Caller) -> dict[str, Any]:
-    """A server's state as `caller` may read it: its last error, and its headers and env with their
-    values masked (`${secret:NAME}` references as written), for admins only."""
+    """A server's state as `caller` may read it: its last error, its tools left out (which name the
+    servers holding their names), and its headers and env with their values masked
+    (`${secret:NAME}` references as written), for admins only."""
     row = {"name": status.name, **status.as_dict()}
     if not caller.admin:
         row.pop("error", None)
+        row.pop("withheld", None)
     elif status.name in gateway.servers.members:
         row.update(gateway.servers.credentials(status.name))
     return row

@@ -29,7 +29,8 @@ lets its callers approve their own parked calls too; by default (`approve: admin
 Risk. A risk set in the configuration wins. Otherwise, from the tool's annotations: read-only is
 low; `destructiveHint` set explicitly to true is high; anything else is medium, including an
 absent `destructiveHint` (the protocol's default of true would make every unannotated tool high
-and drown the real ones in confirmations).
+and drown the real ones in confirmations). Annotations are the server's word, so they never bring
+a tool below the highest risk its exposed name has carried (`gateway.ownership`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
+
+import mcp_types as types
 
 from gateway.config.schema import validate_section
 from gateway.tools import GATEWAY_SOURCE, Risk, ToolRecord
@@ -117,10 +120,16 @@ ROLES_SCHEMA: dict[str, Any] = {
 
 
 def derive_risk(tool: ToolRecord) -> Risk:
-    """The tool's risk: the configured one, else low for read-only, high for explicitly destructive, else medium."""
+    """The tool's risk: the configured one, else low for read-only, high for explicitly destructive,
+    else medium; never below the highest risk its exposed name has carried (`risk_floor`)."""
     if tool.risk is not None:
         return tool.risk
-    annotations = tool.annotations
+    annotated = _annotated_risk(tool.annotations)
+    floor = tool.risk_floor
+    return annotated if floor is None or _RISK_RANK[annotated] >= _RISK_RANK[floor] else floor
+
+
+def _annotated_risk(annotations: types.ToolAnnotations | None) -> Risk:
     if annotations is None:
         return Risk.MEDIUM
     if annotations.read_only_hint:

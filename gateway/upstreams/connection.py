@@ -37,6 +37,7 @@ from gateway.errors import (
     UpstreamUnavailableError,
     describe_error,
 )
+from gateway.ownership import Withheld
 from gateway.pipeline.chain import ProgressFn
 from gateway.tools import ToolRecord
 from gateway.upstreams import faults, tasking
@@ -89,6 +90,8 @@ class Status:
     prompts: int = 0
     last_health_check: float | None = None
     """When the server was last pinged (epoch seconds); None before the first ping."""
+    withheld: tuple[Withheld, ...] = ()
+    """Its tools left out of the catalog because their names are another's (`gateway.ownership`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -105,6 +108,7 @@ class Status:
             "resources": self.resources,
             "prompts": self.prompts,
             "last_health_check": self.last_health_check,
+            "withheld": [withheld.as_dict() for withheld in self.withheld],
         }
 
 

@@ -74,18 +74,20 @@ async def test_the_same_config_gives_the_same_names_on_every_start(tmp_path: Pat
     assert all(VALID_NAME.match(name) for name in first)
 
 
-async def test_a_tool_override_equal_to_another_exposed_name_is_reported_not_fatal(tmp_path: Path) -> None:
+async def test_a_tool_override_under_another_server_s_namespace_leaves_the_tool_out_and_is_reported(
+    tmp_path: Path,
+) -> None:
     alpha = {"command": "unused", "tools": {"add": {"name": "beta__echo"}}}
     config, transports = two_toys(tmp_path, alpha=alpha)
     async with gateway_client(config, transports=transports) as (gateway, client):
         names = [tool.name for tool in (await client.list_tools()).tools]
-        assert len(names) == len(set(names))
-        assert gateway.catalog.clashes and "beta__echo" in gateway.catalog.clashes[0].describe()
-        add = gateway.catalog.tool("beta__echo")
-        assert add is not None and add.original_name == "add"
-        renamed = next(name for name in names if name.startswith("beta__echo_"))
-        echo = await client.call_tool(renamed, {"text": "still reachable"})
-        assert echo.content[0].text == "still reachable"  # type: ignore[union-attr]
+        assert len(names) == len(set(names)) and "alpha__add" not in names
+        echo = gateway.catalog.tool("beta__echo")
+        assert echo is not None and echo.source == "beta"
+        (left,) = gateway.catalog.withheld
+        assert (left.source, left.original, left.holder) == ("alpha", "add", "beta")
+        result = await client.call_tool("beta__echo", {"text": "still beta's"})
+        assert result.content[0].text == "still beta's"  # type: ignore[union-attr]
 
 
 async def test_an_override_with_characters_clients_refuse_is_made_valid(tmp_path: Path) -> None:

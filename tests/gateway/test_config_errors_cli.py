@@ -16,6 +16,8 @@ import yaml
 
 from gateway.config.loading import load_config
 from gateway.errors import ConfigError
+from gateway.namestore import NameStore
+from gateway.stores import StoreSettings
 from tests.support.harness import REPO, run_cli, toy_stdio
 
 
@@ -64,18 +66,23 @@ def test_check_on_an_invalid_file_exits_non_zero_and_says_where(tmp_path: Path) 
     assert "Traceback" not in done.stderr
 
 
-def test_check_reports_each_server_its_tool_count_and_name_clashes(
+def test_check_reports_each_server_its_tool_count_and_the_tools_left_out_for_names_not_theirs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    alpha = {**toy_stdio("alpha"), "tools": {"add": {"name": "alpha__echo"}}}
-    path = write_config(tmp_path, {"alpha": alpha})
+    plain = {**toy_stdio("plain", "--prefix", "alpha__"), "namespace": ""}
+    path = write_config(tmp_path, {"alpha": toy_stdio("alpha"), "plain": plain})
     with caplog.at_level(logging.WARNING):
         code, out, err = run_cli(capsys, "check", "--config", str(path))
+    left_out = "tool 'alpha__echo' of server 'plain' left out: the name 'alpha__echo' is under the namespace of 'alpha'"
     assert code == 0, err
-    assert "[ok] alpha (stdio): 12 tools" in out
-    assert "name clash on 'alpha__echo'" in out
-    assert "name clash on 'alpha__echo'" in caplog.text
-    assert "catalog: 12 tools" in out
+    assert "[ok] alpha (stdio): 12 tools" in out and "[ok] plain (stdio): 12 tools" in out
+    assert f"warning: {left_out}" in out
+    assert left_out in caplog.text
+    assert "catalog: 23 tools" in out
+    # `check` only looks: the names it saw are not claimed for a gateway serving this data directory.
+    store = NameStore.open(StoreSettings(), tmp_path / "data")
+    assert store.rows() == []
+    store.close()
 
 
 def test_check_exits_1_when_a_required_server_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

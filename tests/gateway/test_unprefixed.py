@@ -9,21 +9,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 
 from gateway.config.loading import load_config
+from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import REPO, gateway_client, http_gateway, in_memory, make_config
 from tests.support.linked import STATIC, linking_server, partial_server
-from tests.support.probe import wait_until
+from tests.support.probe import gated, wait_until
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
 
 UNPREFIXED = {"command": "unused", "namespace": ""}
 BLOB = "demo://resource/dynamic/blob/{resource_id}"
+# A hang guard only: in-memory servers list in milliseconds.
+JOIN_LIMIT = 60
 
 
 def linked_stdio(name: str, *extra: str) -> dict[str, Any]:
@@ -65,18 +69,25 @@ async def test_a_server_without_a_namespace_is_served_under_its_own_names(tmp_pa
         assert text(await client.read_resource("toy+toy://items/cup")) == "item cup of toy"
 
 
-async def test_two_servers_without_a_namespace_clash_and_the_first_in_config_order_keeps_each_name(
+async def test_of_two_servers_without_a_namespace_the_first_to_list_a_name_keeps_it_and_the_other_s_tool_is_left_out(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = make_config(tmp_path, {"one": UNPREFIXED, "two": UNPREFIXED})
-    transports = in_memory({"one": linking_server("one"), "two": linking_server("two")})
+    gate = anyio.Event()
+    transports = {"one": in_memory({"one": linking_server("one")})["one"], "two": gated(linking_server("two"), gate)}
+    gateway = Gateway(config, transports=transports)
     with caplog.at_level(logging.WARNING):
-        async with gateway_client(config, transports=transports) as (gateway, client):
+        async with gateway.running(), Client(build_server(gateway), mode="legacy") as client:
+            with anyio.fail_after(JOIN_LIMIT):
+                await gateway.upstreams["one"].first_attempt.wait()
+                gate.set()
+                await gateway.upstreams["two"].first_attempt.wait()
             assert text(await client.call_tool("echo", {"text": "x"})) == "one: x"
-            renamed = gateway.catalog.tool("echo")
-            assert renamed is not None and renamed.source == "one"
-            second = exposed(gateway, "two", "echo")
-            assert second.startswith("echo_") and text(await client.call_tool(second, {"text": "x"})) == "two: x"
+            assert {(tool.source, tool.name) for tool in gateway.catalog.tools} == {("one", "echo"), ("one", "link")}
+            assert [(left.source, left.original, left.holder) for left in gateway.catalog.withheld] == [
+                ("two", "echo", "one"),
+                ("two", "link", "one"),
+            ]
             prompts = [prompt.name for prompt in (await client.list_prompts()).prompts]
             assert prompts[0] == "hello" and prompts[1].startswith("hello_")
             uris = [resource.uri for resource in (await client.list_resources()).resources]
@@ -86,22 +97,25 @@ async def test_two_servers_without_a_namespace_clash_and_the_first_in_config_ord
             templates = [item.uri_template for item in (await client.list_resource_templates()).resource_templates]
             assert templates == [BLOB, f"two+{BLOB}"]
             assert text(await client.read_resource("two+demo://resource/dynamic/blob/3")) == "blob 3 of two"
+            # Told once, not again with every later change of the catalog.
+            await gateway.restart_server("two")
+            with anyio.fail_after(JOIN_LIMIT):
+                await gateway.upstreams["two"].first_attempt.wait()
     described = [clash.describe() for clash in gateway.catalog.clashes]
-    assert any("'echo'" in line and "one/echo" in line and "two/echo" in line for line in described)
     assert any(STATIC in line and f"two+{STATIC}" in line for line in described)
-    assert "two/echo" in caplog.text
+    assert caplog.text.count("tool 'echo' of server 'two' left out: the name 'echo' belongs to server 'one'") == 1
 
 
-async def test_an_unprefixed_name_equal_to_another_server_s_prefixed_name_is_a_reported_clash(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"alpha": {"command": "unused"}, "plain": UNPREFIXED})
+async def test_an_unprefixed_name_under_another_server_s_namespace_is_left_out_and_reported(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"plain": UNPREFIXED, "alpha": {"command": "unused"}})
     transports = in_memory({"alpha": toy("alpha"), "plain": toy("plain", tool_prefix="alpha__")})
     async with gateway_client(config, transports=transports) as (gateway, client):
         kept = gateway.catalog.tool("alpha__echo")
         assert kept is not None and kept.source == "alpha"
-        moved = exposed(gateway, "plain", "alpha__echo")
-        assert moved.startswith("alpha__echo_")
-        assert text(await client.call_tool(moved, {"text": "plain one"})) == "plain one"
-        assert any("plain/alpha__echo" in clash.describe() for clash in gateway.catalog.clashes)
+        assert text(await client.call_tool("alpha__echo", {"text": "alpha's"})) == "alpha's"
+        assert [(left.source, left.original) for left in gateway.catalog.withheld] == [("plain", "alpha__echo")]
+        (status,) = [status for status in gateway.statuses() if status.name == "plain"]
+        assert [left.holder for left in status.withheld] == ["alpha"]
 
 
 @pytest.mark.parametrize(("namespace", "prefix"), [(None, "demo+"), ("", "")])
@@ -121,11 +135,11 @@ async def test_resource_links_in_a_result_name_uris_the_client_can_read_back(
 
 
 async def test_a_link_to_a_uri_another_server_keeps_is_given_its_own_server_s_prefix(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"one": UNPREFIXED, "two": UNPREFIXED})
+    two = {**UNPREFIXED, "tools": {"link": {"name": "link_two"}}}
+    config = make_config(tmp_path, {"one": UNPREFIXED, "two": two})
     transports = in_memory({"one": linking_server("one"), "two": linking_server("two")})
-    async with gateway_client(config, transports=transports) as (gateway, client):
-        second = exposed(gateway, "two", "link")
-        result = await client.call_tool(second, {"resource_id": "5"})
+    async with gateway_client(config, transports=transports) as (_, client):
+        result = await client.call_tool("link_two", {"resource_id": "5"})
         embedded = result.content[2]
         assert isinstance(embedded, types.EmbeddedResource) and embedded.resource.uri == f"two+{STATIC}"
         assert text(await client.read_resource(embedded.resource.uri)) == "readme of two"
@@ -160,14 +174,18 @@ async def test_a_server_without_resource_templates_is_served_all_the_same(
     assert caplog.text.count("does not implement resources/templates/list") == 1
 
 
-async def test_a_server_registered_without_a_namespace_joins_one_from_the_file(tmp_path: Path) -> None:
+async def test_a_server_registered_without_a_namespace_joins_one_from_the_file_without_its_names(
+    tmp_path: Path,
+) -> None:
     config = make_config(tmp_path, {"one": UNPREFIXED})
     transports = in_memory({"one": linking_server("one"), "two": linking_server("two")})
     async with gateway_client(config, transports=transports) as (gateway, client):
-        await gateway.add_server({"name": "two", **UNPREFIXED})
+        await gateway.add_server({"name": "two", **UNPREFIXED, "tools": {"link": {"name": "link_two"}}})
         await wait_until(lambda: "two" in gateway.catalog.sources(), limit=30)
         assert text(await client.call_tool("echo", {"text": "x"})) == "one: x"
-        assert text(await client.call_tool(exposed(gateway, "two", "echo"), {"text": "x"})) == "two: x"
+        assert exposed(gateway, "two", "link") == "link_two"
+        (status,) = [status for status in gateway.statuses() if status.name == "two"]
+        assert [(left.original, left.holder) for left in status.withheld] == [("echo", "one")]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
