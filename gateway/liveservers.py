@@ -86,6 +86,7 @@ class LiveServers:
         secrets: Callable[[], Mapping[str, str]],
         registration: RegistrationPolicy,
         drain_timeout: float,
+        vet_names: Callable[[ServerConfig], None],
         reserved_namespaces: Iterable[str] = (),
     ) -> None:
         self._make = make
@@ -99,6 +100,7 @@ class LiveServers:
         self._secrets = secrets
         self._registration = registration
         self._drain_timeout = drain_timeout
+        self._vet_names = vet_names
         self._reserved = frozenset(reserved_namespaces)
         self.members: dict[str, Member] = {}
         self.upstreams: dict[str, Upstream] = {}
@@ -155,7 +157,7 @@ class LiveServers:
             try:
                 member = self._parse({**entry, "name": name})
                 self._check_namespace(member.config)
-            except ConfigError as error:
+            except (ConfigError, ConflictError) as error:
                 log.warning("registered server %r skipped: %s", name, error.message)
                 continue
             self.enlist(member)
@@ -315,6 +317,7 @@ class LiveServers:
         if member.name in self.members:
             raise ConflictError(f"A server named '{member.name}' already exists")
         self._check_namespace(member.config)
+        self._vet_names(member.config)
         assert self._store is not None
         await anyio.to_thread.run_sync(self._store.save, "server", member.name, member.entry)
         await self.put(member)
@@ -325,6 +328,7 @@ class LiveServers:
         current = self._editable(name)
         member = self._parse({**current.entry, **changes, "name": name})
         self._check_namespace(member.config)
+        self._vet_names(member.config)
         assert self._store is not None
         await anyio.to_thread.run_sync(self._store.save, "server", name, member.entry)
         await self.put(member)
@@ -361,19 +365,20 @@ class LiveServers:
         return Member(replace(config, registration=self._registration), "api", body)
 
     def _check_namespace(self, config: ServerConfig) -> None:
-        if not config.prefix:
-            return  # servers without a prefix may be many; the catalog resolves clashes of their names
-        owners = {member.config.prefix: member.name for member in self.members.values()}
-        owner = owners.get(config.prefix)
-        taken = "the local tools" if config.prefix in self._reserved else None
-        if owner is not None and owner != config.name:
-            taken = f"server '{owner}'"
-        if taken is not None:
-            raise ConfigError(
-                REGISTRATION,
-                f"servers.{config.name}.namespace",
-                f"namespace '{config.prefix}' is already used by {taken}; give this server another `namespace`",
-            )
+        """Refuse (`ConflictError`, naming both) a namespace that is another server's name or
+        namespace, or the local tools': the names under it are that one's."""
+        prefix = config.prefix
+        if not prefix:
+            return  # whether its tools' names are others' is `vet_names`'s to judge
+        if prefix in self._reserved:
+            raise ConflictError(f"The namespace '{prefix}' of server '{config.name}' is the local tools' namespace")
+        for member in self.members.values():
+            if member.name != config.name and prefix in (member.name, member.config.prefix):
+                kind = "namespace" if prefix == member.config.prefix else "name"
+                raise ConflictError(
+                    f"The namespace '{prefix}' of server '{config.name}' is taken: it is the {kind} of server"
+                    f" '{member.name}'; give it another `namespace`"
+                )
 
     # Reading the set
 

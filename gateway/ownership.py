@@ -119,6 +119,12 @@ class NameBook:
             end = name.find(SEPARATOR, end + 1)
         return found
 
+    def owned_under(self, prefix: str, source: str) -> list[tuple[str, str]]:
+        """The names `<prefix>__...` that sources other than `source` own, with their owners, in name order."""
+        start = f"{prefix}{SEPARATOR}"
+        owned = self._owners.items()
+        return sorted((name, owner) for name, owner in owned if name.startswith(start) and owner != source)
+
     def claim(self, name: str, source: str) -> None:
         """`source` holds `name` now: it owns it from here on unless someone does already."""
         if name not in self._owners:

@@ -26,12 +26,19 @@ from gateway.auth.identity import Identity, caller_key
 from gateway.auth.policy import derive_risk
 from gateway.auth.visibility import Visibility
 from gateway.background import Background
-from gateway.catalog import Catalog, SourceListing
+from gateway.catalog import Catalog, SourceListing, wanted_tool_name
 from gateway.config.loading import load_config
-from gateway.config.model import GatewayConfig
+from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.config.secrets import secrets_of, server_secrets
 from gateway.datadir import make_private
-from gateway.errors import ConfigError, ServerNotConnectedError, ToolHeldError, UnknownToolError, describe_error
+from gateway.errors import (
+    ConfigError,
+    ConflictError,
+    ServerNotConnectedError,
+    ToolHeldError,
+    UnknownToolError,
+    describe_error,
+)
 from gateway.groups import Group, GroupSet
 from gateway.livegroups import GroupListener, LiveGroups
 from gateway.livepins import LivePins
@@ -134,6 +141,7 @@ class Gateway:
             secrets=lambda: self.config.secrets.for_registrations(),
             registration=config.registration,
             drain_timeout=settings.call_timeout,
+            vet_names=self._vet_names,
             reserved_namespaces=[entry.namespace for entry in config.local_tools],
         )
         for server in config.servers:
@@ -408,6 +416,32 @@ class Gateway:
         self._meta = {tool.name: tool for tool in meta_records(**self._meta_kinds)}
         for server in servers:
             self.redact.learn(server_secrets(server))
+
+    def _vet_names(self, config: ServerConfig) -> None:
+        """Refuse (`ConflictError`, naming both servers) an API entry under which the server would
+        take a tool name that is another source's: a name its `tools` settings give, one its last
+        listing would get under the entry (a namespace changed to ""), or one another server owns
+        under its namespace. What a server not listed yet will list is judged when it lists."""
+        book = self.catalog.names
+        if config.prefix:
+            owned = book.owned_under(config.prefix, config.name)
+            if owned:
+                name, owner = owned[0]
+                raise ConflictError(
+                    f"Server '{config.name}' would take the namespace of '{name}', which belongs to server '{owner}'"
+                )
+        listing = self.catalog.listing(config.name)
+        listed = [tool.original_name for tool in listing.tools] if listing is not None else []
+        overrides = {original: settings.name for original, settings in config.tools.items() if settings.name}
+        under = SourceListing(source=config.name, namespace=config.prefix, wanted_names=overrides)
+        for original in dict.fromkeys([*listed, *config.tools]):
+            name, _ = wanted_tool_name(under, original)
+            refused = book.withheld(config.name, original, name)
+            if refused is not None:
+                raise ConflictError(
+                    f"Server '{config.name}' would expose its tool '{original}' as '{name}', which is not its"
+                    f" to take: {refused.reason}"
+                )
 
     async def _keep_names(self) -> None:
         """Store what the name book changed (names claimed or freed, risks seen under names), and

@@ -118,9 +118,8 @@ async def test_an_invalid_registration_is_refused_with_the_path_of_the_problem(t
         with pytest.raises(ConfigError) as unnamed:
             await gateway.add_server({"command": "x"})
         assert unnamed.value.path == "servers"
-        with pytest.raises(ConfigError) as clash:
+        with pytest.raises(ConflictError, match=r"namespace 'alpha' of server 'other' is taken.* server 'alpha'"):
             await gateway.add_server({"name": "other", "command": "x", "namespace": "alpha"})
-        assert clash.value.path == "servers.other.namespace"
         with pytest.raises(ConflictError):
             await gateway.add_server({"name": "alpha", "command": "x"})
         assert [status.name for status in gateway.statuses()] == ["alpha"]

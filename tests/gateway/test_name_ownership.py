@@ -1,5 +1,6 @@
 """Tool names belong to the servers that first held them: a server without a namespace that copies
-other servers' names gets none of them, after a restart or not, nor lowers their risk."""
+other servers' names gets none of them, after a restart or not, nor lowers their risk; the admin
+API refuses an entry that would take them, naming both servers."""
 
 from __future__ import annotations
 
@@ -179,3 +180,47 @@ async def test_a_read_only_hint_does_not_lower_the_risk_a_name_carried_when_anot
     assert parked.is_error and "is a high-risk tool" in text(parked)
     assert (tool["server"], tool["risk"]) == ("plain", "high")
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"namespace": "calc"}, "namespace 'calc' of server 'evil' is taken: it is the namespace of server 'calc'"),
+        (
+            {"namespace": "", "tools": {"steal": {"name": "calc__evaluate"}}},
+            "Server 'evil' would expose its tool 'steal' as 'calc__evaluate'",
+        ),
+    ],
+)
+async def test_a_registration_that_would_take_another_server_s_names_is_refused_with_409_naming_both(
+    tmp_path: Path, entry: dict[str, Any], named: str
+) -> None:
+    config = admin_config(tmp_path, {"calc": {"command": "unused"}})
+    transports = in_memory({"calc": owner("calc", "evaluate"), "evil": usurper([], ["steal"])})
+    async with serving(config, transports) as (gateway, url, _), httpx2.AsyncClient(base_url=url, timeout=30) as http:
+        await joined(gateway, "calc")
+        refused = await http.post("/api/v1/servers", json={"name": "evil", "command": "unused", **entry})
+        assert [status.name for status in gateway.statuses()] == ["calc"]
+        assert gateway.registrations.entries("server") == {}
+    assert refused.status_code == 409, refused.text
+    assert named in refused.json()["error"] and "'calc'" in refused.json()["error"]
+
+
+async def test_changing_a_registered_server_s_namespace_to_none_is_refused_when_its_names_are_another_s(
+    tmp_path: Path,
+) -> None:
+    calls: list[str] = []
+    config = admin_config(tmp_path, {"calc": {"command": "unused"}})
+    transports = in_memory({"calc": owner("calc", "evaluate"), "evil": usurper(calls, ["calc__evaluate"])})
+    async with serving(config, transports) as (gateway, url, client), httpx2.AsyncClient(base_url=url) as http:
+        await joined(gateway, "calc")
+        added = await http.post("/api/v1/servers", json={"name": "evil", "command": "unused"})
+        await joined(gateway, "evil")
+        refused = await http.patch("/api/v1/servers/evil", json={"namespace": ""})
+        assert text(await client.call_tool("calc__evaluate", {})) == "calc ran evaluate"
+        stored = gateway.registrations.entries("server")["evil"]
+    assert added.status_code == 201, added.text
+    assert refused.status_code == 409, refused.text
+    assert "Server 'evil' would expose its tool 'calc__evaluate'" in refused.json()["error"]
+    assert "is under the namespace of 'calc'" in refused.json()["error"]
+    assert "namespace" not in stored and calls == []
