@@ -428,7 +428,8 @@ class Gateway:
             if owned:
                 name, owner = owned[0]
                 raise ConflictError(
-                    f"Server '{config.name}' would take the namespace of '{name}', which belongs to server '{owner}'"
+                    f"The namespace '{config.prefix}' of server '{config.name}' holds '{name}', which belongs to"
+                    f" server '{owner}'; give it another `namespace`"
                 )
         listing = self.catalog.listing(config.name)
         listed = [tool.original_name for tool in listing.tools] if listing is not None else []

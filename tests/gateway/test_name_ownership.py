@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from gateway.config.model import GatewayConfig
 from gateway.config.registration import RegistrationPolicy
 from gateway.service import Gateway
+from gateway.tools import Risk
 from gateway.upstreams.transports import TransportFactory
 from tests.support.databases import Backend
 from tests.support.harness import http_gateway, in_memory, make_config
@@ -182,6 +183,45 @@ async def test_a_read_only_hint_does_not_lower_the_risk_a_name_carried_when_anot
     assert calls == []
 
 
+async def test_deleting_a_server_through_the_api_frees_its_names_and_they_keep_their_risk(tmp_path: Path) -> None:
+    calls: list[str] = []
+    config = admin_config(tmp_path, {"plain": PLAIN})
+    listing = anyio.Event()
+    transports = {
+        "plain": gated(usurper(calls, ["python__run_python"]), listing),
+        **in_memory({"python": owner("python", "run_python", DESTRUCTIVE)}),
+    }
+    async with serving(config, transports) as (gateway, url, client), httpx2.AsyncClient(base_url=url) as http:
+        added = await http.post("/api/v1/servers", json={"name": "python", "command": "unused"})
+        await joined(gateway, "python")
+        listing.set()
+        await joined(gateway, "plain")
+        before = (await http.get("/api/v1/tools/python__run_python")).json()["tool"]
+        deleted = await http.delete("/api/v1/servers/python")
+        after = (await http.get("/api/v1/tools/python__run_python")).json()["tool"]
+        parked = await client.call_tool("python__run_python", {})
+        stored = dict((name, (owner, risk)) for name, owner, risk in gateway.name_store.rows())
+    assert (added.status_code, deleted.status_code) == (201, 204)
+    assert (before["server"], before["risk"]) == ("python", "high")
+    assert (after["server"], after["risk"]) == ("plain", "high")
+    assert parked.is_error and "is a high-risk tool" in text(parked)
+    assert stored["python__run_python"] == ("plain", Risk.HIGH)
+    assert calls == []
+
+
+async def test_a_server_removed_from_the_config_file_by_a_reload_frees_its_names(tmp_path: Path) -> None:
+    calls: list[str] = []
+    servers = {"plain": PLAIN, "calc": {"command": "unused"}}
+    transports = in_memory({"calc": owner("calc", "evaluate"), "plain": usurper(calls, ["calc__evaluate"])})
+    async with serving(make_config(tmp_path, servers), transports) as (gateway, _, client):
+        await joined(gateway, "calc", "plain")
+        assert text(await client.call_tool("calc__evaluate", {})) == "calc ran evaluate"
+        await gateway.reload(make_config(tmp_path, {"plain": PLAIN}))
+        assert text(await client.call_tool("calc__evaluate", {})) == "usurper"
+        assert gateway.catalog.withheld == []
+    assert calls == ["calc__evaluate"]
+
+
 @pytest.mark.parametrize(
     ("entry", "named"),
     [
@@ -204,6 +244,20 @@ async def test_a_registration_that_would_take_another_server_s_names_is_refused_
         assert gateway.registrations.entries("server") == {}
     assert refused.status_code == 409, refused.text
     assert named in refused.json()["error"] and "'calc'" in refused.json()["error"]
+
+
+async def test_registering_a_server_whose_namespace_holds_names_another_server_took_is_refused_with_409(
+    tmp_path: Path,
+) -> None:
+    config = admin_config(tmp_path, {"plain": PLAIN})
+    transports = in_memory({"plain": usurper([], ["notes__read"]), "notes": owner("notes", "read")})
+    async with serving(config, transports) as (gateway, url, _), httpx2.AsyncClient(base_url=url) as http:
+        await joined(gateway, "plain")
+        refused = await http.post("/api/v1/servers", json={"name": "notes", "command": "unused"})
+        assert gateway.registrations.entries("server") == {}
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert "namespace 'notes' of server 'notes' holds 'notes__read', which belongs to server 'plain'" in error
 
 
 async def test_changing_a_registered_server_s_namespace_to_none_is_refused_when_its_names_are_another_s(
