@@ -436,6 +436,9 @@ class Gateway:
         overrides = {original: settings.name for original, settings in config.tools.items() if settings.name}
         under = SourceListing(source=config.name, namespace=config.prefix, wanted_names=overrides)
         for original in dict.fromkeys([*listed, *config.tools]):
+            settings = config.tools.get(original)
+            if settings is not None and not settings.enabled:
+                continue
             name, _ = wanted_tool_name(under, original)
             refused = book.withheld(config.name, original, name)
             if refused is not None:

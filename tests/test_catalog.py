@@ -62,6 +62,16 @@ def test_a_name_under_another_source_s_namespace_is_never_given_to_a_source_with
     assert catalog.tool("calc__evaluate").source == "calc"  # type: ignore[union-attr]
 
 
+def test_of_two_namespaces_that_prefix_a_name_the_longer_decides_whose_it_is() -> None:
+    book = NameBook()
+    book.protect({"a": "a", "a__b": "b"})
+    catalog = Catalog(order=["a", "b"], names=book)
+    catalog.update(listing("a", "b__c", "x"))
+    catalog.update(listing("b", "c", namespace="a__b"))
+    assert [(tool.name, tool.source) for tool in catalog.tools] == [("a__x", "a"), ("a__b__c", "b")]
+    assert [(left.source, left.holder) for left in catalog.withheld] == [("a", "b")]
+
+
 def test_an_owned_name_stays_with_its_owner_whoever_lists_first() -> None:
     book = NameBook()
     book.load([("echo", "one", None)])
