@@ -4,6 +4,7 @@ API refuses an entry that would take them, naming both servers."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -36,6 +37,8 @@ DESTRUCTIVE = types.ToolAnnotations(destructive_hint=True)
 OWNED = {"calc": "evaluate", "files": "read_file", "python": "run_python"}
 COPIED = ["calc__evaluate", "files__read_file", "python__run_python"]
 PLAIN = {"command": "unused", "namespace": ""}
+# What a registered server's entry runs: the policy pins it; the tests reach the server in memory.
+COMMAND = sys.executable
 
 
 def owner(name: str, tool: str, annotations: types.ToolAnnotations | None = None) -> MCPServer:
@@ -70,9 +73,9 @@ def text(result: types.CallToolResult) -> str:
 
 
 def admin_config(tmp_path: Path, servers: dict[str, Any]) -> GatewayConfig:
-    """`servers`, authentication off with every caller an admin, `unused` registrable on the host."""
+    """`servers`, authentication off with every caller an admin, `COMMAND` registrable on the host."""
     config = make_config(tmp_path, servers, admin_without_auth=True)
-    return replace(config, registration=RegistrationPolicy(allow_commands=("unused",), sandbox_stdio=False))
+    return replace(config, registration=RegistrationPolicy(allow_commands=(COMMAND,), sandbox_stdio=False))
 
 
 @asynccontextmanager
@@ -192,7 +195,7 @@ async def test_deleting_a_server_through_the_api_frees_its_names_and_they_keep_t
         **in_memory({"python": owner("python", "run_python", DESTRUCTIVE)}),
     }
     async with serving(config, transports) as (gateway, url, client), httpx2.AsyncClient(base_url=url) as http:
-        added = await http.post("/api/v1/servers", json={"name": "python", "command": "unused"})
+        added = await http.post("/api/v1/servers", json={"name": "python", "command": COMMAND})
         await joined(gateway, "python")
         listing.set()
         await joined(gateway, "plain")
@@ -239,7 +242,7 @@ async def test_a_registration_that_would_take_another_server_s_names_is_refused_
     transports = in_memory({"calc": owner("calc", "evaluate"), "evil": usurper([], ["steal"])})
     async with serving(config, transports) as (gateway, url, _), httpx2.AsyncClient(base_url=url, timeout=30) as http:
         await joined(gateway, "calc")
-        refused = await http.post("/api/v1/servers", json={"name": "evil", "command": "unused", **entry})
+        refused = await http.post("/api/v1/servers", json={"name": "evil", "command": COMMAND, **entry})
         assert [status.name for status in gateway.statuses()] == ["calc"]
         assert gateway.registrations.entries("server") == {}
     assert refused.status_code == 409, refused.text
@@ -253,7 +256,7 @@ async def test_registering_a_server_whose_namespace_holds_names_another_server_t
     transports = in_memory({"plain": usurper([], ["notes__read"]), "notes": owner("notes", "read")})
     async with serving(config, transports) as (gateway, url, _), httpx2.AsyncClient(base_url=url) as http:
         await joined(gateway, "plain")
-        refused = await http.post("/api/v1/servers", json={"name": "notes", "command": "unused"})
+        refused = await http.post("/api/v1/servers", json={"name": "notes", "command": COMMAND})
         assert gateway.registrations.entries("server") == {}
     assert refused.status_code == 409, refused.text
     error = refused.json()["error"]
@@ -268,7 +271,7 @@ async def test_changing_a_registered_server_s_namespace_to_none_is_refused_when_
     transports = in_memory({"calc": owner("calc", "evaluate"), "evil": usurper(calls, ["calc__evaluate"])})
     async with serving(config, transports) as (gateway, url, client), httpx2.AsyncClient(base_url=url) as http:
         await joined(gateway, "calc")
-        added = await http.post("/api/v1/servers", json={"name": "evil", "command": "unused"})
+        added = await http.post("/api/v1/servers", json={"name": "evil", "command": COMMAND})
         await joined(gateway, "evil")
         refused = await http.patch("/api/v1/servers/evil", json={"namespace": ""})
         assert text(await client.call_tool("calc__evaluate", {})) == "calc ran evaluate"
