@@ -36,6 +36,7 @@ class NameChanges:
     raised: Mapping[str, Risk] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
+        """True when there is anything to store."""
         return bool(self.released or self.claimed or self.raised)
 
 
