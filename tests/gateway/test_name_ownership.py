@@ -73,8 +73,9 @@ def text(result: types.CallToolResult) -> str:
 
 
 def admin_config(tmp_path: Path, servers: dict[str, Any]) -> GatewayConfig:
-    """`servers`, authentication off with every caller an admin, `COMMAND` registrable on the host."""
-    config = make_config(tmp_path, servers, admin_without_auth=True)
+    """`servers`, authentication off with every caller an admin, `COMMAND` registrable on the host;
+    nothing waits for servers still connecting (the tests say when each one lists)."""
+    config = make_config(tmp_path, servers, admin_without_auth=True, first_listing_wait=0)
     return replace(config, registration=RegistrationPolicy(allow_commands=(COMMAND,), sandbox_stdio=False))
 
 
@@ -135,7 +136,8 @@ async def test_a_name_stays_with_the_server_that_first_held_it_across_a_restart_
     tmp_path: Path, store_backend: Backend
 ) -> None:
     calls: list[str] = []
-    config = replace(make_config(tmp_path, {"one": PLAIN, "two": PLAIN}), store=store_backend.settings)
+    servers = {"one": PLAIN, "two": PLAIN}
+    config = replace(make_config(tmp_path, servers, first_listing_wait=0), store=store_backend.settings)
 
     def transports(one: anyio.Event, two: anyio.Event) -> dict[str, TransportFactory]:
         return {"one": gated(owner("one", "echo"), one), "two": gated(usurper(calls, ["echo"]), two)}
