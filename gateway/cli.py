@@ -25,7 +25,8 @@ from gateway.config.clientfiles import CLIENTS, gateway_snippet, stdio_command
 from gateway.datadir import make_private
 from gateway.errors import ConfigError
 from gateway.logformat import LOG_FORMATS, formatter
-from gateway.redaction import Redactor, configure_logging
+from gateway.redaction import Redactor, configure_logging, quiet_clients
+from gateway.sandbox.hardening import DEFAULT_IMAGE
 
 if TYPE_CHECKING:
     from gateway.config.model import GatewayConfig
@@ -46,9 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
+    def with_config(name: str, help_text: str, config_help: str = _CONFIG_HELP) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--config", type=Path, help="configuration file (default: the embedded defaults)")
+        sub.add_argument("--config", type=Path, help=config_help)
         return sub
 
     serve = with_config("serve", "serve MCP over streamable HTTP at /mcp")
@@ -59,7 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     stdio.add_argument("--role", help="the stdio client's role (default: gateway.stdio_role)")
     stdio.add_argument("--group", help="serve only this tool group's tools (a group of the config or the API)")
     with_config("check", "validate the configuration, connect to each server and report")
-    catalog = with_config("catalog", "the running gateway's catalog (with --config: offline, from the file's servers)")
+    catalog = with_config(
+        "catalog",
+        "the running gateway's catalog (with --config: offline, from the file's servers)",
+        "work offline on this configuration file's servers (default: ask the running gateway)",
+    )
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _remote(catalog)
     for name, help_text in _CATALOG_FILTERS.items():
@@ -76,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     _remote(servers)
     sandbox = commands.add_parser("sandbox", help="manage the sandbox image: `sandbox build [--force] [--method M]`")
     sandbox.add_argument("action", choices=["build"])
+    sandbox.add_argument("--force", action="store_true", help="rebuild even when the image is current")
+    sandbox.add_argument("--method", choices=["auto", "dockerfile", "rootfs"], default="auto", help="default auto")
+    sandbox.add_argument("--tag", default=DEFAULT_IMAGE, help=f"the image's tag (default {DEFAULT_IMAGE})")
     hash_key = commands.add_parser("hash-key", help="print the sha256 of an API key, for auth.api_keys[].key_sha256")
     hash_key.add_argument("key", nargs="?", help="the key (default: read from stdin without echo)")
     audit = with_config("audit", "print recent audit entries")
@@ -83,7 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--session", help="only this session's entries")
     audit.add_argument("--tool", help="only this tool's entries")
     approvals = with_config(
-        "approvals", "list, approve or decline parked high-risk calls (with --config: offline, on its data_dir)"
+        "approvals",
+        "list, approve or decline parked high-risk calls (with --config: offline, on its data_dir)",
+        "work directly on this configuration file's data_dir (default: ask the running gateway)",
     )
     approvals.add_argument("action", choices=["list", "approve", "decline"])
     approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
@@ -118,6 +128,7 @@ _CATALOG_FILTERS = {
     "group": "only this tool group's tools",
 }
 _REMOTE = {"servers", "catalog", "approvals", "changes"}
+_CONFIG_HELP = "configuration file (default: the embedded defaults)"
 
 
 def _remote(sub: argparse.ArgumentParser) -> None:
@@ -156,17 +167,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     lazysdk.install()
     if argv is None:
         argv = sys.argv[1:]
-    if list(argv[:2]) == ["sandbox", "build"]:
-        from gateway.sandbox import image as sandbox_image  # docker-py: only for this command
-
-        raise SystemExit(sandbox_image.main(list(argv[2:])))
     args = _parser().parse_args(argv)
     if args.command == "hash-key":
         raise SystemExit(print_key_hash(args.key, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(args.log_format))
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
+    if args.command == "sandbox":
+        from gateway.sandbox import image as sandbox_image  # docker-py: only for this command
+
+        raise SystemExit(sandbox_image.build_command(args.tag, args.method, force=args.force))
     if args.command in _REMOTE and getattr(args, "config", None) is None:
+        # A line for each request would bury the command's answer (17 for one `servers add`).
+        quiet_clients(logging.getLogger().level)
         raise SystemExit(_run_remote(args))
     try:
         config = _config(args.config)
@@ -369,6 +382,9 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
             for note in config.notes:
                 print(f"  note: {note}")
             for status in gateway.statuses():
+                if not status.enabled:
+                    print(f"  [off] {status.name} ({status.transport}): disabled, not started")
+                    continue
                 mark = "ok" if status.state == State.READY else "FAIL"
                 required = " required" if status.required else ""
                 reason = status.error or ("" if status.state == State.READY else f"not connected after {waited:g} s")

@@ -79,5 +79,10 @@ def configure_logging(redact: Redactor, level: int) -> None:
     """Put a `RedactingFilter` on every root handler, and quiet the HTTP client loggers below DEBUG."""
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter(redact))
+    quiet_clients(level)
+
+
+def quiet_clients(level: int) -> None:
+    """Let the HTTP client loggers' line per request through only at DEBUG."""
     for name in CLIENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)

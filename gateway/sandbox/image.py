@@ -306,20 +306,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="build cache (default ~/.cache/...)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the image is current")
     args = parser.parse_args(argv)
+    return build_command(args.tag, args.method, force=args.force, data_dir=args.data_dir)
+
+
+def build_command(tag: str, method: Method, *, force: bool, data_dir: Path | None = None) -> int:
+    """`sandbox build`: build image `tag` when it is missing or stale (always when `force`); exit status."""
     try:
         client = docker.from_env()
         sources = Sources.installed()
-        state = image_state(client, args.tag, sources)
-        if state == "current" and not args.force:
-            print(f"{args.tag} is current")
+        state = image_state(client, tag, sources)
+        if state == "current" and not force:
+            print(f"{tag} is current")
             return 0
-        print(f"{args.tag} is {state}: building" if state != "current" else f"{args.tag}: rebuilding (--force)")
+        print(f"{tag} is {state}: building" if state != "current" else f"{tag}: rebuilding (--force)")
         build_image(
-            args.tag,
+            tag,
             sources=sources,
-            method=args.method,
+            method=method,
             progress=lambda line: print(line, flush=True),
-            data_dir=args.data_dir,
+            data_dir=data_dir,
             client=client,
         )
     except docker.errors.DockerException as error:
