@@ -86,6 +86,6 @@ def approval_routes(api: Api) -> list[Route]:
     item = API_PATH + "/{approval_id}"
     return [
         Route(API_PATH, api.route(listing), methods=["GET"]),
-        Route(item + "/approve", api.route(approve), methods=["POST"]),
-        Route(item + "/decline", api.route(decline), methods=["POST"]),
+        Route(item + "/approve", api.route(approve, bodyless=True), methods=["POST"]),
+        Route(item + "/decline", api.route(decline, bodyless=True), methods=["POST"]),
     ]

@@ -52,6 +52,6 @@ def change_routes(api: Api) -> list[Route]:
     item = API_PATH + "/{change_id}"
     return [
         Route(API_PATH, api.route(listing), methods=["GET"]),
-        Route(item + "/accept", api.route(accept), methods=["POST"]),
-        Route(item + "/reject", api.route(reject), methods=["POST"]),
+        Route(item + "/accept", api.route(accept, bodyless=True), methods=["POST"]),
+        Route(item + "/reject", api.route(reject, bodyless=True), methods=["POST"]),
     ]

@@ -120,13 +120,15 @@ class Api:
         assert isinstance(identity, Identity)
         return caller_of(self.gateway, identity)
 
-    def route(self, endpoint: Endpoint) -> Endpoint:
+    def route(self, endpoint: Endpoint, *, bodyless: bool = False) -> Endpoint:
         """`endpoint` behind the Host/Origin checks (and, for a body, `Content-Type: application/json`),
-        with every error answered as JSON."""
+        with every error answered as JSON. A `bodyless` action (restart, approve, accept, ...) reads no
+        body and may also be posted without one, by a client that is no browser (`not_from_a_browser`)."""
 
         async def guarded(request: Request) -> Response:
             # A body must say it is JSON: a browser cannot send that cross-site without a preflight.
-            refused = await self._checks.validate_request(request, is_post=request.method in ("POST", "PATCH"))
+            typed = request.method in ("POST", "PATCH") and not (bodyless and not_from_a_browser(request))
+            refused = await self._checks.validate_request(request, is_post=typed)
             if refused is not None:
                 return error_response(refused.status_code, bytes(refused.body).decode("utf-8", "replace"))
             try:
@@ -135,6 +137,15 @@ class Api:
                 return answer_error(error)
 
         return guarded
+
+
+def not_from_a_browser(request: Request) -> bool:
+    """Whether `request` carries no body and comes from no page: it has an `Authorization` header,
+    which no form and no cross-site `fetch` without a preflight can set, or no `Origin`, which every
+    browser sends with a POST. Such a request needs no JSON content type to prove it was not forged."""
+    headers = request.headers
+    empty = headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers
+    return empty and ("authorization" in headers or "origin" not in headers)
 
 
 async def read_json(request: Request) -> Any:

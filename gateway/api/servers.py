@@ -124,5 +124,5 @@ def server_routes(api: Api) -> list[Route]:
         Route(item, api.route(detail), methods=["GET"]),
         Route(item, api.route(patch), methods=["PATCH"]),
         Route(item, api.route(remove), methods=["DELETE"]),
-        Route(item + "/restart", api.route(restart), methods=["POST"]),
+        Route(item + "/restart", api.route(restart, bodyless=True), methods=["POST"]),
     ]

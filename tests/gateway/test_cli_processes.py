@@ -1,6 +1,7 @@
-"""The command line as a person runs it, each command a process of its own: no line logged per
-request, `sandbox build` behind the global options, help that says where a command goes, and
-`check` on a disabled server."""
+"""The command line as a person runs it, each command a process of its own: actions posted without a
+body, no line logged per request, `sandbox build` behind the global options, help that says where a
+command goes, and `check` on a disabled server; and the admin API's bodyless actions, which a
+cross-site form still cannot send."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx2
 import pytest
 import yaml
 
+from gateway.config.loading import parse_config
 from tests.gateway.test_admin_cli import config as admin_config
 from tests.support.access import KEYS
 from tests.support.harness import REPO, http_gateway, toy_stdio
@@ -30,6 +34,15 @@ async def cli(*args: str, key: str | None = None, **env: str) -> subprocess.Comp
     return subprocess.CompletedProcess(
         finished.args, finished.returncode, finished.stdout.decode(), finished.stderr.decode()
     )
+
+
+async def test_servers_restart_from_the_command_line_restarts_the_server(tmp_path: Path) -> None:
+    async with http_gateway(admin_config(tmp_path)) as (_, url):
+        restarted = await cli("servers", "restart", "calc", "--url", url, key=KEYS["admin"])
+
+    assert restarted.returncode == 0, restarted.stderr
+    assert "calc: ready" in restarted.stderr
+    assert restarted.stdout.splitlines()[1].split()[:2] == ["calc", "ready"]
 
 
 async def test_a_command_against_a_running_gateway_logs_no_line_per_request(tmp_path: Path) -> None:
@@ -71,3 +84,27 @@ async def test_check_tells_a_disabled_server_apart_from_a_failure(tmp_path: Path
     assert checked.returncode == 0, checked.stdout
     assert "  [off] spare (stdio): disabled, not started" in checked.stdout.splitlines()
     assert "FAIL" not in checked.stdout
+
+
+def open_config(tmp_path: Path) -> Any:
+    """Authentication off and admin_without_auth on."""
+    document = {
+        "gateway": {"data_dir": str(tmp_path / "data"), "admin_without_auth": True},
+        "servers": {"calc": toy_stdio("calc")},
+    }
+    return parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+
+
+async def test_an_action_may_be_posted_without_a_body_but_not_from_a_page_without_json(tmp_path: Path) -> None:
+    async with http_gateway(open_config(tmp_path)) as (_, url), httpx2.AsyncClient(base_url=url) as http:
+        bare = await http.post("/api/v1/servers/calc/restart")
+        from_page = await http.post("/api/v1/servers/calc/restart", headers={"Origin": url})
+        from_page_as_json = await http.post(
+            "/api/v1/servers/calc/restart", headers={"Origin": url, "Content-Type": "application/json"}
+        )
+        from_a_form = await http.post("/api/v1/servers/calc/restart", headers={"Origin": url}, data={"x": "1"})
+
+    assert bare.status_code == 202, bare.text
+    assert from_page.status_code == 400
+    assert from_page_as_json.status_code == 202
+    assert from_a_form.status_code == 400
