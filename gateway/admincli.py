@@ -1,7 +1,8 @@
 """The command line against a running gateway: `servers`, `catalog`, `approvals` and `changes` over the admin API.
 
 Each command is one or a few requests to `/api/v1` (see docs/api.md) with the credential in
-`GATEWAY_API_KEY`; the answers are printed as tables or, with `--json`, as they came. A command that
+`GATEWAY_API_KEY`, or the host token of the gateway serving the default data directory
+(`gateway.hostaccess`); the answers are printed as tables or, with `--json`, as they came. A command that
 changes a server waits until the server has connected or failed, telling how it goes on stderr.
 """
 
@@ -18,6 +19,7 @@ from urllib.parse import quote
 import yaml
 
 from gateway.errors import GatewayError
+from gateway.hostaccess import read_host_file
 from gateway.poisoning import visible
 
 if TYPE_CHECKING:
@@ -103,9 +105,16 @@ def _refusal(status: int, answer: Any) -> str:
     return "\n".join(lines)
 
 
-def client_from(url: str | None) -> AdminClient:
-    """A client of the gateway at `url` (default `DEFAULT_URL`) with the key in `GATEWAY_API_KEY`."""
-    return AdminClient(url or DEFAULT_URL, os.environ.get(KEY_VARIABLE) or None)
+def client_from(url: str | None, data_dir: Path | None) -> AdminClient:
+    """A client of the gateway at `url` with the key in `GATEWAY_API_KEY`. Without `url`, or when it
+    names that gateway, the one that serves `data_dir` (its `HOST_FILE`): its URL, and its host token
+    when no key is set; otherwise `DEFAULT_URL`."""
+    key = os.environ.get(KEY_VARIABLE) or None
+    found = None if data_dir is None else read_host_file(data_dir)
+    # The host token goes only to the gateway that wrote it, never to another `--url`.
+    if found is not None and (url is None or url.rstrip("/") == found[0]):
+        return AdminClient(found[0], key or found[1])
+    return AdminClient(url or DEFAULT_URL, key)
 
 
 def read_entry_file(path: Path) -> Any:

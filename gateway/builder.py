@@ -5,6 +5,7 @@ Building opens nothing; the durable stores open in `open_stores`, which the gate
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from gateway.auth.policy import derive_risk
 from gateway.catalog import SourceListing
+from gateway.config.loading import default_config_path
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
@@ -183,6 +185,14 @@ def share_step(
     )
 
 
+def _cli_options(config: GatewayConfig) -> str:
+    """What the `approvals` command needs to find this gateway: nothing for the embedded defaults
+    (it reads their data directory), else this configuration file."""
+    if config.path is None or config.path == default_config_path():
+        return ""
+    return f" --config {shlex.quote(str(config.path))}"
+
+
 def pipeline(
     config: GatewayConfig,
     stores: Stores,
@@ -203,6 +213,7 @@ def pipeline(
         config.confirmation.risk,
         config.confirmation.ttl_seconds,
         wall_clock,
+        cli_options=_cli_options(config),
     )
     steps: list[Step] = [
         AuditCalls(stores.audit, wall_clock, observer(metrics)),

@@ -24,6 +24,7 @@ from gateway.auth.apikeys import hash_key, key_problem
 from gateway.config.clientfiles import CLIENTS, gateway_snippet, stdio_command
 from gateway.datadir import make_private
 from gateway.errors import ConfigError
+from gateway.hostaccess import HOST_FILE, HostAccess
 from gateway.logformat import LOG_FORMATS, formatter
 from gateway.redaction import Redactor, configure_logging, quiet_clients
 from gateway.sandbox.hardening import DEFAULT_IMAGE
@@ -133,13 +134,19 @@ _CONFIG_HELP = "configuration file (default: the embedded defaults)"
 
 def _remote(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
-        "--url", help=f"the running gateway (default {admincli.DEFAULT_URL}; key in {admincli.KEY_VARIABLE})"
+        "--url",
+        help=f"the running gateway (default: the one serving the default data directory, whose {HOST_FILE} "
+        f"holds its URL and host token, else {admincli.DEFAULT_URL}; a key in {admincli.KEY_VARIABLE} goes first)",
     )
 
 
 def _run_remote(args: argparse.Namespace) -> int:
-    """A command against the running gateway at `--url`."""
-    client = admincli.client_from(args.url)
+    """A command against the running gateway: at `--url`, or the one serving the default data directory."""
+    try:
+        data_dir: Path | None = Path(_config(None).settings.data_dir)
+    except ConfigError:
+        data_dir = None
+    client = admincli.client_from(args.url, data_dir)
     try:
         if args.command == "servers":
             return admincli.servers_command(client, args, sys.stdout, sys.stderr, sys.stdin)
@@ -220,7 +227,9 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     except OSError as error:
         print(f"error: cannot listen on {args.host}:{args.port}: {error.strerror or error}", file=sys.stderr)
         return 1
-    gateway = Gateway(config)
+    url = banner.base_url(args.host, listener.getsockname()[1])
+    host_access = HostAccess(url)
+    gateway = Gateway(config, host_access=host_access)
     # The gateway's redactor also learns the secrets of servers registered while it runs.
     configure_logging(gateway.redact, logging.getLogger().level)
     app = create_app(config, host=args.host, gateway=gateway)
@@ -261,8 +270,14 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
             async def announce() -> None:
                 # The socket is listening already: once the lifespan has started the gateway, it serves.
                 await gateway.wait_started()
-                url = banner.base_url(args.host, listener.getsockname()[1])
                 print(banner.serving(url, gateway.statuses()), flush=True)
+                # Only on this terminal and in the data directory: the person at the host becomes an admin with it.
+                print(
+                    f"Admin sign-in for the web page, works once: {host_access.link()}\n"
+                    "Calls waiting for approval: `python -m gateway approvals list` (it finds this gateway "
+                    f"in {gateway.data_dir / HOST_FILE})",
+                    flush=True,
+                )
                 await gateway.settled.wait()
                 print(banner.settled(gateway.statuses()), flush=True)
 

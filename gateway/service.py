@@ -40,6 +40,7 @@ from gateway.errors import (
     describe_error,
 )
 from gateway.groups import Group, GroupSet
+from gateway.hostaccess import HostAccess
 from gateway.livegroups import GroupListener, LiveGroups
 from gateway.livepins import LivePins
 from gateway.liveservers import LiveServers, Member
@@ -106,8 +107,11 @@ class Gateway:
         local_group: str | None = None,
         serving: bool = True,
         resolver: Resolver = system_resolver,
+        host_access: HostAccess | None = None,
     ) -> None:
         self.config = config
+        self.host_access = host_access
+        """The host token and sign-in link of a gateway that `serve` runs (`gateway.hostaccess`)."""
         # A gateway that only inspects (check, catalog) must not sweep the containers of one that serves.
         self._serving = serving
         settings = config.settings
@@ -153,7 +157,9 @@ class Gateway:
         """What the config file now says that only a restart applies (for `/readyz` and the API)."""
         self._started_with = config
         self.policy = config.policy
-        self.authenticator = Authenticator(config.auth)
+        self.authenticator = Authenticator(config.auth, host_access)
+        if host_access is not None:
+            self.redact.learn([host_access.token, host_access.link_code or ""])
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
@@ -219,6 +225,10 @@ class Gateway:
         """The gateway started without waiting for its upstreams, for the front doors: they serve
         at once, and each upstream joins the catalog (and clients are told) when it is ready."""
         await self._start()
+        if self.host_access is not None:
+            # Once everything it answers with is open; gone when it stops (gateway.hostaccess).
+            await anyio.to_thread.run_sync(self.host_access.write, self.data_dir)
+            self._stack.callback(self.host_access.remove, self.data_dir)
         if self._serving and self.config.path is not None and self._group is not None:
             stop = anyio.Event()
             # Closed before the task group is cancelled: a watch ends at once when told, not at its next timeout.

@@ -10,23 +10,28 @@ import hashlib
 import hmac
 
 from gateway.auth.apikeys import TOKEN68, TOKEN68_RULE, ApiKey
-from gateway.auth.identity import ANONYMOUS_CALLER, LOCAL_CALLER, AuthenticationError, Identity
+from gateway.auth.identity import ANONYMOUS_CALLER, HOST_CALLER, LOCAL_CALLER, AuthenticationError, Identity
 from gateway.auth.settings import AuthSettings
 from gateway.auth.tokens import verify_jwt
+from gateway.hostaccess import HostAccess
 
 
 class Authenticator:
     """Turns an `Authorization` header into an Identity, or raises AuthenticationError."""
 
-    def __init__(self, settings: AuthSettings) -> None:
+    def __init__(self, settings: AuthSettings, host: HostAccess | None = None) -> None:
         self.settings = settings
+        self._host = host
 
     def anonymous(self) -> Identity:
         """The identity of a request that carries no credential, when that is allowed."""
         return Identity(ANONYMOUS_CALLER, self.settings.anonymous_role, "anonymous")
 
     def authenticate(self, authorization_header: str | None) -> Identity:
-        """The caller behind `Authorization: Bearer <API key or JWT>`."""
+        """The caller behind `Authorization: Bearer <API key, JWT or host token>`."""
+        if authorization_header is not None and self._is_host(authorization_header):
+            # The person at the host, whether or not authentication is on (see gateway.hostaccess).
+            return Identity(HOST_CALLER, None, "host")
         if not self.settings.enabled:
             # Without authentication the gateway serves one trusted party (it listens on loopback):
             # one caller whose state lasts across requests, unlike the anonymous strangers of an
@@ -47,6 +52,10 @@ class Authenticator:
                 return verify_jwt(token, self.settings.jwt, self.settings.known_roles)
             raise AuthenticationError("unknown API key (JWTs are not accepted: auth.jwt is not configured)")
         raise AuthenticationError("unknown API key")
+
+    def _is_host(self, header: str) -> bool:
+        scheme, _, token = header.strip().partition(" ")
+        return self._host is not None and scheme.lower() == "bearer" and self._host.matches(token.strip())
 
     def _by_key(self, token: str) -> Identity | None:
         """The identity whose key digest matches, comparing against every key in constant time."""

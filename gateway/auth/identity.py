@@ -9,11 +9,13 @@ from typing import Literal
 from gateway.errors import GatewayError
 from gateway.session import state_key
 
-Method = Literal["api_key", "jwt", "anonymous", "local", "stdio"]
+Method = Literal["api_key", "jwt", "anonymous", "local", "stdio", "host"]
 ChallengeError = Literal["invalid_request", "invalid_token"]
 
 ANONYMOUS_CALLER = "anonymous"
 LOCAL_CALLER = "local"
+HOST_CALLER = "host"
+"""The person at the gateway's host, holding its host token (`gateway.hostaccess`)."""
 CALLER = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
 
 
@@ -32,9 +34,9 @@ class Identity:
     key: str = field(init=False, repr=False, compare=False)
     """Who this is, unambiguously: how the caller signed in, and as whom.
 
-    `api_key:<caller>`, `jwt:<issuer>:<subject>`, `stdio:<caller>` or, with authentication off,
-    `local:local`; every anonymous request has the key `anonymous`, and each anonymous session one
-    of its own (`caller_key`). Worked out once: a call reads it several times.
+    `api_key:<caller>`, `jwt:<issuer>:<subject>`, `stdio:<caller>`, `host:host` for the host token
+    or, with authentication off, `local:local`; every anonymous request has the key `anonymous`, and
+    each anonymous session one of its own (`caller_key`). Worked out once: a call reads it several times.
     """
 
     def __post_init__(self) -> None:

@@ -104,19 +104,20 @@ class ApprovalClosedError(GatewayError):
     """The approval was already decided or has expired, so it cannot be decided now."""
 
 
-def may_see(policy: Policy, caller: str, role: str | None, approval: Approval) -> bool:
-    """Whether `caller` acting as `role` may see `approval`: admins see all, others their own."""
-    return policy.is_admin(role) or approval.caller == caller
+def may_see(caller: str, admin: bool, approval: Approval) -> bool:
+    """Whether `caller` (an admin when `admin`) may see `approval`: admins see all, others their own."""
+    return admin or approval.caller == caller
 
 
-def may_decide(policy: Policy, caller: str, role: str | None, approval: Approval) -> bool:
-    """Whether `caller` acting as `role` may approve or decline `approval` through the HTTP API.
+def may_decide(policy: Policy, caller: str, admin: bool, approval: Approval) -> bool:
+    """Whether `caller` (an admin when `admin`) may approve or decline `approval` over HTTP or the page.
 
-    Admins may decide any; a caller its own only when the role the call was made with says
-    `approve: own`. The host operator (the `approvals` command) may always decide.
+    Admins (an admin role, the host token, or anyone with `admin_without_auth`) may decide any; a
+    caller its own only when the role the call was made with says `approve: own`. The `approvals`
+    command working on the data directory may always decide.
     """
     own = approval.caller == caller and policy.approves_own(approval.role)
-    return policy.is_admin(role) or own
+    return admin or own
 
 
 def decision_entry(approval: Approval) -> AuditEntry:

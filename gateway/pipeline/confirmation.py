@@ -228,7 +228,8 @@ class ConfirmationStore:
 class ConfirmRiskyCalls:
     """Pipeline step: calls at or above `threshold` run only once a person has confirmed them.
 
-    `clock` gives wall-clock seconds since the epoch, because tokens outlive the process.
+    `clock` gives wall-clock seconds since the epoch, because tokens outlive the process. `cli_options`
+    follow the `approvals approve ID` command a parked call's answer names (a `--config` to find the gateway).
     """
 
     def __init__(
@@ -239,8 +240,11 @@ class ConfirmRiskyCalls:
         threshold: Risk,
         ttl: float,
         clock: Callable[[], float] = time.time,
+        *,
+        cli_options: str = "",
     ) -> None:
         self._store = store
+        self._cli_options = cli_options
         self._approvals = approvals
         self._risk_of = risk_of
         self._threshold = threshold
@@ -288,10 +292,12 @@ class ConfirmRiskyCalls:
             "this call before it runs. Nothing was done.\n"
             f"What it does: {call.tool.description or '(no description)'}\n"
             f"Arguments: {shown}\n"
-            f"A person approves it on the gateway's host with `python -m gateway approvals approve {approval.id}`, "
-            f"or through POST {API_PATH}/{approval.id}/approve. Tell the user. Once it is approved, call '{name}' "
-            "again with exactly the same arguments and it runs once; called before that, it only says it is still "
-            f"waiting. The approval expires in {left} seconds. If it is declined, do not call it again."
+            "A person approves it on the gateway's host with "
+            f"`python -m gateway approvals approve {approval.id}{self._cli_options}`, on the web page's Approvals "
+            f"as an admin, or as an admin through POST {API_PATH}/{approval.id}/approve. Tell the user. "
+            f"Once it is approved, call '{name}' again with exactly the same arguments and it runs once; "
+            "called before that, it only says it is still waiting."
+            f" The approval expires in {left} seconds. If it is declined, do not call it again."
         )
         return types.CallToolResult(
             content=[types.TextContent(text=text)],

@@ -1,4 +1,4 @@
-"""Signing in (paste an API key or a JWT) and out."""
+"""Signing in (paste an API key or a JWT, or open the one-time link `serve` printed) and out."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from gateway.auth.identity import AuthenticationError
+from gateway.auth.identity import HOST_CALLER, AuthenticationError, Identity
+from gateway.hostaccess import HOST_FILE, LINK_PATH
 from gateway.web import csrf
 from gateway.web.pages import Person, Web, read_form
 from gateway.web.signin import COOKIE
@@ -61,6 +62,23 @@ def routes(web: Web) -> list[Route]:
             return signin_page(request, nonce, target, 401, error.message)
         return web.with_cookie(request, RedirectResponse(target, status_code=303), signed.id)
 
+    async def host_link(request: Request) -> Response:
+        # The link works once, and only with the code this process printed on its terminal.
+        access = web.gateway.host_access
+        code: str = request.path_params["code"]
+        if access is None or not access.redeem(code):
+            message = (
+                "This sign-in link was used already, or is not this gateway's: a link works once. On the gateway's "
+                "host, `python -m gateway approvals list` shows what waits and `python -m gateway approvals approve "
+                f"ID` approves it (they find the gateway through {HOST_FILE} in its data directory)."
+            )
+            return web.error_page(request, None, 403, message)
+        previous = web.sessions.get(request.cookies.get(COOKIE))
+        if previous is not None:
+            web.sessions.end(previous.id)
+        session = web.sessions.start(Identity(HOST_CALLER, None, "host"))
+        return web.with_cookie(request, RedirectResponse("/approvals", status_code=303), session.id)
+
     async def sign_out(request: Request, person: Person) -> Response:
         web.sessions.end(person.session.id)
         await web.gateway.close_session(person.session.context)
@@ -71,5 +89,6 @@ def routes(web: Web) -> list[Route]:
     return [
         Route("/signin", form, methods=["GET"]),
         Route("/signin", sign_in, methods=["POST"]),
+        Route(LINK_PATH + "/{code}", host_link, methods=["GET"]),
         Route("/signout", web.page(sign_out), methods=["POST"]),
     ]

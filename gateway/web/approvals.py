@@ -19,11 +19,15 @@ def routes(web: Web) -> list[Route]:
     gateway = web.gateway
 
     async def page(request: Request, person: Person) -> Response:
-        identity = person.caller.identity
-        pending = await visible_pending(gateway, identity)
+        caller = person.caller
+        pending = await visible_pending(gateway, caller)
         policy = gateway.policy
         rows = [
-            (approval, approval.arguments[:SUMMARY_CHARS], may_decide(policy, identity.key, identity.role, approval))
+            (
+                approval,
+                approval.arguments[:SUMMARY_CHARS],
+                may_decide(policy, caller.identity.key, caller.admin, approval),
+            )
             for approval in pending
         ]
         return web.render(request, person, "approvals.html", rows=rows, decided=request.query_params.get("decided"))
@@ -33,7 +37,7 @@ def routes(web: Web) -> list[Route]:
         if action not in ("approve", "decline"):
             raise PageError(404, f"No such action: {action!r}")
         approval_id: str = request.path_params["approval_id"]
-        decided = await decide(gateway, person.caller.identity, approval_id, approve=action == "approve", channel="web")
+        decided = await decide(gateway, person.caller, approval_id, approve=action == "approve", channel="web")
         return RedirectResponse(f"/approvals?decided={decided.status.value}", status_code=303)
 
     return [

@@ -38,7 +38,7 @@ FORM_SECONDS = 3600.0
 
 def signed(identity: Identity) -> bool:
     """Whether `identity` signed in with a credential (rather than being let in without one)."""
-    return identity.method in ("api_key", "jwt")
+    return identity.method in ("api_key", "jwt", "host")
 
 
 @dataclass(slots=True)

@@ -15,11 +15,14 @@ import anyio
 import httpx2
 import pytest
 import yaml
+from mcp import Client
 
 from gateway.config.loading import parse_config
 from tests.gateway.test_admin_cli import config as admin_config
 from tests.support.access import KEYS
 from tests.support.harness import REPO, http_gateway, toy_stdio
+from tests.support.launches import launches
+from tests.support.skills import text
 
 pytestmark = pytest.mark.anyio
 
@@ -87,10 +90,11 @@ async def test_check_tells_a_disabled_server_apart_from_a_failure(tmp_path: Path
 
 
 def open_config(tmp_path: Path) -> Any:
-    """Authentication off and admin_without_auth on."""
+    """Authentication off, admin_without_auth on, and a high-risk local tool."""
     document = {
         "gateway": {"data_dir": str(tmp_path / "data"), "admin_without_auth": True},
         "servers": {"calc": toy_stdio("calc")},
+        "local_tools": ["tests.support.launches"],
     }
     return parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
 
@@ -108,3 +112,23 @@ async def test_an_action_may_be_posted_without_a_body_but_not_from_a_page_withou
     assert from_page.status_code == 400
     assert from_page_as_json.status_code == 202
     assert from_a_form.status_code == 400
+
+
+async def test_with_admin_without_auth_an_approval_is_decided_over_http(tmp_path: Path) -> None:
+    log = tmp_path / "launches.log"
+    arguments = {"log": str(log), "target": "moon"}
+    async with (
+        http_gateway(open_config(tmp_path)) as (_, url),
+        httpx2.AsyncClient(base_url=url) as http,
+        Client(f"{url}/mcp") as client,
+    ):
+        parked = await client.call_tool("local__launch", arguments)
+        assert parked.is_error and parked.meta is not None, text(parked)
+        approval = parked.meta["io.mcp-gateway/approval"]["id"]
+        decided = await http.post(f"/api/v1/approvals/{approval}/approve")
+        ran = await client.call_tool("local__launch", arguments)
+
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["approval"]["decided_by"] == "api:local:local"
+    assert not ran.is_error, text(ran)
+    assert launches(log) == ["moon"]
