@@ -10,6 +10,7 @@ import argparse
 import getpass
 import json
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from gateway.auth.apikeys import hash_key, key_problem
 from gateway.config.clientfiles import CLIENTS, gateway_snippet, stdio_command
 from gateway.datadir import make_private
 from gateway.errors import ConfigError
-from gateway.hostaccess import HOST_FILE, HostAccess
+from gateway.hostaccess import HOST_FILE, HostAccess, read_host_file
 from gateway.logformat import LOG_FORMATS, formatter
 from gateway.redaction import Redactor, configure_logging, quiet_clients
 from gateway.sandbox.hardening import DEFAULT_IMAGE
@@ -94,7 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     approvals = with_config(
         "approvals",
         "list, approve or decline parked high-risk calls (with --config: offline, on its data_dir)",
-        "work directly on this configuration file's data_dir (default: ask the running gateway)",
+        "work directly on this configuration file's data_dir (default: ask the running gateway; when none "
+        "serves the default data directory, work on that directory directly)",
     )
     approvals.add_argument("action", choices=["list", "approve", "decline"])
     approvals.add_argument("id", nargs="?", help="the approval to approve or decline")
@@ -140,13 +142,26 @@ def _remote(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _default_data_dir() -> Path | None:
+    """The data directory of the embedded defaults (None when they do not load)."""
+    try:
+        return Path(_config(None).settings.data_dir)
+    except ConfigError:
+        return None
+
+
+def _offline_approvals(args: argparse.Namespace) -> bool:
+    """Whether `approvals` without `--config` works on the default data directory itself: nothing names
+    a gateway to ask (no `--url`, no key) and none serves that directory (a stdio gateway, or none)."""
+    if args.command != "approvals" or args.url is not None or os.environ.get(admincli.KEY_VARIABLE):
+        return False
+    data_dir = _default_data_dir()
+    return data_dir is not None and read_host_file(data_dir) is None
+
+
 def _run_remote(args: argparse.Namespace) -> int:
     """A command against the running gateway: at `--url`, or the one serving the default data directory."""
-    try:
-        data_dir: Path | None = Path(_config(None).settings.data_dir)
-    except ConfigError:
-        data_dir = None
-    client = admincli.client_from(args.url, data_dir)
+    client = admincli.client_from(args.url, _default_data_dir())
     try:
         if args.command == "servers":
             return admincli.servers_command(client, args, sys.stdout, sys.stderr, sys.stdin)
@@ -184,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         from gateway.sandbox import image as sandbox_image  # docker-py: only for this command
 
         raise SystemExit(sandbox_image.build_command(args.tag, args.method, force=args.force))
-    if args.command in _REMOTE and getattr(args, "config", None) is None:
+    if args.command in _REMOTE and getattr(args, "config", None) is None and not _offline_approvals(args):
         # A line for each request would bury the command's answer (17 for one `servers add`).
         quiet_clients(logging.getLogger().level)
         raise SystemExit(_run_remote(args))

@@ -5,6 +5,7 @@ the gateway's own pages on loopback, reaches neither the host token nor a decisi
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import stat
@@ -17,7 +18,7 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from gateway.config.loading import default_config_path
 from gateway.hostaccess import HOST_FILE, LINK_PATH
@@ -70,6 +71,29 @@ async def test_the_command_a_parked_call_names_approves_it_on_a_default_local_ga
 
     data = tmp_path / "data"
     assert not (data / HOST_FILE).exists(), "the file goes when the gateway stops"
+
+
+async def test_the_command_a_parked_call_names_approves_it_for_a_gateway_a_client_launched_over_stdio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("GATEWAY_API_KEY", raising=False)
+    launched = StdioServerParameters(
+        command=sys.executable, args=["-m", "gateway", "stdio"], cwd=str(REPO), env=dict(os.environ)
+    )
+    async with Client(launched) as client:
+        await until_listed(client, "sqlite__execute")
+        parked = await client.call_tool("sqlite__execute", WRITE)
+        found = COMMAND.search(text(parked))
+        assert found is not None, text(parked)
+
+        # No gateway serves the data directory over HTTP: the command works on it directly.
+        approved = await command(found.group(1))
+        assert approved.returncode == 0, approved.stderr.decode()
+        assert b"approved: sqlite__execute" in approved.stdout
+
+        ran = await client.call_tool("sqlite__execute", WRITE)
+    assert not ran.is_error, text(ran)
 
 
 async def test_the_host_file_is_private_and_its_token_reaches_no_tool_result_audit_row_or_log_line(
