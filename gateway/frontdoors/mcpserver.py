@@ -9,13 +9,14 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from importlib.metadata import version as package_version
 from typing import Any
 from uuid import uuid4
 
+import anyio
 import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
@@ -26,6 +27,7 @@ from mcp.server.subscriptions import (
     ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
+    ServerEvent,
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -41,7 +43,7 @@ from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors import tasks
 from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.frontdoors.listingcache import ListingCache
-from gateway.frontdoors.notifications import Coalescer, ProgressThrottle
+from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.redaction import Redactor
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 
 SESSION_KEY = "gateway.session"
 CONNECTION_KEY = "gateway.connection"
+NOTICES_KEY = "gateway.list-changes"
 DEFAULT_HANDLE = "default"
 APPROVAL_REQUEST = "approval"
 APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
@@ -63,6 +66,17 @@ APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
 }
 GROUP_STATE = "group"
 Context = ServerRequestContext[Any, Any]
+
+SENDERS: dict[ListKind, Callable[[Connection], Awaitable[None]]] = {
+    "tools": Connection.send_tool_list_changed,
+    "prompts": Connection.send_prompt_list_changed,
+    "resources": Connection.send_resource_list_changed,
+}
+BUS_EVENTS: dict[ListKind, Callable[[], ServerEvent]] = {
+    "tools": ToolsListChanged,
+    "prompts": PromptsListChanged,
+    "resources": ResourcesListChanged,
+}
 
 # For the SDK's check of 2026-era `Mcp-Param-*` headers, which runs in the request's task with the
 # tool name alone; handlers read the group from the request's state instead.
@@ -220,20 +234,39 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     return notes
 
 
-async def notify_tools_changed(
-    gateway: Gateway, bus: InMemorySubscriptionBus, sessions: Iterable[SessionContext] | None = None
-) -> None:
-    """Tell connected clients that the lists changed: handshake-era sessions (`sessions`, default
-    all) through their back channel, 2026-era clients through their `subscriptions/listen` streams,
-    which are not told apart by endpoint."""
-    for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
-        await bus.publish(event)
-    for context in gateway.sessions.live() if sessions is None else sessions:
-        connection = context.state.get(CONNECTION_KEY)
-        if isinstance(connection, Connection) and connection.has_standalone_channel:
-            await connection.send_tool_list_changed()
-            await connection.send_prompt_list_changed()
-            await connection.send_resource_list_changed()
+def seen_lists(gateway: Gateway, session: SessionContext) -> Lists:
+    """The tools, prompts and resources (with templates) `session` sees now."""
+    resources = gateway.resources
+    listed = (resources.listed(session), resources.templates(session))
+    return Lists(gateway.listed_tools(session), resources.prompts(session), listed)
+
+
+def published_lists(gateway: Gateway) -> Lists:
+    """What decides the lists of 2026-era clients, which are told through one stream, not told apart."""
+    visibility = (gateway.policy.roles, gateway.groups())
+    catalog = gateway.catalog
+    return Lists(
+        (catalog.tools, gateway.skills.names, visibility),
+        (catalog.prompts, visibility),
+        (catalog.resources, catalog.templates, gateway.skills.names, visibility),
+    )
+
+
+async def tell_lists_changed(sessions: Iterable[SessionContext]) -> None:
+    """Tell each of `sessions` of its lists that changed, each session in a task of its own: one
+    waiting out its interval or slow to take a message holds up no other."""
+
+    async def tell(notices: ListChanges) -> None:
+        try:
+            await notices()
+        except Exception:  # a client that went away must not stop the others being told
+            log.debug("list_changed not delivered", exc_info=True)
+
+    async with anyio.create_task_group() as group:
+        for context in sessions:
+            notices = context.state.get(NOTICES_KEY)
+            if isinstance(notices, ListChanges):
+                group.start_soon(tell, notices)
 
 
 @contextmanager
@@ -428,26 +461,36 @@ def build_server(
     )
     server.middleware.append(listings)
 
+    interval = gateway.config.settings.notify_coalesce_ms / 1000
+
     async def initialized(ctx: Context, params: types.NotificationParams) -> None:
-        # Known from its handshake, a client that has sent no request yet is still told of list changes.
-        session_of(gateway, ctx)
-
-    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
-
-    async def notify() -> None:
-        await notify_tools_changed(gateway, bus)
-
-    # A storm of upstream list changes reaches clients as at most one notification per interval.
-    changed = Coalescer(notify, gateway.config.settings.notify_coalesce_ms / 1000, clock)
-
-    async def session_changed(session: SessionContext) -> None:
+        # Known from its handshake, a client that has sent no request yet is still told of list
+        # changes, from the lists it can see now on.
+        session = session_of(gateway, ctx)
         connection = session.state.get(CONNECTION_KEY)
         if isinstance(connection, Connection) and connection.has_standalone_channel:
-            await connection.send_tool_list_changed()
+            session.state[NOTICES_KEY] = ListChanges(
+                lambda: seen_lists(gateway, session), lambda kind: SENDERS[kind](connection), interval, clock
+            )
+
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    published = [published_lists(gateway)]
+
+    async def notify() -> None:
+        lists = published_lists(gateway)
+        for kind in lists.changed(published[0]):
+            await bus.publish(BUS_EVENTS[kind]())
+        published[0] = lists
+        await tell_lists_changed(gateway.sessions.live())
+
+    # A storm of upstream list changes makes at most one round of telling per interval.
+    changed = Coalescer(notify, interval, clock)
+
+    async def session_changed(session: SessionContext) -> None:
+        await tell_lists_changed([session])
 
     async def group_changed(name: str) -> None:
-        members = [context for context in gateway.sessions.live() if context.group == name]
-        await notify_tools_changed(gateway, bus, members)
+        await tell_lists_changed([context for context in gateway.sessions.live() if context.group == name])
 
     async def deliver(session: SessionContext, notice: Any) -> None:
         # Outside a request a notice can only reach a handshake-era client with its stream open.

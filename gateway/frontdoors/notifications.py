@@ -3,13 +3,16 @@
 An upstream that sends 10,000 list_changed, or reports progress on every item of a long loop,
 must not make the gateway push as many messages to every client. The first of a burst goes out
 at once (a single change reaches clients without delay); the rest collapse into at most one per
-interval, and the last state always goes out.
+interval, and the last state always goes out. A client is told only of the lists that changed as
+it sees them: its tools, its prompts, its resources, each compared with what it was last told.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 
@@ -19,6 +22,21 @@ from gateway.pipeline.chain import ProgressFn
 PROGRESS_INTERVAL = 0.02
 
 Clock = Callable[[], float]
+ListKind = Literal["tools", "prompts", "resources"]
+LIST_KINDS: tuple[ListKind, ...] = ("tools", "prompts", "resources")
+
+
+@dataclass(frozen=True, slots=True)
+class Lists:
+    """What a client's three lists hold, compared by value to tell which of them changed."""
+
+    tools: object
+    prompts: object
+    resources: object
+
+    def changed(self, before: Lists) -> list[ListKind]:
+        """The kinds whose list differs from `before`."""
+        return [kind for kind in LIST_KINDS if getattr(self, kind) != getattr(before, kind)]
 
 
 class Coalescer:
@@ -76,3 +94,28 @@ class ProgressThrottle:
         if self._held is not None:
             held, self._held = self._held, None
             await self._send(*held)
+
+
+class ListChanges:
+    """One client's list_changed notifications: a kind goes out only when that list, as the client
+    sees it, differs from when it was last told, and at most once per `interval` (the last change
+    is never lost). `lists` reads the client's lists now; what they hold at construction is what
+    the client is taken to have seen."""
+
+    def __init__(
+        self, lists: Callable[[], Lists], send: Callable[[ListKind], Awaitable[None]], interval: float, clock: Clock
+    ) -> None:
+        self._lists = lists
+        self._send = send
+        self._told = lists()
+        self._coalesce = Coalescer(self._tell, interval, clock)
+
+    async def __call__(self) -> None:
+        """Tell the client of its lists that changed: now, or once an interval since the last has passed."""
+        await self._coalesce()
+
+    async def _tell(self) -> None:
+        lists = self._lists()
+        changed, self._told = lists.changed(self._told), lists
+        for kind in changed:
+            await self._send(kind)

@@ -1,0 +1,65 @@
+"""What clients are told of list changes over real HTTP: only the kinds of list that changed, at
+most once per interval each, and nothing to a session that closed."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from tests.support.access import http_client
+from tests.support.harness import REPO, http_gateway, make_config
+from tests.support.probe import wait_until
+
+pytestmark = pytest.mark.anyio
+
+# A stdio server starts in a second or two; a loaded machine may take much longer.
+JOIN_LIMIT = 60.0
+KINDS = {
+    types.ToolListChangedNotification: "tools",
+    types.PromptListChangedNotification: "prompts",
+    types.ResourceListChangedNotification: "resources",
+}
+
+
+def storm_server() -> dict[str, Any]:
+    """The config entry of the stdio server whose tools keep changing (tests.support.storm)."""
+    return {"command": sys.executable, "args": ["-m", "tests.support.storm"], "cwd": str(REPO)}
+
+
+async def test_a_storm_of_upstream_tool_changes_reaches_a_client_as_at_most_one_tools_list_changed_per_interval(
+    tmp_path: Path,
+) -> None:
+    interval = 0.5
+    config = make_config(tmp_path, {"storm": storm_server()}, notify_coalesce_ms=int(interval * 1000))
+    told: list[str] = []
+
+    async def handle(message: Any) -> None:
+        kind = KINDS.get(type(message))
+        if kind is not None:
+            told.append(kind)
+
+    async with (
+        http_gateway(config) as (gateway, url),
+        http_client(url, message_handler=handle) as client,
+    ):
+        await wait_until(lambda: gateway.catalog.tool("storm__storm") is not None, limit=JOIN_LIMIT)
+        started = time.monotonic()
+        await client.call_tool("storm__storm", {"count": 100, "pause": 0.02})
+
+        async def listed() -> bool:
+            return "storm__added_99" in {tool.name for tool in (await client.list_tools()).tools}
+
+        with anyio.fail_after(JOIN_LIMIT):
+            while not await listed():
+                await anyio.sleep(0.05)
+        await wait_until(lambda: "tools" in told, limit=JOIN_LIMIT)
+        elapsed = time.monotonic() - started
+    # A hundred changes of the tools, and only the tools: one notice at once, then one per interval at most.
+    assert told.count("tools") <= 1 + elapsed / interval
+    assert set(told) == {"tools"}
