@@ -468,10 +468,16 @@ def build_server(
         # changes, from the lists it can see now on.
         session = session_of(gateway, ctx)
         connection = session.state.get(CONNECTION_KEY)
-        if isinstance(connection, Connection) and connection.has_standalone_channel:
-            session.state[NOTICES_KEY] = ListChanges(
-                lambda: seen_lists(gateway, session), lambda kind: SENDERS[kind](connection), interval, clock
-            )
+        if not isinstance(connection, Connection) or not connection.has_standalone_channel:
+            return
+
+        async def send(kind: ListKind) -> None:
+            # A notice held back for its interval may come due after the session ended: its client
+            # may be closing its streams, and would take the notice for a broken message.
+            if gateway.sessions.get(session.id) is session:
+                await SENDERS[kind](connection)
+
+        session.state[NOTICES_KEY] = ListChanges(lambda: seen_lists(gateway, session), send, interval, clock)
 
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
     published = [published_lists(gateway)]
