@@ -176,12 +176,20 @@ def share_step(
     charge_of: Callable[[SessionContext], Charge | None] | None = None,
     *,
     write_through: bool = False,
+    holds_attempts: bool = False,
 ) -> ShareSessionState:
     """The step moving a stateless-era session's state through the seam, kept as long as an idle
-    session; with `charge_of`, its round trip counts the call against its budget too."""
+    session; with `charge_of`, its round trip counts the call against its budget too, and with
+    `holds_attempts` appends the call's attempt to the loop window."""
     settings = config.settings
     return ShareSessionState(
-        state, session_codecs(settings), settings.session_idle_timeout, charge_of=charge_of, write_through=write_through
+        state,
+        session_codecs(settings),
+        settings.session_idle_timeout,
+        loop_window=settings.loop_window,
+        charge_of=charge_of,
+        write_through=write_through,
+        holds_attempts=holds_attempts,
     )
 
 

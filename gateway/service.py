@@ -260,7 +260,7 @@ class Gateway:
         self.catalog.names.load(await anyio.to_thread.run_sync(self.name_store.rows))
         self._stack.push_async_callback(self.shared.aclose)
         self.live_groups.load_stored(self.registrations)
-        share = builder.share_step(self.config, self.shared, self.budgets.charge_of)
+        share = builder.share_step(self.config, self.shared, self.budgets.charge_of, holds_attempts=True)
         self.pipeline = builder.pipeline(
             self.config,
             stores,

@@ -17,16 +17,22 @@ Each session keeps its last `window` calls. With `repeat_limit` = N:
    A call still running, or a call to another tool, breaks the run.
 3. A refused fingerprint stays blocked for the rest of the session. A different call in
    between resets the counts of rules 1 and 2, never the block.
+
+Replicas share a detector as its snapshot plus changes (`Mark`, `LoopDetector.changes`): each
+attempt has an id, so a store can append a call's attempt in the round trip that reads the window
+and take the outcome, the block or the attempt's removal later without overwriting what other
+replicas appended meanwhile.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -36,6 +42,8 @@ from gateway.pipeline.chain import CallNext, ToolCall
 
 # The detector lives in the session's own state, so it goes away with the session.
 STATE_KEY = "gateway.loops.detector"
+# The call's attempt as the shared store already holds it (`ToolCall.notes`), for `DetectLoops` to admit.
+ATTEMPT_NOTE = "gateway.loops.attempt"
 
 _DATETIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?", re.IGNORECASE
@@ -75,13 +83,27 @@ class LoopRefusedError(ToolRefusedError):
     hint = _HINT
 
 
+def _attempt_id() -> str:
+    return os.urandom(8).hex()
+
+
 @dataclass(slots=True)
 class Attempt:
-    """One admitted call in a session's window; `outcome` is set when it settles."""
+    """One admitted call in a session's window; `outcome` is set when it settles. The id tells it
+    apart from the same call made elsewhere, for a store replicas share."""
 
     tool: str
     fingerprint: str
     outcome: str | None = None
+    id: str = field(default_factory=_attempt_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What a shared store holds of a detector: each attempt's outcome by id, the blocked fingerprints."""
+
+    outcomes: dict[str, str | None]
+    blocked: frozenset[str]
 
 
 class LoopDetector:
@@ -93,9 +115,10 @@ class LoopDetector:
         self._window: deque[Attempt] = deque(maxlen=window)
         self._blocked: set[str] = set()
 
-    def admit(self, tool: str, arguments: Mapping[str, Any]) -> Attempt:
-        """Record the call and return its attempt, or raise `LoopRefusedError` (see the rules above)."""
-        key = fingerprint(tool, arguments)
+    def admit(self, tool: str, arguments: Mapping[str, Any], *, held: Attempt | None = None) -> Attempt:
+        """Record the call and return its attempt, or raise `LoopRefusedError` (see the rules above).
+        `held` is the call's attempt as a shared store already holds it: recorded as it is."""
+        key = held.fingerprint if held is not None else fingerprint(tool, arguments)
         if key in self._blocked:
             raise LoopRefusedError(
                 f"Refused: an identical call to '{tool}' was already stopped as a loop in this session."
@@ -109,22 +132,46 @@ class LoopDetector:
             raise LoopRefusedError(
                 f"Refused: the last {self._repeat_limit} calls to '{tool}' all returned the same result."
             )
-        attempt = Attempt(tool, key)
+        attempt = held if held is not None else Attempt(tool, key)
         self._window.append(attempt)
         return attempt
 
     def snapshot(self) -> dict[str, Any]:
         """The window and the blocked fingerprints as JSON-ready data, for a store replicas share."""
-        window = [[attempt.tool, attempt.fingerprint, attempt.outcome] for attempt in self._window]
+        window = [[attempt.tool, attempt.fingerprint, attempt.outcome, attempt.id] for attempt in self._window]
         return {"window": window, "blocked": sorted(self._blocked)}
 
     @classmethod
     def restore(cls, data: Mapping[str, Any], window: int = 20, repeat_limit: int = 5) -> LoopDetector:
-        """A detector holding what `snapshot` gave (the newest `window` attempts of it)."""
+        """A detector holding what `snapshot` gave (the newest `window` attempts of it). An empty
+        list may come as an empty object (Redis's Lua encodes both alike); an entry without an id
+        (written before attempts had one) gets a new one."""
         detector = cls(window, repeat_limit)
-        detector._window.extend(Attempt(str(tool), str(key), outcome) for tool, key, outcome in data["window"])
-        detector._blocked.update(map(str, data["blocked"]))
+        detector._window.extend(
+            Attempt(str(tool), str(key), outcome, *map(str, rest)) for tool, key, outcome, *rest in data["window"] or ()
+        )
+        detector._blocked.update(map(str, data["blocked"] or ()))
         return detector
+
+    def mark(self) -> Mark:
+        """What this detector holds, to compare it with later (`changes`)."""
+        return Mark({attempt.id: attempt.outcome for attempt in self._window}, frozenset(self._blocked))
+
+    def changes(self, since: Mark) -> list[list[str | None]]:
+        """What changed since `since`, as edits a store applies to what it holds (see
+        `gateway.shared.redisstate`): `append` an attempt it lacks, `settle` one's outcome, `drop` one
+        no longer in the window (an attempt refused, or one older than the window), `block` a
+        fingerprint. Each edit names attempts by id, so applying it twice changes nothing more."""
+        edits: list[list[str | None]] = []
+        for attempt in self._window:
+            if attempt.id not in since.outcomes:
+                edits.append(["append", attempt.id, attempt.tool, attempt.fingerprint, attempt.outcome])
+            elif since.outcomes[attempt.id] != attempt.outcome:
+                edits.append(["settle", attempt.id, attempt.outcome])
+        present = {attempt.id for attempt in self._window}
+        edits.extend(["drop", gone] for gone in since.outcomes if gone not in present)
+        edits.extend(["block", key] for key in sorted(self._blocked - since.blocked))
+        return edits
 
     @staticmethod
     def settle(attempt: Attempt, outcome: str) -> None:
@@ -166,7 +213,7 @@ class DetectLoops:
         detector: LoopDetector | None = call.session.state.get(STATE_KEY)
         if detector is None:
             detector = call.session.state[STATE_KEY] = LoopDetector(self._window, self._repeat_limit)
-        attempt = detector.admit(call.tool.name, call.arguments)
+        attempt = detector.admit(call.tool.name, call.arguments, held=call.notes.pop(ATTEMPT_NOTE, None))
         try:
             result = await call_next(call)
         except ToolError as error:

@@ -1,10 +1,11 @@
-"""Shared state in Redis: each call's budget count and session-state read in one atomic script,
-session state written behind the calls, changes announced over pub/sub.
+"""Shared state in Redis: each call's budget count, session-state read and loop-window entry in one
+atomic script, the rest of the session state written behind the calls, changes announced over pub/sub.
 
 Keys (all under `gw:`): `gw:b:s:<session>:total` and `:recent` (calls of one session, ever and in
 the window), `gw:b:c:<caller>:recent` and `:running` (calls of one caller in the window, and
 running now), `gw:s:<session>` (a session's state: one JSON text per state key, and `@at`, the
-wall-clock time of the call that wrote it). Windows are sorted sets of call tickets scored by the
+wall-clock time of the call that wrote its snapshot; the loop window's text is edited in place by
+the script, never replaced). Windows are sorted sets of call tickets scored by the
 wall-clock time of the call, so every replica reads the same window; a running call's ticket
 leaves when the call ends, or after `lease` seconds when its replica died holding it. Every key
 expires on its own, so nothing needs sweeping. One Redis (or a Sentinel-managed primary) holds
@@ -34,11 +35,12 @@ from redis.exceptions import RedisError
 from gateway.auth.policy import Budget
 from gateway.background import Report
 from gateway.errors import StateUnavailableError
+from gateway.pipeline import loops
 from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, BudgetExceededError, Charge, refusal
 from gateway.session import state_key
 from gateway.shared.redissessions import RedisSessions
 from gateway.shared.sessions import SessionDirectory
-from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler
+from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler, Held, WindowEdits
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +54,80 @@ WRITE_BEHIND_SECONDS = 0.005
 # window, caller running, the session's state hash, then one hash per state write carried along.
 # ARGV: now, window cutoff, lease cutoff, max per session, per minute, caller per minute,
 # concurrent (-1: no limit), ticket, session ttl, window ttl, lease ttl (the budget; ARGV[4] = ''
-# when no budget is charged), the writes as JSON ([stamp, ttl, [field, value, ...]] per KEYS[6..]),
-# then the state fields to read. It applies the writes first (a write older than the stored state
-# is dropped; an equal one, a resend, rewrites the same), then checks and counts the call, then reads the state.
+# when no budget is charged), the writes as JSON ([stamp, ttl, [field, value, ...], edits, cap] per
+# KEYS[6..]), the call's attempt to append to the loop window as JSON ([ttl, cap, id, tool,
+# fingerprint], or ''), then the state fields to read. It applies the writes first (a snapshot
+# older than the stored one is dropped; an equal one, a resend, rewrites the same; the loop
+# window's edits always apply, each naming its attempt by id, so a resend changes nothing more),
+# then checks and counts the call, then reads the state and appends the attempt after the read.
 # Returns {limit, oldest score, value...}: an empty limit admits the call. Only a budget with a
 # concurrency limit holds a slot among the running calls, so the others need no round trip to free one.
 _BEGIN = """
+local LOOPS = '__LOOPS__'
+local function edit(key, edits, cap)
+  local text = redis.call('HGET', key, LOOPS)
+  local state = text and cjson.decode(text) or {window = {}, blocked = {}}
+  local window, blocked = {}, {}
+  for _, attempt in ipairs(state.window) do
+    table.insert(window, attempt)
+  end
+  for _, found in ipairs(state.blocked) do
+    blocked[found] = true
+  end
+  local function find(id)
+    for i, attempt in ipairs(window) do
+      if attempt[4] == id then
+        return i
+      end
+    end
+  end
+  for _, change in ipairs(edits) do
+    local at = find(change[2])
+    if change[1] == 'append' and not at then
+      table.insert(window, {change[3], change[4], change[5], change[2]})
+    elseif change[1] == 'settle' and at then
+      window[at][3] = change[3]
+    elseif change[1] == 'drop' and at then
+      table.remove(window, at)
+    elseif change[1] == 'block' then
+      blocked[change[2]] = true
+    end
+  end
+  while #window > cap do
+    table.remove(window, 1)
+  end
+  local keys = {}
+  for found in pairs(blocked) do
+    table.insert(keys, found)
+  end
+  table.sort(keys)
+  redis.call('HSET', key, LOOPS, cjson.encode({window = window, blocked = keys}))
+end
 local writes = cjson.decode(ARGV[12])
 for i, write in ipairs(writes) do
   local key = KEYS[5 + i]
-  local stored = tonumber(redis.call('HGET', key, '@at') or '-1')
-  if tonumber(write[1]) >= stored then
-    redis.call('HSET', key, '@at', write[1], unpack(write[3]))
-    redis.call('EXPIRE', key, write[2])
+  if #write[3] > 0 then
+    local stored = tonumber(redis.call('HGET', key, '@at') or '-1')
+    if tonumber(write[1]) >= stored then
+      redis.call('HSET', key, '@at', write[1], unpack(write[3]))
+    end
   end
+  if #write[4] > 0 then
+    edit(key, write[4], write[5])
+  end
+  redis.call('EXPIRE', key, write[2])
 end
 local function read()
-  if #ARGV < 13 then
+  if #ARGV < 14 then
     return {}
   end
-  return redis.call('HMGET', KEYS[5], unpack(ARGV, 13))
+  local values = redis.call('HMGET', KEYS[5], unpack(ARGV, 14))
+  if ARGV[13] ~= '' then
+    local held = cjson.decode(ARGV[13])
+    edit(KEYS[5], {{'append', held[3], held[4], held[5], cjson.null}}, held[2])
+    redis.call('EXPIRE', KEYS[5], held[1])
+  end
+  return values
 end
 local function answer(limit, oldest)
   local out = {limit, oldest}
@@ -115,7 +171,7 @@ if concurrent >= 0 then
   redis.call('EXPIRE', KEYS[4], ARGV[11])
 end
 return answer('', '0')
-"""
+""".replace("__LOOPS__", loops.STATE_KEY)
 
 # KEYS: session total, session window, caller window, caller running. ARGV: the ticket.
 # A call admitted ahead (see `begin`) that a step refused before the budget step: uncounted.
@@ -176,18 +232,27 @@ class RedisBudgets:
 
 @dataclass(slots=True)
 class _Write:
-    """A session's state waiting to be written: all its texts, stamped with when the call ended."""
+    """A session's state waiting to be written: its snapshot's texts (none when only the loop window
+    changed), stamped with when the call ended, and the loop window's edits."""
 
     stamp: float
     values: dict[str, str]
     ttl: int
+    edits: list[list[str | None]]
+    cap: int
+
+    def then(self, later: _Write) -> _Write:
+        """This write followed by `later`: the later snapshot (if it has one), both edits in order."""
+        snapshot = later if later.values else self
+        return _Write(snapshot.stamp, snapshot.values, later.ttl, self.edits + later.edits, max(self.cap, later.cap))
 
 
 class RedisState:
     """The `SharedState` of replicas: one Redis, reached at `url`.
 
     Each call makes one round trip on its path: `begin` runs one script that writes this replica's
-    pending session states, counts the call against its budget and reads the session's state.
+    pending session states, counts the call against its budget, reads the session's state and
+    appends the call's attempt to its loop window.
     State a call changed is written behind (`save`): carried by the next round trip this replica
     makes, or sent by `write_behind` `WRITE_BEHIND_SECONDS` after the call if none went meanwhile.
     """
@@ -214,13 +279,21 @@ class RedisState:
         self._origin = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
         self.sessions: SessionDirectory = RedisSessions(self.redis, _where(url), self._origin, clock)
 
-    async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
-        """Read a session's state (and count its call against `charge`'s budget), in one round trip
-        that also carries this replica's pending writes."""
-        return await self._round_trip(session_id, keys, charge, self._take(session_id))
+    async def begin(
+        self, session_id: str, keys: Sequence[str], charge: Charge | None, held: Held | None = None
+    ) -> Begun:
+        """Read a session's state (and count its call against `charge`'s budget, and append the
+        attempt `held` to its loop window), in one round trip that also carries this replica's
+        pending writes."""
+        return await self._round_trip(session_id, keys, charge, self._take(session_id), held)
 
     async def _round_trip(
-        self, session_id: str, keys: Sequence[str], charge: Charge | None, writes: dict[str, _Write]
+        self,
+        session_id: str,
+        keys: Sequence[str],
+        charge: Charge | None,
+        writes: dict[str, _Write],
+        held: Held | None = None,
     ) -> Begun:
         ticket, now = uuid4().hex, self._clock()
         names = _budget_keys(session_id, charge.caller if charge is not None else "")
@@ -241,11 +314,15 @@ class RedisState:
                 math.ceil(self._lease),
             ]
         names += [_state_name(session_id), *(_state_name(written) for written in writes)]
-        batch = [
-            [repr(write.stamp), write.ttl, [item for pair in write.values.items() for item in pair]]
-            for write in writes.values()
-        ]
-        args += [json.dumps(batch), *keys]
+        batch = []
+        for write in writes.values():
+            fields = [item for pair in write.values.items() for item in pair]
+            batch.append([repr(write.stamp), write.ttl, fields, write.edits, write.cap])
+        attempt = ""
+        if held is not None:
+            found = held.attempt
+            attempt = json.dumps([self._session_ttl, held.cap, found.id, found.tool, found.fingerprint])
+        args += [json.dumps(batch), attempt, *keys]
         try:
             async with _reachable(self.url):
                 answer = await self._begin(keys=names, args=args)
@@ -266,19 +343,20 @@ class RedisState:
         async with _reachable(self.url):
             await self._refund(keys=names, args=[admission.ticket])
 
-    def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
-        """Queue a session's state to be written behind the call; a newer save of the session replaces it."""
-        self._pending[session_id] = _Write(self._clock(), dict(values), math.ceil(ttl))
+    def save(self, session_id: str, values: Mapping[str, str], ttl: float, edits: WindowEdits | None = None) -> None:
+        """Queue a session's state to be written behind the call; a newer save of the session
+        replaces its snapshot and adds its loop window's edits."""
+        edited = edits if edits is not None else WindowEdits([], 0)
+        write = _Write(self._clock(), dict(values), math.ceil(ttl), edited.edits, edited.cap)
+        waiting = self._pending.get(session_id)
+        self._pending[session_id] = waiting.then(write) if waiting is not None else write
         self._written.set()
 
     async def flush(self) -> None:
         """Write every pending state now, in one round trip, with those another round trip carries
         unanswered yet: when this returns, every save made before it is in Redis."""
         if self._pending or self._sent:
-            writes = {**self._sent, **self._pending}
-            self._sent.update(self._pending)
-            self._pending.clear()
-            await self._round_trip("", (), None, writes)
+            await self._round_trip("", (), None, self._take(None))
 
     async def write_behind(self, report: Report) -> None:
         """Send pending writes that no call's round trip carried within `WRITE_BEHIND_SECONDS`; runs
@@ -296,14 +374,19 @@ class RedisState:
                 await anyio.sleep(RESUBSCRIBE_SECONDS)
                 self._written.set()
 
-    def _take(self, session_id: str) -> dict[str, _Write]:
+    def _take(self, session_id: str | None) -> dict[str, _Write]:
         """The pending writes, and the session's own sent one still unanswered (another round trip
-        may carry it yet, and this one reads the session)."""
-        writes = dict(self._pending)
-        unanswered = self._sent.get(session_id)
-        if unanswered is not None and session_id not in writes:
-            writes[session_id] = unanswered
-        self._sent.update(self._pending)
+        may carry it yet, and this one reads the session; None: every unanswered one). A pending
+        write carries the edits of its session's unanswered one too: it replaces that one among
+        those sent, so a failure of the earlier round trip loses no edit."""
+        writes = {
+            name: self._sent[name].then(write) if name in self._sent else write for name, write in self._pending.items()
+        }
+        unanswered = self._sent if session_id is None else {session_id: self._sent.get(session_id)}
+        for name, write in unanswered.items():
+            if write is not None and name not in writes:
+                writes[name] = write
+        self._sent.update(writes)
         self._pending.clear()
         return writes
 
@@ -317,7 +400,8 @@ class RedisState:
         for session_id, write in writes.items():
             if self._sent.get(session_id) is write:
                 del self._sent[session_id]
-                self._pending.setdefault(session_id, write)
+                later = self._pending.get(session_id)
+                self._pending[session_id] = write.then(later) if later is not None else write
 
     async def announce(self) -> None:
         """Publish a change; the others re-read the registrations. The change is stored already, so

@@ -4,7 +4,8 @@ Above the seam the gateway asks a `SharedState` for five things and never learns
 - `budgets`, the `BudgetCounter` of the budget step;
 - `begin` and `save`: a stateless-era session's state (active skills, the loop window) by session
   id, so that whichever replica answers a call sees the calls before it; `begin` may count the
-  call against its budget in the same round trip, and `save` writes behind the call;
+  call against its budget and append its attempt to the loop window in the same round trip, and
+  `save` writes behind the call (the skills as a snapshot, the loop window as edits);
 - `sessions`, the `SessionDirectory` the HTTP session limits count in;
 - `announce` and `follow`: a change of the API registrations on one replica reaches the others,
   which read the registrations again.
@@ -47,6 +48,25 @@ RUNNING_KEY = "gateway.shared.running"
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """A call's attempt, appended to its session's loop window in the round trip that reads the
+    window, so that a call on another replica right after it counts it; the window keeps its newest
+    `cap` attempts."""
+
+    attempt: loops.Attempt
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEdits:
+    """Edits of a session's loop window since it was read (`LoopDetector.changes`), applied where
+    the window is kept, which keeps its newest `cap` attempts."""
+
+    edits: list[list[str | None]]
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
 class Begun:
     """What a call learns in its one round trip: its session's stored state texts (keys never
     saved, or expired, left out), and its budget admission when the backend counted it ahead."""
@@ -63,19 +83,22 @@ class SharedState(Protocol):
     budgets: BudgetCounter
     sessions: SessionDirectory
 
-    async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
-        """Before a call: the stored texts of `keys` of a session, and (when the backend can do both
-        at once) the call counted against `charge`."""
+    async def begin(
+        self, session_id: str, keys: Sequence[str], charge: Charge | None, held: Held | None = None
+    ) -> Begun:
+        """Before a call: the stored texts of `keys` of a session, and (when the backend can do all
+        at once) the call counted against `charge` and its attempt `held` appended to the loop
+        window after the read."""
         ...
 
     async def refund(self, admission: Admission) -> None:
         """Uncount a call counted ahead by `begin` that was refused before the budget step."""
         ...
 
-    def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
-        """Write texts of a session behind the call, each kept `ttl` seconds after its last save. A
-        save never overtakes a later one of the same session, and a read of this process never
-        overtakes its saves."""
+    def save(self, session_id: str, values: Mapping[str, str], ttl: float, edits: WindowEdits | None = None) -> None:
+        """Write texts of a session (and `edits` of its loop window) behind the call, each kept
+        `ttl` seconds after its last save. A save never overtakes a later one of the same session,
+        and a read of this process never overtakes its saves."""
         ...
 
     async def flush(self) -> None:
@@ -109,14 +132,16 @@ class LocalState:
         self.budgets: BudgetCounter = BudgetTracker(clock)
         self.sessions: SessionDirectory = LocalSessions()
 
-    async def begin(self, session_id: str, keys: Sequence[str], charge: Charge | None) -> Begun:
+    async def begin(
+        self, session_id: str, keys: Sequence[str], charge: Charge | None, held: Held | None = None
+    ) -> Begun:
         """Nothing: the context already holds the session's state, and the budget step counts."""
         return Begun({}, None)
 
     async def refund(self, admission: Admission) -> None:
         """Nothing: `begin` counts nothing ahead."""
 
-    def save(self, session_id: str, values: Mapping[str, str], ttl: float) -> None:
+    def save(self, session_id: str, values: Mapping[str, str], ttl: float, edits: WindowEdits | None = None) -> None:
         """Nothing to do: the context keeps the state."""
 
     async def flush(self) -> None:
@@ -166,6 +191,12 @@ class ShareSessionState:
     written back after it when it changed (refused calls too: a loop's block must hold on every
     replica).
 
+    With `holds_attempts` (the tools' pipeline), that round trip also appends the call's attempt to
+    the session's loop window, so the next call sees it whichever replica answers it, however soon;
+    `DetectLoops` then admits that attempt, or refuses the call and the attempt is dropped again.
+    The loop window is written back as edits, never as a snapshot: a snapshot would overwrite the
+    attempts other replicas appended meanwhile.
+
     The tools' pipeline writes behind the answer (`write_through` False): the call's path keeps its
     one round trip. The meta-tools' pipeline writes through: a skill loaded or unloaded is in the
     shared state before the client hears of it, whichever replica it calls next.
@@ -180,30 +211,42 @@ class ShareSessionState:
         codecs: Mapping[str, Codec],
         ttl: float,
         *,
+        loop_window: int,
         charge_of: Callable[[SessionContext], Charge | None] | None = None,
         write_through: bool = False,
+        holds_attempts: bool = False,
     ) -> None:
         self._state = state
         self._codecs = dict(codecs)
         self._ttl = ttl
+        # The store keeps more attempts than the window: those of refused calls stay until dropped.
+        self._cap = 2 * loop_window
         self._charge_of = charge_of
         self._write_through = write_through
+        self._holds_attempts = holds_attempts
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         session = call.session
         if not self._state.shared or session.transport != "stateless":
             return await call_next(call)
         running: int = session.state.get(RUNNING_KEY, 0)
+        held: loops.Attempt | None = None
         if not running:
             charge = self._charge_of(session) if self._charge_of is not None else None
-            begun = await self._state.begin(session.id, list(self._codecs), charge)
+            if self._holds_attempts:
+                held = loops.Attempt(call.tool.name, loops.fingerprint(call.tool.name, call.arguments))
+                call.notes[loops.ATTEMPT_NOTE] = held
+            begun = await self._state.begin(
+                session.id, list(self._codecs), charge, Held(held, self._cap) if held is not None else None
+            )
             # What was read is what the state encodes to (or, if unreadable, differs: written afresh).
-            before = begun.values
+            before = {key: text for key, text in begun.values.items() if key != loops.STATE_KEY}
             self._apply(session, begun.values)
             if begun.admission is not None:
                 call.notes[ADMISSION_NOTE] = begun.admission
         else:
             before = self._encode(session)
+        since = self._mark(session, held)
         session.state[RUNNING_KEY] = running + 1
         try:
             return await call_next(call)
@@ -213,8 +256,14 @@ class ShareSessionState:
             if admission is not None and admission.refused is None:
                 await self._state.refund(admission)
             after = self._encode(session)
-            if after != before:
-                self._state.save(session.id, after, self._ttl)
+            detector: loops.LoopDetector | None = session.state.get(loops.STATE_KEY)
+            edits: list[list[str | None]] = (
+                detector.changes(since) if detector is not None else [["drop", id] for id in since.outcomes]
+            )
+            if after != before or edits:
+                # Skills unchanged are not written: an older copy must not replace another replica's change.
+                changed = after if after != before else {}
+                self._state.save(session.id, changed, self._ttl, WindowEdits(edits, self._cap) if edits else None)
                 if self._write_through:
                     await self._state.flush()
 
@@ -231,4 +280,18 @@ class ShareSessionState:
                 session.state.pop(key, None)
 
     def _encode(self, session: SessionContext) -> dict[str, str]:
-        return {key: codec.encode(session.state[key]) for key, codec in self._codecs.items() if key in session.state}
+        """The texts written as snapshots: every state but the loop window."""
+        return {
+            key: codec.encode(session.state[key])
+            for key, codec in self._codecs.items()
+            if key != loops.STATE_KEY and key in session.state
+        }
+
+    @staticmethod
+    def _mark(session: SessionContext, held: loops.Attempt | None) -> loops.Mark:
+        """The loop window as the store holds it now: as read, with the call's attempt appended."""
+        detector: loops.LoopDetector | None = session.state.get(loops.STATE_KEY)
+        mark = detector.mark() if detector is not None else loops.Mark({}, frozenset())
+        if held is None:
+            return mark
+        return loops.Mark({**mark.outcomes, held.id: None}, mark.blocked)

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.errors import ToolExecutionError
 from gateway.pipeline.chain import ToolCall
-from gateway.pipeline.loops import STATE_KEY, DetectLoops, LoopDetector, LoopRefusedError, fingerprint
+from gateway.pipeline.loops import STATE_KEY, Attempt, DetectLoops, LoopDetector, LoopRefusedError, Mark, fingerprint
 
 from .conftest import MakeCall, make_session, make_tool, text_result
 
@@ -102,6 +102,26 @@ def test_the_window_forgets_old_results() -> None:
     detector.settle(detector.admit("other", {}), "x")
     detector.settle(detector.admit("page", {"n": 2}), "same")
     detector.admit("page", {"n": 0})
+
+
+def test_changes_since_a_mark_name_each_attempt_a_store_must_append_settle_or_drop_and_each_new_block() -> None:
+    detector = LoopDetector(window=3, repeat_limit=2)
+    first = detector.admit("a", {})
+    held = Attempt("a", fingerprint("a", {}))
+    since = detector.mark()
+    since = Mark({**since.outcomes, held.id: None}, since.blocked)
+    with pytest.raises(LoopRefusedError):
+        detector.admit("a", {}, held=held)
+    detector.settle(first, "r")
+    nested = detector.admit("b", {})
+    assert detector.changes(since) == [
+        ["settle", first.id, "r"],
+        ["append", nested.id, "b", nested.fingerprint, None],
+        ["drop", held.id],
+        ["block", held.fingerprint],
+    ]
+    restored = LoopDetector.restore(detector.snapshot(), window=3, repeat_limit=2)
+    assert restored.mark() == detector.mark()
 
 
 def test_limits_are_checked_when_configured() -> None:

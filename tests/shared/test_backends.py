@@ -93,12 +93,24 @@ def _pipeline(state: SharedState, answer: Callable[[ToolCall], str], *steps: Ste
         return types.CallToolResult(content=[types.TextContent(text=answer(call))])
 
     budgets = [step for step in steps if isinstance(step, Budgets)]
-    share = ShareSessionState(
-        state, session_codecs(SETTINGS), ttl=600, charge_of=budgets[0].charge_of if budgets else None
+    share = _share(state, budgets[0] if budgets else None)
+    return Replica(Pipeline([share, *steps, _detect()], terminal), state)
+
+
+def _share(state: SharedState, budgets: Budgets | None = None) -> ShareSessionState:
+    charge_of = budgets.charge_of if budgets is not None else None
+    codecs = session_codecs(SETTINGS)
+    return ShareSessionState(
+        state, codecs, ttl=600, loop_window=SETTINGS.loop_window, charge_of=charge_of, holds_attempts=True
     )
-    return Replica(
-        Pipeline([share, *steps, DetectLoops(SETTINGS.loop_window, SETTINGS.loop_repeat_limit)], terminal), state
-    )
+
+
+def _search(session: SessionContext) -> ToolCall:
+    return ToolCall(session=session, tool=_tool("search"), arguments={"q": "x"})
+
+
+def _detect() -> DetectLoops:
+    return DetectLoops(SETTINGS.loop_window, SETTINGS.loop_repeat_limit)
 
 
 async def _call(replica: Replica, session: SessionContext, tool: str, **arguments: Any) -> types.CallToolResult:
@@ -161,6 +173,46 @@ async def test_a_stateless_session_s_loop_is_stopped_whichever_replica_answers(r
     assert refused.is_error and "3 times in a row" in refused.content[0].text  # type: ignore[union-attr]
     blocked = await _call(pipelines[1], replicas.sessions[1], "search", q="x")
     assert blocked.is_error and "already stopped as a loop" in blocked.content[0].text  # type: ignore[union-attr]
+
+
+async def test_alternating_replicas_refuse_the_limit_th_identical_call_with_nothing_written_behind(
+    replicas: Replicas,
+) -> None:
+    # No flush between the calls: each call's attempt is in the window once its round trip is.
+    pipelines = [_pipeline(state, lambda call: "same") for state in replicas.states]
+    results = [await pipelines[n % 2].pipeline.run(_search(replicas.sessions[n % 2])) for n in range(4)]
+    assert [result.is_error for result in results] == [False, False, True, True]
+    assert "3 times in a row" in results[2].content[0].text  # type: ignore[union-attr]
+
+
+async def test_identical_calls_running_at_once_on_two_replicas_count_each_other(replicas: Replicas) -> None:
+    release, running = anyio.Event(), anyio.Event()
+
+    async def held(call: ToolCall) -> types.CallToolResult:
+        running.set()
+        await release.wait()
+        return types.CallToolResult(content=[types.TextContent(text="same")])
+
+    first = _pipeline(replicas.states[0], lambda call: "same")
+    await _call(first, replicas.sessions[0], "search", q="x")
+    pipelines = [Pipeline([_share(state), _detect()], held) for state in replicas.states]
+    async with anyio.create_task_group() as group:
+        group.start_soon(pipelines[0].run, _search(replicas.sessions[0]))
+        # The second call starts while the first runs, past its round trip.
+        await running.wait()
+        refused = await pipelines[1].run(_search(replicas.sessions[1]))
+        release.set()
+    assert refused.is_error and "3 times in a row" in refused.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_call_refused_before_loop_detection_leaves_no_attempt_in_the_window(replicas: Replicas) -> None:
+    pipelines = [_pipeline(state, lambda call: "same", RefuseBad()) for state in replicas.states]
+    await _call(pipelines[0], replicas.sessions[0], "search", q="x")
+    await _call(pipelines[1], replicas.sessions[1], "search", q="x")
+    await _call(pipelines[0], replicas.sessions[0], "search", q="x", bad=1)
+    refused = await _call(pipelines[1], replicas.sessions[1], "search", q="x")
+    # The refused call in between broke nothing: this is the third of the same call in a row.
+    assert refused.is_error and "3 times in a row" in refused.content[0].text  # type: ignore[union-attr]
 
 
 async def test_a_stateless_session_s_active_skills_and_their_order_reach_every_replica(replicas: Replicas) -> None:

@@ -63,3 +63,15 @@ async def test_a_loop_started_on_one_gateway_is_stopped_on_the_other(tmp_path: P
             await gateway.shared.flush()
     assert [result.is_error for result in results] == [False, False, True]
     assert "3 times in a row" in text(results[2])
+
+
+async def test_identical_calls_alternating_between_gateways_are_refused_at_exactly_the_fifth(
+    tmp_path: Path, redis_url: str
+) -> None:
+    async with two_gateways(tmp_path, redis_url) as ((_, one), (_, other)):
+        for client in (one, other):
+            await client.call_tool("Load_Skill", {"name": "adding"})
+        # Back to back, nothing flushed: each call's attempt is in Redis before its answer.
+        results = [await (one, other)[n % 2].call_tool("toy__add", {"a": 1, "b": 1}) for n in range(6)]
+    assert [result.is_error for result in results] == [False] * 4 + [True, True]
+    assert "5 times in a row" in text(results[4])
