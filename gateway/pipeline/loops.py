@@ -159,17 +159,22 @@ class LoopDetector:
 
     def changes(self, since: Mark) -> list[list[str | None]]:
         """What changed since `since`, as edits a store applies to what it holds (see
-        `gateway.shared.redisstate`): `append` an attempt it lacks, `settle` one's outcome, `drop` one
-        no longer in the window (an attempt refused, or one older than the window), `block` a
-        fingerprint. Each edit names attempts by id, so applying it twice changes nothing more."""
+        `gateway.shared.redisstate`): `append` an attempt it lacks or `settle` one's outcome (both
+        `[kind, id, tool, fingerprint, outcome]`), `drop` one refused after the store took it
+        (`[kind, id]`; attempts older than the window are left for the store to trim), `block` a
+        fingerprint (`[kind, fingerprint]`). Each edit names its attempt by id, so applying it twice
+        changes nothing more."""
         edits: list[list[str | None]] = []
         for attempt in self._window:
             if attempt.id not in since.outcomes:
                 edits.append(["append", attempt.id, attempt.tool, attempt.fingerprint, attempt.outcome])
             elif since.outcomes[attempt.id] != attempt.outcome:
-                edits.append(["settle", attempt.id, attempt.outcome])
+                edits.append(["settle", attempt.id, attempt.tool, attempt.fingerprint, attempt.outcome])
         present = {attempt.id for attempt in self._window}
-        edits.extend(["drop", gone] for gone in since.outcomes if gone not in present)
+        # The window only loses attempts at its old end: those before the oldest kept were trimmed.
+        order = list(since.outcomes)
+        kept = [index for index, id in enumerate(order) if id in present]
+        edits.extend(["drop", gone] for gone in order[kept[0] if kept else 0 :] if gone not in present)
         edits.extend(["block", key] for key in sorted(self._blocked - since.blocked))
         return edits
 

@@ -4,7 +4,8 @@ atomic script, the rest of the session state written behind the calls, changes a
 Keys (all under `gw:`): `gw:b:s:<session>:total` and `:recent` (calls of one session, ever and in
 the window), `gw:b:c:<caller>:recent` and `:running` (calls of one caller in the window, and
 running now), `gw:s:<session>` (a session's state: one JSON text per state key, and `@at`, the
-wall-clock time of the call that wrote its snapshot; the loop window's text is edited in place by
+wall-clock time of the call that wrote it), `gw:l:<session>` and `gw:lb:<session>` (its loop
+window: a list of attempts, oldest first, and the set of blocked fingerprints, edited in place by
 the script, never replaced). Windows are sorted sets of call tickets scored by the
 wall-clock time of the call, so every replica reads the same window; a running call's ticket
 leaves when the call ends, or after `lease` seconds when its replica died holding it. Every key
@@ -51,81 +52,88 @@ RESUBSCRIBE_SECONDS = 1.0
 WRITE_BEHIND_SECONDS = 0.005
 
 # One script is every round trip the hot path makes. KEYS: session total, session window, caller
-# window, caller running, the session's state hash, then one hash per state write carried along.
-# ARGV: now, window cutoff, lease cutoff, max per session, per minute, caller per minute,
-# concurrent (-1: no limit), ticket, session ttl, window ttl, lease ttl (the budget; ARGV[4] = ''
-# when no budget is charged), the writes as JSON ([stamp, ttl, [field, value, ...], edits, cap] per
-# KEYS[6..]), the call's attempt to append to the loop window as JSON ([ttl, cap, id, tool,
-# fingerprint], or ''), then the state fields to read. It applies the writes first (a snapshot
-# older than the stored one is dropped; an equal one, a resend, rewrites the same; the loop
-# window's edits always apply, each naming its attempt by id, so a resend changes nothing more),
-# then checks and counts the call, then reads the state and appends the attempt after the read.
-# Returns {limit, oldest score, value...}: an empty limit admits the call. Only a budget with a
-# concurrency limit holds a slot among the running calls, so the others need no round trip to free one.
+# window, caller running, then the session's state (its hash, its loop window's list, its blocked
+# fingerprints' set), then the same three per state write carried along. ARGV: now, window cutoff,
+# lease cutoff, max per session, per minute, caller per minute, concurrent (-1: no limit), ticket,
+# session ttl, window ttl, lease ttl (the budget; ARGV[4] = '' when no budget is charged), the
+# writes as JSON ([stamp, ttl, [field, value, ...], edits, cap] per write), the call's attempt to
+# append to the loop window as JSON ([ttl, cap, entry], or ''), then the state fields to read. It
+# applies the writes first (a snapshot older than the stored one is dropped; an equal one, a
+# resend, rewrites the same; loop window edits always apply, each naming its attempt by id, so a
+# resend changes nothing more), then checks and counts the call, then reads the state (the loop
+# window's field built from its list and set) and appends the attempt after the read. A loop
+# window entry is the compact JSON `[tool,fingerprint,outcome,"id"]`, found by its id's suffix,
+# so that no edit decodes the window. Returns {limit, oldest score, value...}: an empty limit admits
+# the call. Only a budget with a concurrency limit holds a slot among the running calls, so the
+# others need no round trip to free one.
 _BEGIN = """
 local LOOPS = '__LOOPS__'
-local function edit(key, edits, cap)
-  local text = redis.call('HGET', key, LOOPS)
-  local state = text and cjson.decode(text) or {window = {}, blocked = {}}
-  local window, blocked = {}, {}
-  for _, attempt in ipairs(state.window) do
-    table.insert(window, attempt)
+local function find(list, id)
+  local suffix = ',"' .. id .. '"]'
+  for i, entry in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    if string.sub(entry, -#suffix) == suffix then
+      return i - 1
+    end
   end
-  for _, found in ipairs(state.blocked) do
-    blocked[found] = true
-  end
-  local function find(id)
-    for i, attempt in ipairs(window) do
-      if attempt[4] == id then
-        return i
+end
+local function edit(list, blocked, edits, cap, ttl)
+  for _, change in ipairs(edits) do
+    if change[1] == 'block' then
+      redis.call('SADD', blocked, change[2])
+      redis.call('EXPIRE', blocked, ttl)
+    else
+      local at = find(list, change[2])
+      if change[1] == 'append' and not at then
+        redis.call('RPUSH', list, change[3])
+      elseif change[1] == 'settle' and at then
+        redis.call('LSET', list, at, change[3])
+      elseif change[1] == 'drop' and at then
+        redis.call('LSET', list, at, '')
+        redis.call('LREM', list, 1, '')
       end
     end
   end
-  for _, change in ipairs(edits) do
-    local at = find(change[2])
-    if change[1] == 'append' and not at then
-      table.insert(window, {change[3], change[4], change[5], change[2]})
-    elseif change[1] == 'settle' and at then
-      window[at][3] = change[3]
-    elseif change[1] == 'drop' and at then
-      table.remove(window, at)
-    elseif change[1] == 'block' then
-      blocked[change[2]] = true
-    end
+  redis.call('LTRIM', list, -cap, -1)
+  redis.call('EXPIRE', list, ttl)
+end
+local function window(list, blocked)
+  local entries = redis.call('LRANGE', list, 0, -1)
+  local found = redis.call('SMEMBERS', blocked)
+  if #entries == 0 and #found == 0 then
+    return false
   end
-  while #window > cap do
-    table.remove(window, 1)
-  end
-  local keys = {}
-  for found in pairs(blocked) do
-    table.insert(keys, found)
-  end
-  table.sort(keys)
-  redis.call('HSET', key, LOOPS, cjson.encode({window = window, blocked = keys}))
+  local keys = #found > 0 and ('"' .. table.concat(found, '","') .. '"') or ''
+  return '{"window":[' .. table.concat(entries, ',') .. '],"blocked":[' .. keys .. ']}'
 end
 local writes = cjson.decode(ARGV[12])
 for i, write in ipairs(writes) do
-  local key = KEYS[5 + i]
+  local key = KEYS[5 + 3 * i]
   if #write[3] > 0 then
     local stored = tonumber(redis.call('HGET', key, '@at') or '-1')
     if tonumber(write[1]) >= stored then
       redis.call('HSET', key, '@at', write[1], unpack(write[3]))
     end
+    redis.call('EXPIRE', key, write[2])
   end
   if #write[4] > 0 then
-    edit(key, write[4], write[5])
+    edit(KEYS[6 + 3 * i], KEYS[7 + 3 * i], write[4], write[5], write[2])
   end
-  redis.call('EXPIRE', key, write[2])
 end
 local function read()
   if #ARGV < 14 then
     return {}
   end
   local values = redis.call('HMGET', KEYS[5], unpack(ARGV, 14))
+  for i = 14, #ARGV do
+    if ARGV[i] == LOOPS then
+      values[i - 13] = window(KEYS[6], KEYS[7])
+    end
+  end
   if ARGV[13] ~= '' then
     local held = cjson.decode(ARGV[13])
-    edit(KEYS[5], {{'append', held[3], held[4], held[5], cjson.null}}, held[2])
-    redis.call('EXPIRE', KEYS[5], held[1])
+    redis.call('RPUSH', KEYS[6], held[3])
+    redis.call('LTRIM', KEYS[6], -held[2], -1)
+    redis.call('EXPIRE', KEYS[6], held[1])
   end
   return values
 end
@@ -313,7 +321,7 @@ class RedisState:
                 math.ceil(WINDOW_SECONDS),
                 math.ceil(self._lease),
             ]
-        names += [_state_name(session_id), *(_state_name(written) for written in writes)]
+        names += [*_state_names(session_id), *(name for written in writes for name in _state_names(written))]
         batch = []
         for write in writes.values():
             fields = [item for pair in write.values.items() for item in pair]
@@ -321,7 +329,7 @@ class RedisState:
         attempt = ""
         if held is not None:
             found = held.attempt
-            attempt = json.dumps([self._session_ttl, held.cap, found.id, found.tool, found.fingerprint])
+            attempt = json.dumps([self._session_ttl, held.cap, _entry(found.tool, found.fingerprint, None, found.id)])
         args += [json.dumps(batch), attempt, *keys]
         try:
             async with _reachable(self.url):
@@ -347,7 +355,8 @@ class RedisState:
         """Queue a session's state to be written behind the call; a newer save of the session
         replaces its snapshot and adds its loop window's edits."""
         edited = edits if edits is not None else WindowEdits([], 0)
-        write = _Write(self._clock(), dict(values), math.ceil(ttl), edited.edits, edited.cap)
+        changes = [_edit(change) for change in edited.edits]
+        write = _Write(self._clock(), dict(values), math.ceil(ttl), changes, edited.cap)
         waiting = self._pending.get(session_id)
         self._pending[session_id] = waiting.then(write) if waiting is not None else write
         self._written.set()
@@ -444,8 +453,24 @@ def _budget_keys(session_id: str, caller: str) -> list[str]:
     return [f"gw:b:s:{session}:total", f"gw:b:s:{session}:recent", f"gw:b:c:{owner}:recent", f"gw:b:c:{owner}:running"]
 
 
-def _state_name(session_id: str) -> str:
-    return f"gw:s:{state_key(session_id)}"
+def _state_names(session_id: str) -> list[str]:
+    """A session's state hash, its loop window's list and its blocked fingerprints' set."""
+    session = state_key(session_id)
+    return [f"gw:s:{session}", f"gw:l:{session}", f"gw:lb:{session}"]
+
+
+def _entry(tool: str | None, key: str | None, outcome: str | None, id: str | None) -> str:
+    """A loop window entry as the script keeps it: compact JSON ending in its id."""
+    return json.dumps([tool, key, outcome, id], separators=(",", ":"))
+
+
+def _edit(change: Sequence[str | None]) -> list[str | None]:
+    """An edit of `LoopDetector.changes` as the script applies it: an attempt as its entry."""
+    kind, subject, *attempt = change
+    if attempt:
+        tool, key, outcome = attempt
+        return [kind, subject, _entry(tool, key, outcome, subject)]
+    return [kind, subject]
 
 
 def _refusal(budget: Budget, limit: str, oldest: str, now: float) -> BudgetExceededError | None:

@@ -115,7 +115,7 @@ def test_changes_since_a_mark_name_each_attempt_a_store_must_append_settle_or_dr
     detector.settle(first, "r")
     nested = detector.admit("b", {})
     assert detector.changes(since) == [
-        ["settle", first.id, "r"],
+        ["settle", first.id, "a", first.fingerprint, "r"],
         ["append", nested.id, "b", nested.fingerprint, None],
         ["drop", held.id],
         ["block", held.fingerprint],
