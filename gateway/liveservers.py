@@ -219,7 +219,7 @@ class LiveServers:
             self._retire(old)
 
     def _retire(self, old: _Running) -> None:
-        """Let the calls running on a replaced connection finish, at most `drain_timeout` s, then end it."""
+        """Let the calls running on a replaced or removed connection finish, at most `drain_timeout` s, then end it."""
         assert self._group is not None
 
         old.upstream.retire()
@@ -231,6 +231,17 @@ class LiveServers:
             await old.done.wait()
 
         self._group.start_soon(retire)
+
+    async def discard(self, name: str) -> None:
+        """Take the server `name` out of the set now; its running calls finish (at most
+        `drain_timeout` s) and its connection ends in the background."""
+        running = self._running.pop(name, None)
+        self.upstreams.pop(name, None)
+        self.members.pop(name, None)
+        self._router.withdraw(name)
+        await self._on_removed(name)
+        if running is not None:
+            self._retire(running)
 
     async def drop(self, name: str) -> None:
         """Take the server `name` out of the set: its running calls finish first."""
@@ -288,14 +299,15 @@ class LiveServers:
 
     async def follow_store(self) -> None:
         """Make the API's servers those the store holds now (another replica changed them): gone
-        ones removed, changed ones replaced, new ones added."""
+        ones removed (their calls finish in the background, so that the changes announced after
+        this one wait for none of them), changed ones replaced, new ones added."""
         assert self._store is not None
         # In a worker thread: PostgreSQL may take its connect timeout to answer.
         stored = await anyio.to_thread.run_sync(self._store.entries, "server")
         for name, member in list(self.members.items()):
             if member.source == "api" and name not in stored:
                 log.info("registered server %r was removed on another replica", name)
-                await self.drop(name)
+                await self.discard(name)
         for name, entry in stored.items():
             current = self.members.get(name)
             if current is None or current.source == "file" or current.entry == entry:

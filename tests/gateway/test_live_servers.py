@@ -213,6 +213,33 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
         assert gateway.statuses() == []
 
 
+async def test_a_server_removed_on_another_replica_leaves_at_once_while_its_running_call_finishes(
+    tmp_path: Path,
+) -> None:
+    started, release = anyio.Event(), anyio.Event()
+    server = gated_server(started, release)
+    transports: dict[str, TransportFactory] = {"slow": lambda: InMemoryTransport(server)}
+    results: list[types.CallToolResult] = []
+    async with gateway_client(make_config(tmp_path, {}), transports=transports) as (gateway, client):
+        await gateway.add_server({"name": "slow", "command": "unused"})
+        await wait_until(lambda: gateway.catalog.tool("slow__wait") is not None)
+
+        async def call() -> None:
+            results.append(await client.call_tool("slow__wait", {}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await started.wait()
+            # As another replica's removal reaches this one: the store changed, then the announcement.
+            gateway.registrations.remove("server", "slow")
+            await gateway.follow_registrations()
+            # Followed before the call ended: the next announcement waits for no drain.
+            assert not results
+            assert gateway.catalog.tool("slow__wait") is None and gateway.statuses() == []
+            release.set()
+        assert text_of(results[0]) == "finished" and not results[0].is_error
+
+
 def seed(data_dir: Path, entries: dict[str, dict[str, str]]) -> None:
     """Registrations as an earlier run of the gateway left them."""
     data_dir.mkdir(parents=True)
