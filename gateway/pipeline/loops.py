@@ -143,14 +143,12 @@ class LoopDetector:
 
     @classmethod
     def restore(cls, data: Mapping[str, Any], window: int = 20, repeat_limit: int = 5) -> LoopDetector:
-        """A detector holding what `snapshot` gave (the newest `window` attempts of it). An empty
-        list may come as an empty object (Redis's Lua encodes both alike); an entry without an id
-        (written before attempts had one) gets a new one."""
+        """A detector holding what `snapshot` gave (the newest `window` attempts of it)."""
         detector = cls(window, repeat_limit)
         detector._window.extend(
-            Attempt(str(tool), str(key), outcome, *map(str, rest)) for tool, key, outcome, *rest in data["window"] or ()
+            Attempt(str(tool), str(key), outcome, str(id)) for tool, key, outcome, id in data["window"]
         )
-        detector._blocked.update(map(str, data["blocked"] or ()))
+        detector._blocked.update(map(str, data["blocked"]))
         return detector
 
     def mark(self) -> Mark:
