@@ -76,11 +76,10 @@ local function find(list, id)
     end
   end
 end
-local function edit(list, blocked, edits, cap, ttl)
+local function edit(list, blocked, edits, cap)
   for _, change in ipairs(edits) do
     if change[1] == 'block' then
       redis.call('SADD', blocked, change[2])
-      redis.call('EXPIRE', blocked, ttl)
     else
       local at = find(list, change[2])
       if change[1] == 'append' and not at then
@@ -94,9 +93,14 @@ local function edit(list, blocked, edits, cap, ttl)
     end
   end
   redis.call('LTRIM', list, -cap, -1)
-  redis.call('EXPIRE', list, ttl)
 end
-local function window(list, blocked)
+-- Every key of a session lives `ttl` seconds after its last call, whatever that call changed.
+local function keep(first, ttl)
+  for k = first, first + 2 do
+    redis.call('EXPIRE', KEYS[k], ttl)
+  end
+end
+local function loop_text(list, blocked)
   local entries = redis.call('LRANGE', list, 0, -1)
   local found = redis.call('SMEMBERS', blocked)
   if #entries == 0 and #found == 0 then
@@ -113,11 +117,11 @@ for i, write in ipairs(writes) do
     if tonumber(write[1]) >= stored then
       redis.call('HSET', key, '@at', write[1], unpack(write[3]))
     end
-    redis.call('EXPIRE', key, write[2])
   end
   if #write[4] > 0 then
-    edit(KEYS[6 + 3 * i], KEYS[7 + 3 * i], write[4], write[5], write[2])
+    edit(KEYS[6 + 3 * i], KEYS[7 + 3 * i], write[4], write[5])
   end
+  keep(5 + 3 * i, write[2])
 end
 local function read()
   if #ARGV < 14 then
@@ -126,14 +130,14 @@ local function read()
   local values = redis.call('HMGET', KEYS[5], unpack(ARGV, 14))
   for i = 14, #ARGV do
     if ARGV[i] == LOOPS then
-      values[i - 13] = window(KEYS[6], KEYS[7])
+      values[i - 13] = loop_text(KEYS[6], KEYS[7])
     end
   end
   if ARGV[13] ~= '' then
     local held = cjson.decode(ARGV[13])
     redis.call('RPUSH', KEYS[6], held[3])
     redis.call('LTRIM', KEYS[6], -held[2], -1)
-    redis.call('EXPIRE', KEYS[6], held[1])
+    keep(5, held[1])
   end
   return values
 end

@@ -24,7 +24,7 @@ from gateway.errors import ConfigError, StateUnavailableError, ToolRefusedError
 from gateway.pipeline.budgets import BudgetExceededError, Budgets
 from gateway.pipeline.chain import CallNext, Pipeline, Step, ToolCall
 from gateway.pipeline.loops import DetectLoops
-from gateway.session import SessionContext
+from gateway.session import SessionContext, state_key
 from gateway.shared.redisstate import RedisState
 from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills import host
@@ -295,6 +295,27 @@ async def test_an_earlier_save_never_replaces_a_later_one(redis_url: str) -> Non
     finally:
         await late.aclose()
         await early.aclose()
+
+
+async def test_every_key_of_a_session_lives_as_long_after_its_last_call_whatever_the_call_changed(
+    redis_url: str,
+) -> None:
+    state = RedisState(redis_url, session_ttl=600, lease=120)
+    session = _session()
+    replica = _pipeline(state, lambda call: "same")
+    try:
+        await _call(replica, session, "search", q="x")
+        state.save(session.id, {host.STATE_KEY: "{}"}, 600)
+        await state.flush()
+        names = [f"gw:{kind}:{state_key(session.id)}" for kind in ("s", "l")]
+        for name in names:
+            await state.redis.expire(name, 5)
+        # A call that changes only its loop window.
+        await _call(replica, session, "search", q="z")
+        # Set again to the session's lifetime (600 s), however long the test took since.
+        assert [await state.redis.ttl(name) > 5 for name in names] == [True, True]
+    finally:
+        await state.aclose()
 
 
 async def test_a_stopping_replica_writes_what_is_pending(redis_url: str) -> None:
