@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.auth.identity import Identity
+from gateway.config.reader import DuplicateKeyError, unique_pairs
 from gateway.config.schema import ConfigProblems, JsonPath, Problem, nesting_problem, raise_if_any
 from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError, StateUnavailableError
 from gateway.service import Gateway
@@ -162,8 +163,8 @@ async def read_json(request: Request) -> Any:
         if len(body) > MAX_BODY_BYTES:
             raise TooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(body, object_pairs_hook=_unique_keys)
-    except _DuplicateKeyError as error:
+        data = json.loads(body, object_pairs_hook=unique_pairs)
+    except DuplicateKeyError as error:
         raise ConfigError(BODY_SOURCE, "", str(error)) from None
     except (ValueError, RecursionError) as error:
         # RecursionError: arrays nested deeper than the decoder recurses.
@@ -171,20 +172,6 @@ async def read_json(request: Request) -> Any:
     raise_if_any(BODY_SOURCE, nesting_problem(data))
     raise_if_any(BODY_SOURCE, text_problems(data))
     return data
-
-
-class _DuplicateKeyError(ValueError):
-    """An object names one key twice: only one of them would take effect."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # As the config file's reader does: a body whose two values of one key disagree says two things.
-    mapping: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in mapping:
-            raise _DuplicateKeyError(f"duplicate key {key!r}; only one of them would take effect")
-        mapping[key] = value
-    return mapping
 
 
 def text_problems(data: Any) -> list[Problem]:

@@ -42,7 +42,7 @@ def read_config_file(path: Path) -> Any:
         raise ConfigError(source, "", f"is not UTF-8 text (bad byte at offset {error.start})") from None
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(text, object_pairs_hook=_unique_pairs)
+            return json.loads(text, object_pairs_hook=unique_pairs)
         except json.JSONDecodeError as error:
             raise ConfigError(
                 source, f"line {error.lineno}, column {error.colno}", f"JSON syntax error: {error.msg}"
@@ -109,12 +109,17 @@ def _measure(node: yaml.Node, depth: int, seen: dict[int, tuple[int, int]], sour
     return known
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refusing a key given twice (JSON parsers would keep only the last)."""
+class DuplicateKeyError(ValueError):
+    """A JSON object gives the same key twice."""
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (JSON parsers would keep only the last):
+    the `object_pairs_hook` of every JSON the gateway reads from people (files, API bodies)."""
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise ValueError(f"duplicate key {key!r}; only one of them would take effect")
+            raise DuplicateKeyError(f"duplicate key {key!r}; only one of them would take effect")
         result[key] = value
     return result
 
