@@ -1,11 +1,14 @@
-"""The servers page: live state (refreshed by a small script from `/servers/rows`), and for admins
-forms to add servers (a pasted body in any form the admin API takes, or the fields of one) and to
-enable, disable, restart or remove one, with problems shown next to the field they concern."""
+"""The servers page: live state (refreshed by a small script from `/servers/rows`) and where each
+server is defined, and for admins forms to add servers (a pasted body in any form the admin API
+takes, or the fields of one) and to enable, disable, restart or remove one, with problems shown next
+to the field they concern. A file server is only restarted here (its entry is the config file's);
+removing asks first, on a page of its own, and every action says what it did on the page it leads to."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -14,9 +17,11 @@ from starlette.routing import Route
 from gateway.api.servers import change, register, visible_statuses
 from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
+from gateway.upstreams.connection import Status
 from gateway.web.pages import PageError, Person, Web, form_of
 
 ACTIONS = ("enable", "disable", "restart", "remove")
+DONE = {"enable": "enabled", "disable": "disabled", "restart": "restarted", "remove": "removed"}
 FIELDS = ("name", "command", "args", "url")
 
 
@@ -71,7 +76,8 @@ def routes(web: Web) -> list[Route]:
         }
 
     async def page(request: Request, person: Person) -> Response:
-        return web.render(request, person, "servers.html", problems={}, values={}, **listing(person))
+        done, person.session.flash = person.session.flash, ""
+        return web.render(request, person, "servers.html", problems={}, values={}, done=done, **listing(person))
 
     async def rows(request: Request, person: Person) -> Response:
         return web.render(request, person, "server_rows.html", **listing(person))
@@ -83,7 +89,7 @@ def routes(web: Web) -> list[Route]:
         problems: dict[str, list[str]] = {}
         try:
             form, body = body_of(values)
-            await register(gateway, person.caller, body)
+            statuses = await register(gateway, person.caller, body)
         except ConfigProblems as error:
             for path, problem in error.problems:
                 problems.setdefault(field_of(path, form), []).append(f"{path}: {problem}" if path else problem)
@@ -99,7 +105,22 @@ def routes(web: Web) -> list[Route]:
             return web.render(
                 request, person, "servers.html", status=422, problems=problems, values=values, **listing(person)
             )
+        added = ", ".join(repr(status.name) for status in statuses)
+        person.session.flash = f"Added {added}: the list shows the state as it connects."
         return RedirectResponse("/servers", status_code=303)
+
+    def status_of(name: str) -> Status:
+        status = next((status for status in gateway.statuses() if status.name == name), None)
+        if status is None:
+            raise NotFoundError(f"No such server: {name!r}")
+        return status
+
+    async def confirm(request: Request, person: Person) -> Response:
+        person.caller.require_admin()
+        status = status_of(request.path_params["name"])
+        if status.source == "file":
+            raise PageError(409, f"Server {status.name!r} is defined in the config file: remove it there.")
+        return web.render(request, person, "server_remove.html", status=200, server=status)
 
     async def act(request: Request, person: Person) -> Response:
         person.caller.require_admin()
@@ -107,19 +128,25 @@ def routes(web: Web) -> list[Route]:
         action: str = request.path_params["action"]
         if action not in ACTIONS:
             raise PageError(404, f"No such action: {action!r}")
-        if name not in {status.name for status in gateway.statuses()}:
-            raise NotFoundError(f"No such server: {name!r}")
+        status = status_of(name)
+        if action != "restart" and status.source == "file":
+            raise PageError(409, f"Server {name!r} is defined in the config file: {action} it there.")
+        if action == "remove" and form_of(request).get("confirmed") != "yes":
+            # Only the confirmation page's form says yes: any other POST is asked first.
+            return RedirectResponse(f"/servers/{quote(name, safe='')}/remove", status_code=303)
         if action == "restart":
             await gateway.restart_server(name)
         elif action == "remove":
             await gateway.remove_server(name)
         else:
             await change(gateway, person.caller, name, {"enabled": action == "enable"})
+        person.session.flash = f"Server {name!r} was {DONE[action]}."
         return RedirectResponse("/servers", status_code=303)
 
     return [
         Route("/servers", web.page(page), methods=["GET"]),
         Route("/servers/rows", web.page(rows), methods=["GET"]),
         Route("/servers/add", web.page(add), methods=["POST"]),
+        Route("/servers/{name}/remove", web.page(confirm), methods=["GET"]),
         Route("/servers/{name}/{action}", web.page(act), methods=["POST"]),
     ]

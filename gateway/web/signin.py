@@ -54,6 +54,8 @@ class WebSession:
     """A JWT's `exp` (epoch seconds); None for an API key or no credential."""
     context: str = ""
     """The id of the MCP session context its calls run in, so budgets, loops and approvals see one session."""
+    flash: str = ""
+    """What the last action did, said once on the page its redirect leads to (set by the action, taken by that page)."""
 
 
 class WebSessions:

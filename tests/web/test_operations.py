@@ -99,3 +99,55 @@ async def test_an_approval_given_on_the_page_lets_a_parked_call_run_exactly_once
     assert launches(log) == ["moon"]
     # The retry that was parked again waits for a new approval; the decided one is gone from the list.
     assert f"/approvals/{approval.group(1)}/approve" not in after.text
+
+
+async def test_a_file_server_offers_only_restart_and_refuses_disable_and_remove_with_where_to_edit_it(
+    tmp_path: Path,
+) -> None:
+    config = access_config(tmp_path, {"toy": toy_entry()}, roles=ROLES)
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url),
+        web_client(url) as page,
+    ):
+        await page.sign_in(ADMIN)
+        rows = await page.get("/servers/rows")
+        disabled = await page.submit("/servers", "/servers/toy/disable")
+        confirm = await page.get("/servers/toy/remove")
+        restarted = await page.submit("/servers", "/servers/toy/restart")
+        after = await page.get("/servers")
+    assert "config file" in rows.text and "Edited in the config file" in rows.text
+    assert re.findall(r'action="/servers/toy/(\w+)"', rows.text) == ["restart"]
+    assert disabled.status_code == 409 and "defined in the config file: disable it there" in disabled.text
+    assert confirm.status_code == 409 and "remove it there" in confirm.text
+    assert restarted.status_code == 303
+    assert "Server &#39;toy&#39; was restarted." in after.text
+
+
+async def test_removing_an_api_server_asks_first_and_then_says_it_was_removed(tmp_path: Path) -> None:
+    policy = RegistrationPolicy(allow_urls=("http://127.0.0.1:*/**",))
+    config = replace(access_config(tmp_path, {"toy": toy_entry()}, roles=ROLES), registration=policy)
+    async with (
+        recording_upstream(tmp_path / "headers.log") as upstream,
+        http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (gateway, url),
+        web_client(url) as page,
+    ):
+        await page.sign_in(ADMIN)
+        await page.submit("/servers", "/servers/add", {"form": "fields", "name": "remote", "url": upstream})
+        added = await page.get("/servers")
+        rows = await page.get("/servers/rows")
+        unconfirmed = await page.submit("/servers", "/servers/remote/remove")
+        kept = [status.name for status in gateway.statuses()]
+        asked = await page.get("/servers/remote/remove")
+        removed = await page.submit("/servers/remote/remove", "/servers/remote/remove", {"confirmed": "yes"})
+        said = await page.get("/servers")
+        said_once = await page.get("/servers")
+    assert "Added &#39;remote&#39;" in added.text
+    assert re.findall(r'action="/servers/remote/(\w+)"', rows.text) == ["disable", "restart", "remove"]
+    assert "API" in rows.text
+    assert unconfirmed.status_code == 303 and unconfirmed.headers["location"] == "/servers/remote/remove"
+    assert "remote" in kept
+    assert asked.status_code == 200 and "Remove server remote?" in asked.text
+    assert removed.status_code == 303 and removed.headers["location"] == "/servers"
+    assert "remote" not in [status.name for status in gateway.statuses()]
+    assert "Server &#39;remote&#39; was removed." in said.text and 'role="status"' in said.text
+    assert "was removed" not in said_once.text
