@@ -240,3 +240,70 @@ def test_axe_finds_nothing_serious_on_any_page(served: ServedGateway, browser: w
     wait_for_text(browser, "#result", "Error")
     found["try-it error"] = axe_violations(browser)
     assert {path: describe(v) for path, v in found.items() if v} == {}
+
+
+def test_removing_a_server_on_the_page_asks_first_and_then_says_it_is_gone(
+    served: ServedGateway, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    with served.portal.wrap_async_context_manager(recording_upstream(tmp_path / "headers.log")) as upstream:
+        sign_in(browser, served.url, ADMIN)
+        browser.get(f"{served.url}/servers")
+        browser.find_element(By.ID, "s-name").send_keys("remote")
+        browser.find_element(By.ID, "s-url").send_keys(upstream)
+        browser.find_element(By.XPATH, "//button[text()='Add server']").click()
+        wait_for_text(browser, "p.notice", "Added 'remote'")
+        toy_row = browser.find_element(By.XPATH, "//tbody[@id='server-rows']/tr[th='toy']").text
+        browser.find_element(By.CSS_SELECTOR, "button[aria-label='Remove remote']").click()
+        wait_for_text(browser, "h1", "Remove server remote?")
+        asked = axe_violations(browser, ("serious", "critical", "moderate", "minor"))
+        assert "remote" in [status.name for status in served.gateway.statuses()]
+        browser.find_element(By.XPATH, "//button[text()='Remove remote']").click()
+        wait_for_text(browser, "p.notice", "Server 'remote' was removed.")
+        listed = axe_violations(browser)
+    assert "config file" in toy_row and "Edited in the config file" in toy_row
+    assert "Disable" not in toy_row and "Remove" not in toy_row
+    assert "remote" not in [status.name for status in served.gateway.statuses()]
+    assert {"confirm": describe(asked), "servers": describe(listed)} == {"confirm": "", "servers": ""}
+
+
+def test_problems_with_an_added_server_are_announced_without_an_accessibility_violation(
+    served: ServedGateway, browser: webdriver.Chrome
+) -> None:
+    sign_in(browser, served.url, ADMIN)
+    browser.get(f"{served.url}/servers")
+    browser.find_element(By.ID, "body").send_keys("{not json")
+    browser.find_element(By.XPATH, "//button[text()='Add from pasted JSON']").click()
+    wait_for_text(browser, "#body-error", "not valid JSON")
+    every = ("serious", "critical", "moderate", "minor")
+    pasted = axe_violations(browser, every)
+    browser.find_element(By.ID, "s-name").send_keys("x")
+    browser.find_element(By.XPATH, "//button[text()='Add server']").click()
+    wait_for_text(browser, "#s-command-error", "either a command or a URL")
+    assert {"pasted": describe(pasted), "fields": describe(axe_violations(browser, every))} == {
+        "pasted": "",
+        "fields": "",
+    }
+
+
+BROKEN_NAMES = """
+return [...document.querySelectorAll("table code")]
+  .filter((code) => !/\\s/.test(code.textContent) && code.getClientRects().length > 1)
+  .map((code) => code.textContent);
+"""
+
+
+def test_names_in_tables_stay_whole_on_a_narrow_screen(served: ServedGateway, browser: webdriver.Chrome) -> None:
+    with served.portal.wrap_async_context_manager(http_client(served.url, ADMIN)) as client:
+        served.portal.call(client.call_tool, "toy__add", {"a": 1, "b": 2})
+    sign_in(browser, served.url, ADMIN)
+    phone = {"width": 375, "height": 812, "deviceScaleFactor": 1, "mobile": True}
+    broken = {}
+    for path in ("/tools/calc__evaluate", "/tools/toy__add", "/audit", "/servers"):
+        browser.get(f"{served.url}{path}")
+        wait_for_text(browser, "main", "")
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", phone)
+        try:
+            broken[path] = browser.execute_script(BROKEN_NAMES)
+        finally:
+            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert broken == {"/tools/calc__evaluate": [], "/tools/toy__add": [], "/audit": [], "/servers": []}
