@@ -34,7 +34,7 @@ def change_routes(api: Api) -> list[Route]:
     gateway = api.gateway
 
     async def listing(request: Request) -> Response:
-        api.caller(request).require_admin()
+        api.caller(request).require_admin("reading the changed tool definitions")
         changes = await gateway.tool_changes()
         return JSONResponse({"changes": [change.as_dict() for change in changes]})
 

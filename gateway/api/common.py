@@ -88,11 +88,12 @@ class Caller:
             id="api", caller=self.identity.key, transport="http", created_at=0.0, last_seen=0.0, role=self.identity.role
         )
 
-    def require_admin(self) -> None:
-        """Raise `ForbiddenError` unless the caller may change the gateway."""
+    def require_admin(self, doing: str = "changing the gateway") -> None:
+        """Raise `ForbiddenError` unless the caller may operate the gateway; the message says that
+        `doing` (what was asked: a change, or a read only admins may make) needs an admin role."""
         if not self.admin:
             raise ForbiddenError(
-                "changing the gateway needs an admin role (roles: {<role>: {admin: true}}); with "
+                f"{doing} needs an admin role (roles: {{<role>: {{admin: true}}}}); with "
                 "authentication off, gateway.admin_without_auth: true"
             )
 

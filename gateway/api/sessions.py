@@ -51,7 +51,7 @@ def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
         }
 
     async def listing(request: Request) -> Response:
-        api.caller(request).require_admin()
+        api.caller(request).require_admin("reading the sessions (who is connected, from where)")
         live = sorted(gateway.sessions.live(), key=lambda context: context.created_at)
         elsewhere = await gateway.shared.sessions.elsewhere()
         sessions = [shown(context) for context in live] + [shown_elsewhere(held) for held in elsewhere]

@@ -54,6 +54,22 @@ async def test_a_caller_without_an_admin_role_is_refused_every_change(served: Se
     assert statuses == ["toy", "other"]
 
 
+@pytest.mark.parametrize(
+    ("path", "needed"),
+    [
+        ("/api/v1/sessions", "reading the sessions (who is connected, from where) needs an admin role"),
+        ("/api/v1/changes", "reading the changed tool definitions needs an admin role"),
+    ],
+)
+async def test_a_read_only_admins_may_make_is_refused_saying_what_reading_needs(
+    served: Served, path: str, needed: str
+) -> None:
+    async with served() as (_, url):
+        refused = await send(url, ANALYST, "GET", path)
+    assert refused.status_code == 403
+    assert refused.json()["error"].startswith(needed) and "changing" not in refused.json()["error"]
+
+
 async def test_with_authentication_off_changes_are_refused_unless_the_operator_opts_in(tmp_path: Path) -> None:
     body = {"name": "fresh", **toy_stdio("fresh")}
     async with http_gateway(make_config(tmp_path / "a", {})) as (_, url):
