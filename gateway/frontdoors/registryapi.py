@@ -9,6 +9,10 @@ does not exist. Every entry is the gateway's current version and its latest.
 
 Names are reverse-DNS style: `<gateway.registry_namespace>/gateway` and
 `<gateway.registry_namespace>/gateway.<group>` (group names hold no dot, so they never clash).
+With authentication on, each remote declares the `Authorization` header its endpoint takes (secret;
+required unless an `anonymous_role` lets callers in without it), so a client asks its user for it.
+The registry's write side (`POST /v0.1/publish`) is answered with a JSON 501: this registry lists
+the gateway's own endpoints, nothing is published to it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.auth.identity import Identity
+from gateway.auth.settings import AuthSettings
 from gateway.service import Gateway
 
 REGISTRY_PATH = "/v0.1"
@@ -63,15 +68,33 @@ def _clipped(text: str) -> str:
     return text if len(text) <= DESCRIPTION_LIMIT else text[: DESCRIPTION_LIMIT - 1] + "…"
 
 
-def entry(endpoint: Endpoint, base_url: str, version: str, published: str) -> dict[str, Any]:
+def auth_headers(settings: AuthSettings) -> list[dict[str, Any]]:
+    """The headers a remote declares: the bearer credential `/mcp` takes when authentication is on."""
+    if not settings.enabled:
+        return []
+    header = {
+        "name": "Authorization",
+        "description": "Bearer followed by an API key or a token (JWT) of this gateway, from its operator",
+        "isRequired": settings.anonymous_role is None,
+        "isSecret": True,
+    }
+    return [header]
+
+
+def entry(
+    endpoint: Endpoint, base_url: str, version: str, published: str, headers: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """The registry's answer for one endpoint: its `server.json` and the registry's facts about it."""
+    remote: dict[str, Any] = {"type": "streamable-http", "url": base_url + endpoint.path}
+    if headers:
+        remote["headers"] = list(headers)
     server = {
         "$schema": SCHEMA_URL,
         "name": endpoint.name,
         "title": endpoint.title,
         "description": endpoint.description,
         "version": version,
-        "remotes": [{"type": "streamable-http", "url": base_url + endpoint.path}],
+        "remotes": [remote],
     }
     official = {"status": "active", "publishedAt": published, "updatedAt": published, "isLatest": True}
     return {"server": server, "_meta": {OFFICIAL: official}}
@@ -98,7 +121,8 @@ def _limit(raw: str | None) -> int | None:
 
 
 def registry_routes(gateway: Gateway) -> list[Route]:
-    """GET `/v0.1/servers`, `/v0.1/servers/{name}/versions` and `/v0.1/servers/{name}/versions/{version}`."""
+    """GET `/v0.1/servers`, `/v0.1/servers/{name}/versions` and `/v0.1/servers/{name}/versions/{version}`;
+    POST `/v0.1/publish`, which is not supported (501)."""
     version = package_version("mcp-gateway")
     published = datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -108,6 +132,11 @@ def registry_routes(gateway: Gateway) -> list[Route]:
 
     def base_url(request: Request) -> str:
         return str(request.base_url).rstrip("/")
+
+    def described(endpoint: Endpoint, request: Request) -> dict[str, Any]:
+        # Read per request: a reload of the config file can turn authentication on or off.
+        headers = auth_headers(gateway.authenticator.settings)
+        return entry(endpoint, base_url(request), version, published, headers)
 
     async def servers(request: Request) -> Response:
         query = request.query_params
@@ -122,7 +151,7 @@ def registry_routes(gateway: Gateway) -> list[Route]:
             if search in endpoint.name.lower() and wanted in (None, "", LATEST, version)
         ]
         start, end, cursor = page([endpoint.name for endpoint in chosen], query.get("cursor") or None, limit)
-        listed = [entry(endpoint, base_url(request), version, published) for endpoint in chosen[start:end]]
+        listed = [described(endpoint, request) for endpoint in chosen[start:end]]
         metadata: dict[str, Any] = {"count": len(listed)}
         if cursor is not None:
             metadata["nextCursor"] = cursor
@@ -136,7 +165,7 @@ def registry_routes(gateway: Gateway) -> list[Route]:
         endpoint = found(request)
         if endpoint is None:
             return _error("Server not found", 404)
-        listed = [entry(endpoint, base_url(request), version, published)]
+        listed = [described(endpoint, request)]
         return JSONResponse({"servers": listed, "metadata": {"count": 1}})
 
     async def one_version(request: Request) -> Response:
@@ -145,11 +174,15 @@ def registry_routes(gateway: Gateway) -> list[Route]:
             return _error("Server not found", 404)
         if request.path_params["version"] not in (LATEST, version):
             return _error("Server version not found", 404)
-        return JSONResponse(entry(endpoint, base_url(request), version, published))
+        return JSONResponse(described(endpoint, request))
+
+    async def publish(request: Request) -> Response:
+        return _error("Publishing is not supported: this registry lists the gateway's own endpoints", 501)
 
     # Names hold a `/`, sent URL-encoded; the path converter matches it once decoded.
     return [
         Route(f"{REGISTRY_PATH}/servers", servers, methods=["GET"]),
         Route(REGISTRY_PATH + "/servers/{name:path}/versions", versions, methods=["GET"]),
         Route(REGISTRY_PATH + "/servers/{name:path}/versions/{version}", one_version, methods=["GET"]),
+        Route(f"{REGISTRY_PATH}/publish", publish, methods=["POST"]),
     ]

@@ -18,7 +18,7 @@ import pytest
 from referencing import Registry, Resource
 
 from gateway.service import Gateway
-from tests.support.access import KEYS, access_config, http_client, toy_entry
+from tests.support.access import KEYS, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.toy import build_server as toy
 
@@ -33,6 +33,12 @@ GROUPS: dict[str, Any] = {
     "nothing": {"allow": ["no_such__*"]},
 }
 ALL = [f"{NAMESPACE}/gateway", f"{NAMESPACE}/gateway.adding", f"{NAMESPACE}/gateway.counting"]
+BEARER = {
+    "name": "Authorization",
+    "description": "Bearer followed by an API key or a token (JWT) of this gateway, from its operator",
+    "isRequired": True,
+    "isSecret": True,
+}
 
 
 def _validator(definition: str) -> jsonschema.Draft202012Validator:
@@ -84,8 +90,9 @@ async def test_the_list_holds_the_gateway_and_each_group_with_tools_each_pointin
     assert list(servers) == ALL
     assert body["metadata"] == {"count": 3}
     remotes = {name: item["server"]["remotes"] for name, item in servers.items()}
-    assert remotes[f"{NAMESPACE}/gateway"] == [{"type": "streamable-http", "url": f"{url}/mcp"}]
-    assert remotes[f"{NAMESPACE}/gateway.adding"] == [{"type": "streamable-http", "url": f"{url}/mcp/g/adding"}]
+    assert remotes[f"{NAMESPACE}/gateway"] == [{"type": "streamable-http", "url": f"{url}/mcp", "headers": [BEARER]}]
+    adding = [{"type": "streamable-http", "url": f"{url}/mcp/g/adding", "headers": [BEARER]}]
+    assert remotes[f"{NAMESPACE}/gateway.adding"] == adding
     assert servers[f"{NAMESPACE}/gateway.adding"]["server"]["description"] == "Add and echo"
     assert all(item["_meta"]["io.modelcontextprotocol.registry/official"]["isLatest"] for item in servers.values())
 
@@ -168,3 +175,30 @@ async def test_a_bad_limit_is_a_400_naming_the_parameter(served: tuple[Gateway, 
 async def test_the_registry_takes_the_credentials_of_mcp(served: tuple[Gateway, str]) -> None:
     _, url = served
     assert (await _get(url, "/v0.1/servers", role=None)).status_code == 401
+
+
+async def test_publishing_is_answered_with_a_json_501(served: tuple[Gateway, str]) -> None:
+    _, url = served
+    async with httpx2.AsyncClient(timeout=30) as http:
+        answer = await http.post(
+            f"{url}/v0.1/publish", json={"name": "x/y"}, headers={"Authorization": f"Bearer {KEYS['admin']}"}
+        )
+    assert answer.status_code == 501 and answer.headers["content-type"] == "application/json"
+    assert "not supported" in valid(answer, "error")["error"]
+
+
+@pytest.mark.parametrize(
+    ("auth", "declared"),
+    [
+        ({"enabled": False}, None),
+        ({"anonymous_role": "intern"}, [{**BEARER, "isRequired": False}]),
+    ],
+)
+async def test_the_bearer_header_is_declared_only_with_auth_on_and_required_only_without_an_anonymous_role(
+    tmp_path: Path, auth: dict[str, Any], declared: list[dict[str, Any]] | None
+) -> None:
+    config = access_config(tmp_path, {"toy": toy_entry()}, auth={**auth_section(), **auth})
+    async with http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url):
+        body = valid(await _get(url, "/v0.1/servers", role=None), "serverList")
+    [remote] = body["servers"][0]["server"]["remotes"]
+    assert remote.get("headers") == declared
