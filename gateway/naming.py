@@ -87,17 +87,69 @@ def assign(entries: Sequence[tuple[str, str]], reserved: Iterable[str] = ()) -> 
 
 
 def near_misses(name: str, candidates: Iterable[str]) -> list[str]:
-    """The candidates that `name` spells without their namespace or with another separator, in order.
+    """The candidates `name` was probably meant to be, in this order: those it spells without their
+    namespace or with another separator (in the candidates' order), then at most
+    `MAX_TYPO_SUGGESTIONS` within a typo or two of it (closest first; see `typo_distance`).
 
     A name that keeps SEPARATOR but has another namespace names another server's tool, not a
-    misspelling of this one, so it is no near miss.
+    misspelling of this one, so it is no near miss unless the namespaces, too, are a typo apart.
     """
+    listed = list(candidates)
     found: list[str] = []
-    for candidate in candidates:
+    for candidate in listed:
         namespace, separator, original = candidate.partition(SEPARATOR)
         if separator and namespace and original and (name == original or _respelled(name, namespace, original)):
             found.append(candidate)
-    return found
+    typos: list[tuple[int, int, str]] = []
+    for index, candidate in enumerate(listed):
+        if candidate != name and candidate not in found:
+            distance = typo_distance(name, candidate)
+            if distance is not None:
+                typos.append((distance, index, candidate))
+    return found + [candidate for _, _, candidate in sorted(typos)[:MAX_TYPO_SUGGESTIONS]]
+
+
+MAX_TYPO_SUGGESTIONS = 3
+
+
+def typo_distance(name: str, candidate: str) -> int | None:
+    """How many typos (a character inserted, left out, changed, or two swapped) make `name` of
+    `candidate`, or of its original name when `name` has no namespace; None past the few a name of
+    its length may hold: none below 4 characters, one below 9, else two."""
+    budget = 0 if len(name) < 4 else 1 if len(name) < 9 else 2
+    if budget == 0:
+        return None
+    targets = [candidate]
+    namespace, separator, original = candidate.partition(SEPARATOR)
+    if SEPARATOR not in name and separator and namespace and original:
+        targets.append(original)
+    distances = [distance for target in targets if (distance := _bounded_distance(name, target, budget)) is not None]
+    return min(distances, default=None)
+
+
+def _bounded_distance(a: str, b: str, budget: int) -> int | None:
+    """The optimal-string-alignment distance of `a` and `b` when at most `budget`, else None.
+
+    Only the cells within `budget` of the diagonal are computed, and the walk stops once a whole row
+    is past the budget: a miss costs a few hundred steps per candidate however long the names."""
+    if abs(len(a) - len(b)) > budget:
+        return None
+    far = budget + 1
+    before: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [far] * (len(b) + 1)
+        current[0] = i
+        for j in range(max(1, i - budget), min(len(b), i + budget) + 1):
+            cost = a[i - 1] != b[j - 1]
+            best = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                best = min(best, before[j - 2] + 1)
+            current[j] = min(best, far)
+        if min(current[max(0, i - budget) : i + budget + 1]) > budget:
+            return None
+        before, previous = previous, current
+    return previous[len(b)] if previous[len(b)] <= budget else None
 
 
 def _respelled(name: str, namespace: str, original: str) -> bool:

@@ -104,10 +104,34 @@ def test_a_name_missing_its_namespace_or_with_another_separator_is_a_near_miss(n
 
 
 @pytest.mark.parametrize(
-    "name",
-    ["other__evaluate", "calcevaluate", "calc__evaluat", "Calc_evaluate", "calc_", "_evaluate", "use_tool", "read", ""],
+    ("name", "meant"),
+    [
+        ("calc__evalute", ["calc__evaluate"]),
+        ("calc__evaluat", ["calc__evaluate"]),
+        ("calc__evalaute", ["calc__evaluate"]),
+        ("evalute", ["calc__evaluate"]),
+        ("calcevaluate", ["calc__evaluate"]),
+        ("Calc_evaluate", ["calc__evaluate"]),
+        ("_evaluate", ["calc__evaluate"]),
+        ("filse__list", ["files__list"]),
+        ("files__lists", ["files__list"]),
+    ],
 )
-def test_a_name_that_differs_in_more_than_namespace_or_separator_is_no_near_miss(name: str) -> None:
+def test_a_name_a_typo_or_two_from_a_tool_is_a_near_miss_closest_first(name: str, meant: list[str]) -> None:
+    assert near_misses(name, VISIBLE) == meant
+
+
+def test_a_near_miss_without_its_namespace_comes_before_a_typo() -> None:
+    assert near_misses("list", ["a__lost", "files__list"]) == ["files__list", "a__lost"]
+    assert near_misses("lists", ["notes__lists", "files__list"]) == ["notes__lists", "files__list"]
+
+
+def test_at_most_three_typos_are_suggested() -> None:
+    assert near_misses("tool__ab", [f"tool__a{c}" for c in "cdefg"]) == ["tool__ac", "tool__ad", "tool__ae"]
+
+
+@pytest.mark.parametrize("name", ["other__evaluate", "calc_", "use_tool", "read", "ad", "calc__evaXXte", ""])
+def test_a_name_that_differs_in_more_than_namespace_separator_or_a_typo_or_two_is_no_near_miss(name: str) -> None:
     assert near_misses(name, VISIBLE) == []
 
 

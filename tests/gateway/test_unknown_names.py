@@ -88,3 +88,19 @@ async def test_a_near_miss_of_a_hidden_tool_is_answered_like_a_name_that_is_noth
         nothing = await direct(client, "nothing")
         for hidden in ("alpha_add", "beta.add", "alpha__add"):
             assert await direct(client, hidden) == nothing.replace("'nothing'", repr(hidden))
+
+
+async def test_a_misspelt_name_gets_did_you_mean_the_tool_directly_and_through_use_tool(tmp_path: Path) -> None:
+    async with caller(tmp_path, "admin") as client:
+        assert await direct(client, "alpha__ech") == "Unknown tool: 'alpha__ech'. Did you mean 'alpha__echo'?"
+        assert await through_use_tool(client, "beta__incremnet") == (
+            "Use_Tool: no tool named 'beta__incremnet'. Did you mean 'beta__increment'?"
+        )
+
+
+async def test_a_misspelt_name_of_a_hidden_tool_gets_no_suggestion(tmp_path: Path) -> None:
+    async with caller(tmp_path / "analyst", "analyst") as client:
+        assert await direct(client, "beta__ech") == "Unknown tool: 'beta__ech'"
+        assert await through_use_tool(client, "beta__incremnet") == "Use_Tool: no tool named 'beta__incremnet'"
+    async with caller(tmp_path / "intern", "intern") as client:
+        assert await direct(client, "alpha__ech") == "Unknown tool: 'alpha__ech'"
