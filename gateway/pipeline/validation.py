@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,7 +10,7 @@ import jsonschema
 import mcp_types as types
 from jsonschema.exceptions import ValidationError
 
-from gateway.errors import ToolExecutionError, ToolInputError
+from gateway.errors import ToolExecutionError, ToolInputError, clip
 from gateway.jsonschemas import Compiled, SchemaCache
 from gateway.pipeline.chain import CallNext, ToolCall
 
@@ -18,6 +19,10 @@ _MAX_VIOLATION_CHARS = 300
 # Enough for every tool of a large catalog; bounded so catalog reloads cannot grow it without end.
 _CACHE_SIZE = 4096
 _BROKEN_SCHEMA = "The tool's server publishes a broken schema; use another tool."
+_EXTRA_HINT = (
+    "Leave out the arguments the tool does not take (its input schema refuses any others), "
+    "fix the rest to match the schema, and call again."
+)
 
 
 class ValidateArguments:
@@ -32,14 +37,20 @@ class ValidateArguments:
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Validate `call.arguments`, then pass the call on; raise `ToolInputError` on violations."""
-        violations = self.violations(call.tool.name, call.tool.input_schema, call.arguments)
-        if violations:
-            listing = "\n".join(f"- {line}" for line in violations)
-            raise ToolInputError(f"Invalid arguments for tool '{call.tool.name}':\n{listing}")
+        errors = self._errors(call.tool.name, call.tool.input_schema, call.arguments)
+        if errors:
+            listing = "\n".join(f"- {_line(error)}" for error in errors)
+            extra = any(error.validator == "additionalProperties" for error in errors)
+            raise ToolInputError(
+                f"Invalid arguments for tool '{call.tool.name}':\n{listing}", hint=_EXTRA_HINT if extra else None
+            )
         return await call_next(call)
 
     def violations(self, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
         """Every violation of `schema` by `arguments`, as `<json path>: <message>`, sorted."""
+        return [_line(error) for error in self._errors(tool, schema, arguments)]
+
+    def _errors(self, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[ValidationError]:
         compiled = self._compiled(tool, schema)
         if compiled.accepts(arguments):
             return []
@@ -51,8 +62,7 @@ class ValidateArguments:
             raise ToolExecutionError(
                 f"Tool '{tool}' has an input schema that cannot be applied: {type(error).__name__}: {_clip(str(error))}"
             ) from None
-        ordered = sorted(errors, key=lambda error: (_path_key(error), error.message))
-        return [f"{error.json_path}: {_clip(error.message)}" for error in ordered]
+        return sorted(errors, key=lambda error: (_path_key(error), error.message))
 
     def _compiled(self, tool: str, schema: Mapping[str, Any]) -> Compiled:
         try:
@@ -69,6 +79,27 @@ class ValidateArguments:
                 f"Tool '{tool}' has an input schema that cannot be checked: {failure}",
                 hint=_BROKEN_SCHEMA,
             ) from None
+
+
+def _line(error: ValidationError) -> str:
+    """`<json path>: <message>`; an argument the schema does not take is named with those it does."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {}) if isinstance(error.schema, Mapping) else {}
+        patterns = error.schema.get("patternProperties", {}) if isinstance(error.schema, Mapping) else {}
+        unexpected = [
+            key
+            for key in error.instance
+            if key not in known and not any(re.search(pattern, str(key)) for pattern in patterns)
+        ]
+        named = ", ".join(repr(clip(str(key))) for key in unexpected)
+        takes = _clip(", ".join(clip(str(key)) for key in known)) if isinstance(known, Mapping) and known else ""
+        many = len(unexpected) > 1
+        if not error.absolute_path:
+            told = f"unexpected argument{'s' if many else ''} {named}"
+            return f"{error.json_path}: {told}; the tool takes {takes or 'no arguments'}"
+        told = f"unexpected propert{'ies' if many else 'y'} {named}"
+        return f"{error.json_path}: {told}; it takes {takes or 'no properties'}"
+    return f"{error.json_path}: {_clip(error.message)}"
 
 
 def _path_key(error: ValidationError) -> tuple[tuple[int, int, str], ...]:

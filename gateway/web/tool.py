@@ -4,6 +4,7 @@ who carries and sees it, its recent calls, and the try-it form that calls it as 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -17,6 +18,15 @@ from gateway.web.pages import Person, Web, form_of
 from gateway.web.results import shown
 from gateway.web.schema import RAW_FIELD, FormProblems, arguments_from_form, as_json, form_fields, parameters
 from gateway.web.stats import SAMPLE, call_stats
+
+
+def extra_arguments(schema: Mapping[str, Any]) -> str:
+    """Whether a call may pass arguments the schema does not name: `refused` (`additionalProperties:
+    false`), `checked` (they must match the `additionalProperties` schema) or `accepted`."""
+    rule = schema.get("additionalProperties", True)
+    if rule is False:
+        return "refused"
+    return "checked" if isinstance(rule, Mapping) and rule else "accepted"
 
 
 def routes(web: Web) -> list[Route]:
@@ -37,6 +47,7 @@ def routes(web: Web) -> list[Route]:
             "risk": derive_risk(tool).value,
             "flags": gateway.flags.of(tool),
             "params": parameters(tool.input_schema),
+            "extra_arguments": extra_arguments(tool.input_schema),
             "input_json": json.dumps(tool.input_schema, indent=2, ensure_ascii=False),
             "output_params": parameters(tool.output_schema) if tool.output_schema else [],
             "output_json": json.dumps(tool.output_schema, indent=2, ensure_ascii=False) if tool.output_schema else None,

@@ -92,7 +92,7 @@ async def test_bad_arguments_to_a_local_tool_are_refused_before_it_runs(tmp_path
     message = text_of(result)
     assert "$.name: 5 is not of type 'string'" in message
     assert "$.punctuation: '?' is not one of ['!', '.']" in message
-    assert "'mood' was unexpected" in message
+    assert "unexpected argument 'mood'; the tool takes name, punctuation" in message
     assert rows[0].outcome == "invalid_arguments"
 
 

@@ -64,7 +64,7 @@ async def test_every_violation_is_listed_with_its_path_and_the_call_never_runs(m
     assert lines[0] == "Invalid arguments for tool 'build':"
     assert lines[1:] == [
         "- $: 'title' is a required property",
-        "- $: Additional properties are not allowed ('extra' was unexpected)",
+        "- $: unexpected argument 'extra'; the tool takes title, items",
         "- $.items[2].name: 'x' is not of type 'integer'",
         "- $.items[3]: 'name' is a required property",
     ]
@@ -149,3 +149,29 @@ async def test_validators_are_compiled_once_per_schema(make_call: MakeCall, monk
 
 async def _never_runs(call: ToolCall) -> types.CallToolResult:
     raise AssertionError("an invalid call reached execution")
+
+
+async def test_arguments_the_schema_does_not_take_are_named_with_those_it_takes_and_a_hint_to_leave_them_out(
+    make_call: MakeCall,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "object", "additionalProperties": False}}},
+        "patternProperties": {"^x-": {}},
+        "additionalProperties": False,
+    }
+    arguments = {"items": [{"nme": 1}], "x-trace": "ok", "colour": "red", "size": 2}
+    with pytest.raises(ToolInputError) as raised:
+        await ValidateArguments()(make_call(make_tool("paint", schema=schema), arguments), Recorder())
+    assert raised.value.message.splitlines()[1:] == [
+        "- $: unexpected arguments 'colour', 'size'; the tool takes items",
+        "- $.items[0]: unexpected property 'nme'; it takes no properties",
+    ]
+    assert "Leave out the arguments the tool does not take" in raised.value.hint
+
+
+async def test_a_schema_without_additional_properties_false_lets_extra_arguments_through(make_call: MakeCall) -> None:
+    recorder = Recorder()
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    await ValidateArguments()(make_call(make_tool(schema=schema), {"a": 1, "extra": 2}), recorder)
+    assert len(recorder.calls) == 1

@@ -12,9 +12,10 @@ import pytest
 from mcp.server import MCPServer
 from pydantic import Field
 
+from gateway.config.loading import parse_config
 from gateway.service import Gateway
 from gateway.web.headers import SECURITY_HEADERS
-from tests.support.access import KEYS, access_config, toy_entry
+from tests.support.access import KEYS, access_config, auth_section, toy_entry
 from tests.support.harness import http_gateway, in_memory, make_config
 from tests.support.skills import write_skill
 from tests.support.toy import PIXEL
@@ -207,3 +208,23 @@ async def test_with_authentication_off_the_page_is_open_as_mcp_is(tmp_path: Path
     # Operating the gateway without authentication needs gateway.admin_without_auth.
     assert servers.status_code == 200 and "Add a server" not in servers.text
     assert audit.status_code == 403
+
+
+async def test_a_tool_page_says_whether_the_tool_takes_arguments_its_schema_does_not_name(tmp_path: Path) -> None:
+    document = {
+        "gateway": {"data_dir": str(tmp_path / "data")},
+        "servers": {"toy": toy_entry()},
+        "local_tools": ["tests.support.launches"],
+        "auth": auth_section(),
+        "roles": ROLES,
+    }
+    config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url),
+        web_client(url) as page,
+    ):
+        await page.sign_in(ADMIN)
+        strict = await page.get("/tools/local__launch")
+        loose = await page.get("/tools/toy__add")
+    assert "Other arguments: refused; a call naming one gets an error saying which" in strict.text
+    assert "Other arguments: accepted and passed to the server unchecked" in loose.text
