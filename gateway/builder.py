@@ -5,6 +5,7 @@ Building opens nothing; the durable stores open in `open_stores`, which the gate
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
@@ -42,7 +43,7 @@ from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.listing import ListingSlots
 from gateway.upstreams.localtools import LocalToolSource, local_sources
-from gateway.upstreams.transports import TransportFactory
+from gateway.upstreams.transports import LoggedTransportFactory, TransportFactory
 from gateway.upstreams.workspaces import Workspaces
 
 Clock = Callable[[], float]
@@ -89,17 +90,19 @@ def sources(
 
     def upstream(server: ServerConfig, on_listing: ListingHandler) -> Upstream:
         transport = given.get(server.name)
+        logged: LoggedTransportFactory | None = None
         # A server sandboxed as a whole never runs on the host, not even to list its tools; a
         # session-scoped one lists them in an empty workspace of its own.
         if server.sandbox is not None and transport is None:
             workspace = workspaces.discovery_dir(server) if server.scope == "session" else None
-            transport = sandboxes.transport("discovery", server, workspace)
+            logged = functools.partial(sandboxes.transport, "discovery", server, workspace)
         return Upstream(
             workspaces.discovery(server) if server.scope == "session" else server,
             settings,
             on_listing,
             log_dir=data_dir / "logs",
             transport=transport,
+            logged_transport=logged,
             clock=clock,
             wall_clock=wall_clock,
             notices=shared_notices,

@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -268,8 +268,11 @@ class ContainerStdio:
         *,
         max_message_bytes: int = 16 * MiB,
         clock: Callable[[], float] = time.monotonic,
+        errlog: TextIO | None = None,
     ) -> None:
         self._acquire = acquire
+        self._errlog = errlog
+        """Where the server's stderr goes as well, as a host server's does: its log, which its status quotes."""
         self._dispose = dispose
         self._max_message = max_message_bytes
         self._clock = clock
@@ -344,6 +347,9 @@ class ContainerStdio:
                     for kind, payload in decoder.feed(await stream.receive()):
                         if kind == STDERR:
                             self._stderr = (self._stderr + payload)[-_STDERR_TAIL:]
+                            if self._errlog is not None:
+                                self._errlog.write(payload.decode("utf-8", "replace"))
+                                self._errlog.flush()
                             continue
                         line += payload
                         while (end := line.find(b"\n")) >= 0:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import anyio.to_thread
@@ -200,8 +200,11 @@ class Sandboxes:
         finally:
             self._metrics.sandbox_run(outcome, started)
 
-    def transport(self, owner: str, server: ServerConfig, workspace: Path | None) -> TransportFactory:
-        """The transport to `owner`'s container of a server sandboxed as a whole (one per session)."""
+    def transport(
+        self, owner: str, server: ServerConfig, workspace: Path | None, errlog: TextIO | None = None
+    ) -> TransportFactory:
+        """The transport to `owner`'s container of a server sandboxed as a whole (one per session);
+        its stderr is written to `errlog` too, when given."""
         docker = self.docker
         assert docker is not None and server.sandbox is not None
         key = f"{owner}/{server.name}"
@@ -210,7 +213,7 @@ class Sandboxes:
 
         @asynccontextmanager
         async def open_container() -> AsyncIterator[Streams]:
-            async with docker.session_transport(key, command, limits, workspace) as streams:
+            async with docker.session_transport(key, command, limits, workspace, errlog) as streams:
                 try:
                     yield streams
                 finally:

@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -127,9 +127,15 @@ class DockerSandbox:
         return result
 
     def session_transport(
-        self, session_id: str, command: Sequence[str], limits: SandboxLimits, workspace: Path | None
+        self,
+        session_id: str,
+        command: Sequence[str],
+        limits: SandboxLimits,
+        workspace: Path | None,
+        errlog: TextIO | None = None,
     ) -> ContainerStdio:
-        """The MCP transport to a container kept for this client session (started when entered)."""
+        """The MCP transport to a container kept for this client session (started when entered); the
+        server's stderr is written to `errlog` too, when given."""
         current = self._sessions.get(session_id)
         if current is not None and current.container_id is not None:
             raise ValueError(f"session {session_id} already has a sandbox container; close it first")
@@ -139,7 +145,7 @@ class DockerSandbox:
             return await anyio.to_thread.run_sync(self._launch, command, limits, workspace, labels)
 
         transport = ContainerStdio(
-            acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock
+            acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock, errlog=errlog
         )
         self._sessions[session_id] = transport
         return transport

@@ -49,11 +49,12 @@ from gateway.upstreams.health import Backoff
 from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, all_pages, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
-from gateway.upstreams.transports import TransportFactory, WatchedStream, transport_for
+from gateway.upstreams.transports import LoggedTransportFactory, TransportFactory, WatchedStream, transport_for
 
 log = logging.getLogger(__name__)
 
 _TAIL_BYTES = 4096
+_TAIL_LINES = 3
 # Time kept back from a call's deadline while it waits for a restart, to answer why it gave up.
 _ANSWER_RESERVE = 0.25
 ListingHandler = Callable[[SourceListing], Awaitable[None]]
@@ -123,6 +124,7 @@ class Upstream:
         *,
         log_dir: Path | None = None,
         transport: TransportFactory | None = None,
+        logged_transport: LoggedTransportFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         notices: NoticeHandler | None = None,
@@ -141,6 +143,7 @@ class Upstream:
         self._log_dir = log_dir
         self._log_start: int | None = None
         self._transport = transport
+        self._logged_transport = logged_transport
         self._resolver = resolver
         self._session: ClientSession | None = None
         self._direct: DirectCalls | None = None
@@ -243,9 +246,15 @@ class Upstream:
             limit = self._settings.max_result_bytes
             data_dir = self._settings.data_dir
             direct = DirectCalls()
-            factory = self._transport or transport_for(
-                self.config, data_dir, self._errlog(stack), limit, self.faults, direct, self._resolver
-            )
+            if self._transport is not None:
+                factory = self._transport
+            elif self._logged_transport is not None:
+                # A sandboxed server's stderr reaches the same log as a host server's, so its failure says as much.
+                factory = self._logged_transport(self._errlog(stack))
+            else:
+                factory = transport_for(
+                    self.config, data_dir, self._errlog(stack), limit, self.faults, direct, self._resolver
+                )
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)
             options = self.client_side.session_options()
@@ -326,7 +335,8 @@ class Upstream:
         return errlog
 
     def _stderr_tail(self) -> str:
-        """The last line this connection's process wrote to stderr: often the real reason it failed."""
+        """The last few lines this connection's server wrote to stderr (on the host or in its sandbox):
+        often the real reason it failed, and a traceback's last lines say where."""
         first, self._log_start = self._log_start, None
         if self._log_dir is None or first is None:
             return ""
@@ -342,7 +352,7 @@ class Upstream:
         if start > first:
             lines = lines[1:]
         lines = [line.strip() for line in lines if line.strip()]
-        return f" (stderr: {lines[-1]}; full log: {path})" if lines else ""
+        return f" (stderr: {' | '.join(lines[-_TAIL_LINES:])}; full log: {path})" if lines else ""
 
     async def _publish(self, session: UpstreamSession) -> None:
         capabilities = session.server_capabilities

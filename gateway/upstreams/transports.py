@@ -19,6 +19,8 @@ from gateway.upstreams.stdio import stdio_transport
 
 Streams = tuple[Any, Any]
 TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
+LoggedTransportFactory = Callable[[TextIO], TransportFactory]
+"""A transport made for one connection whose server's stderr goes to the log it is given (a sandboxed server's)."""
 
 
 class WatchedStream:

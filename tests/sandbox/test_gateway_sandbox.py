@@ -371,6 +371,28 @@ async def test_without_the_image_nothing_runs_and_the_call_is_refused_clearly(
     assert containers(docker_client, sandbox_scope(config.settings)) == {}
 
 
+CRASH = "import sys\nfor n in range(5):\n    print(f'line {n}', file=sys.stderr)\nsys.exit(3)\n"
+
+
+async def test_a_sandboxed_server_that_fails_shows_admins_its_last_lines_of_stderr_and_its_log(
+    docker_client: DockerClient, tmp_path: Path
+) -> None:
+    crashing = ["python3", "-c", CRASH]
+    servers = {"crashing": {"command": "python3", "args": crashing[1:], "sandbox": {"command": crashing}}}
+    config = make_config(tmp_path, servers, sandbox_image=IMAGE)
+
+    def error(gateway: Gateway) -> str:
+        return gateway.statuses()[0].error or ""
+
+    async with Gateway(config) as gateway:
+        await wait_until(lambda: "stderr" in error(gateway), WAIT)
+        shown = error(gateway)
+    log = tmp_path / "data" / "logs" / "crashing.log"
+    assert f"(stderr: line 2 | line 3 | line 4; full log: {log})" in shown
+    assert "line 0\nline 1\nline 2\nline 3\nline 4\n" in log.read_text()
+    assert containers(docker_client, sandbox_scope(config.settings)) == {}
+
+
 def stdio_gateway(config_file: Path, pid_file: Path) -> Client:
     """`python -m gateway stdio` as a real child process that writes its pid (exec keeps it)."""
     command = 'echo $$ > "$1" && exec "$2" -m gateway stdio --config "$3"'
