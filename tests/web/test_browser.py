@@ -23,7 +23,15 @@ from gateway.config.model import GatewayConfig
 from servers.calc import build_server as calc
 from tests.gateway.test_poisoning_e2e import HIDDEN, TAGGED, poisoned
 from tests.support.access import KEYS, auth_section, http_client, recording_upstream, toy_entry
-from tests.support.browser import WAIT, ServedGateway, axe_violations, describe, served_gateway, wait_for_text
+from tests.support.browser import (
+    WAIT,
+    ServedGateway,
+    axe_violations,
+    describe,
+    screenshot,
+    served_gateway,
+    wait_for_text,
+)
 from tests.support.harness import in_memory, until_listed
 from tests.support.launches import launches
 from tests.support.skills import text, write_skill
@@ -255,6 +263,7 @@ def test_removing_a_server_on_the_page_asks_first_and_then_says_it_is_gone(
         toy_row = browser.find_element(By.XPATH, "//tbody[@id='server-rows']/tr[th='toy']").text
         browser.find_element(By.CSS_SELECTOR, "button[aria-label='Remove remote']").click()
         wait_for_text(browser, "h1", "Remove server remote?")
+        screenshot(browser, "removing-a-server-confirmation")
         asked = axe_violations(browser, ("serious", "critical", "moderate", "minor"))
         assert "remote" in [status.name for status in served.gateway.statuses()]
         browser.find_element(By.XPATH, "//button[text()='Remove remote']").click()

@@ -118,6 +118,7 @@ async def test_a_file_server_offers_only_restart_and_refuses_disable_and_remove_
     assert "config file" in rows.text and "Edited in the config file" in rows.text
     assert re.findall(r'action="/servers/toy/(\w+)"', rows.text) == ["restart"]
     assert disabled.status_code == 409 and "defined in the config file: disable it there" in disabled.text
+    assert "Not possible here" in disabled.text and "Something is wrong" not in disabled.text
     assert confirm.status_code == 409 and "remove it there" in confirm.text
     assert restarted.status_code == 303
     assert "Server &#39;toy&#39; was restarted." in after.text
