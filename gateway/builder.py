@@ -6,7 +6,9 @@ Building opens nothing; the durable stores open in `open_stores`, which the gate
 from __future__ import annotations
 
 import functools
+import os
 import shlex
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -196,12 +198,19 @@ def share_step(
     )
 
 
-def _cli_options(config: GatewayConfig) -> str:
-    """What the `approvals` command needs to find this gateway: nothing for the embedded defaults
-    (it reads their data directory), else this configuration file."""
-    if config.path is None or config.path == default_config_path():
-        return ""
-    return f" --config {shlex.quote(str(config.path))}"
+def approve_command(config: GatewayConfig, environ: Mapping[str, str]) -> Callable[[str], str]:
+    """The command that approves one parked call, as a person on this host can paste it: this
+    gateway's own Python (which has the gateway installed, where a plain `python` may not), the data
+    directory when the environment moved it, and the configuration file unless it is the embedded
+    defaults."""
+    prefix = ""
+    if "GATEWAY_DATA_DIR" in environ:
+        prefix = f"GATEWAY_DATA_DIR={shlex.quote(str(config.settings.data_dir))} "
+    suffix = ""
+    if config.path is not None and config.path != default_config_path():
+        suffix = f" --config {shlex.quote(str(config.path))}"
+    python = shlex.quote(sys.executable)
+    return lambda approval: f"{prefix}{python} -m gateway approvals approve {approval}{suffix}"
 
 
 def pipeline(
@@ -224,7 +233,7 @@ def pipeline(
         config.confirmation.risk,
         config.confirmation.ttl_seconds,
         wall_clock,
-        cli_options=_cli_options(config),
+        approve_command=approve_command(config, os.environ),
     )
     steps: list[Step] = [
         AuditCalls(stores.audit, wall_clock, observer(metrics)),

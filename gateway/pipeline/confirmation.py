@@ -228,8 +228,9 @@ class ConfirmationStore:
 class ConfirmRiskyCalls:
     """Pipeline step: calls at or above `threshold` run only once a person has confirmed them.
 
-    `clock` gives wall-clock seconds since the epoch, because tokens outlive the process. `cli_options`
-    follow the `approvals approve ID` command a parked call's answer names (a `--config` to find the gateway).
+    `clock` gives wall-clock seconds since the epoch, because tokens outlive the process.
+    `approve_command` gives the command that approves a parked call, by its id, as its answer
+    names it for a person on the gateway's host.
     """
 
     def __init__(
@@ -241,10 +242,10 @@ class ConfirmRiskyCalls:
         ttl: float,
         clock: Callable[[], float] = time.time,
         *,
-        cli_options: str = "",
+        approve_command: Callable[[str], str] = "python -m gateway approvals approve {}".format,
     ) -> None:
         self._store = store
-        self._cli_options = cli_options
+        self._approve_command = approve_command
         self._approvals = approvals
         self._risk_of = risk_of
         self._threshold = threshold
@@ -293,7 +294,7 @@ class ConfirmRiskyCalls:
             f"What it does: {call.tool.description or '(no description)'}\n"
             f"Arguments: {shown}\n"
             "A person approves it on the gateway's host with "
-            f"`python -m gateway approvals approve {approval.id}{self._cli_options}`, on the web page's Approvals "
+            f"`{self._approve_command(approval.id)}`, on the web page's Approvals "
             f"as an admin, or as an admin through POST {API_PATH}/{approval.id}/approve. Tell the user. "
             f"Once it is approved, call '{name}' again with exactly the same arguments and it runs once; "
             "called before that, it only says it is still waiting."

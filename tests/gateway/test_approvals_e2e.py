@@ -113,7 +113,7 @@ def approval_of(result: types.CallToolResult) -> str:
     assert result.meta is not None and CONFIRMATION_META not in result.meta
     approval: str = result.meta[APPROVAL_KEY]["id"]
     assert approval in text(result)
-    assert f"python -m gateway approvals approve {approval}" in text(result)
+    assert f"{sys.executable} -m gateway approvals approve {approval}" in text(result)
     assert f"/api/v1/approvals/{approval}/approve" in text(result)
     return approval
 

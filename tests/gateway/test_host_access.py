@@ -29,7 +29,7 @@ from tests.support.skills import text
 pytestmark = pytest.mark.anyio
 
 WRITE = {"sql": "CREATE TABLE notes (body TEXT)"}
-COMMAND = re.compile(r"`(python -m gateway approvals approve ap-[0-9a-f]+)`")
+COMMAND = re.compile(r"`([^`]* -m gateway approvals approve ap-[0-9a-f]+)`")
 
 
 @asynccontextmanager
@@ -45,10 +45,8 @@ async def default_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> As
 
 
 async def command(line: str) -> subprocess.CompletedProcess[bytes]:
-    """`line`, a `python -m gateway ...` command as a person types it, run in a process of its own."""
-    words = shlex.split(line)
-    assert words[0] == "python"
-    return await anyio.run_process([sys.executable, *words[1:]], cwd=REPO, check=False)
+    """`line`, a command as a person pastes it into a shell on the gateway's host."""
+    return await anyio.run_process(["sh", "-c", line], cwd=REPO, check=False)
 
 
 async def test_the_command_a_parked_call_names_approves_it_on_a_default_local_gateway(
@@ -119,11 +117,11 @@ async def test_the_host_file_is_private_and_its_token_reaches_no_tool_result_aud
             guessed = await fetch.get(f"{LINK_PATH}/{'A' * 43}")
             answers += [refused.text, page.text, guessed.text]
         assert refused.status_code == 403
-        assert f"python -m gateway approvals approve {approval}" in refused.json()["error"]
+        assert f"-m gateway approvals approve {approval}" in refused.json()["error"]
         assert 'action="/approvals/' not in page.text
         assert guessed.status_code == 403
 
-        listed = await command("python -m gateway approvals list --json")
+        listed = await command(f"{shlex.quote(sys.executable)} -m gateway approvals list --json")
         assert [entry["id"] for entry in json.loads(listed.stdout)] == [approval]
 
     assert all(token not in answer for answer in answers)
