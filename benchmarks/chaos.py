@@ -12,7 +12,7 @@ straight to it, calls every 0.1 s: the probes that tell when that replica serves
 First S seconds of calls without an outage, the reference; then, in turn, PostgreSQL stopped for
 `--outage` seconds and started again, Redis the same, and both. After each, once both replicas'
 probes answer again, S more seconds of calls. Per window (from the outage until the end of its
-calls): calls made, calls failed per second of outage and by kind, recovery (from the service
+calls): calls made, calls failed per second of outage and by era and kind, recovery (from the service
 answering again until the replica's probes succeed, each replica), whether both replicas are the
 processes started at first and answer `/healthz`, and audit rows missing: calls answered ok whose
 row (found by the digest of the call's arguments) is not in PostgreSQL once the spools had up to
@@ -70,8 +70,10 @@ REOPEN_PAUSE = 0.1
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One call: its arguments' digest, when it started and ended, and what it failed with (None: answered ok)."""
+    """One call: its client's protocol era, its arguments' digest, when it started and ended, and what it
+    failed with (None: answered ok)."""
 
+    mode: str
     digest: str
     started: float
     ended: float
@@ -123,7 +125,7 @@ def _text(result: Any) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
 
-async def _call(client: Client, text: str, calls: list[Call]) -> bool:
+async def _call(client: Client, mode: str, text: str, calls: list[Call]) -> bool:
     """Call the tool with `text`, appending the call to `calls`; whether the session is still usable."""
     started = time.perf_counter()
     error: str | None = None
@@ -138,7 +140,7 @@ async def _call(client: Client, text: str, calls: list[Call]) -> bool:
             error = f"tool error: {error_kind(_text(result))}"
         elif _text(result) != text:
             error = "wrong answer"
-    calls.append(Call(arguments_digest({"text": text}), started, time.perf_counter(), error))
+    calls.append(Call(mode, arguments_digest({"text": text}), started, time.perf_counter(), error))
     return usable
 
 
@@ -152,12 +154,12 @@ async def _caller(url: str, key: str, mode: str, name: str, calls: list[Call], s
             async with http_client(url, key, mode=mode) as client:
                 while not stop.is_set():
                     number += 1
-                    if not await _call(client, f"{name}.{nonce}.{number}", calls):
+                    if not await _call(client, mode, f"{name}.{nonce}.{number}", calls):
                         break
                     await anyio.sleep(pause)
         except Exception as failure:
             # The session could not open (or close): a failed call of this client's.
-            calls.append(Call("", started, time.perf_counter(), f"opening: {_failure(failure)}"))
+            calls.append(Call(mode, "", started, time.perf_counter(), f"opening: {_failure(failure)}"))
         if not stop.is_set():
             await anyio.sleep(REOPEN_PAUSE)
 
@@ -261,7 +263,7 @@ def _figures(window: Window, calls: Sequence[Call], following: float, audited: s
         window,
         calls=len(during),
         failed=sum(call.error is not None for call in during),
-        errors=Counter(call.error for call in during if call.error is not None),
+        errors=Counter(f"{call.mode}: {call.error}" for call in during if call.error is not None),
         missing=sum(call.error is None and call.digest not in audited for call in during),
     )
 
@@ -344,7 +346,7 @@ def report(result: Result, sessions: int, settle: float, load: float) -> str:
     )
     for entry in result.figures:
         if entry.errors:
-            rows.append(f"{entry.window.name}: failures by kind:")
+            rows.append(f"{entry.window.name}: failures by era and kind:")
             rows += [f"  {count:>6}  {kind}" for kind, count in entry.errors.most_common()]
     healthz = ", ".join(str(code) for code in result.healthy)
     rows.append(
