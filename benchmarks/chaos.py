@@ -12,12 +12,12 @@ straight to it, calls every 0.1 s: the probes that tell when that replica serves
 First S seconds of calls without an outage, the reference; then, in turn, PostgreSQL stopped for
 `--outage` seconds and started again, Redis the same, and both. After each, once both replicas'
 probes answer again, S more seconds of calls. Per window (from the outage until the end of its
-calls): calls made, calls failed per second of outage and by era and kind, recovery (from the service
-answering again until the replica's probes succeed, each replica), whether both replicas are the
-processes started at first and answer `/healthz`, and audit rows missing: calls answered ok whose
-row (found by the digest of the call's arguments) is not in PostgreSQL once the spools had up to
-SHIP_LIMIT seconds to ship. Targets: both replicas the same processes, 0 rows missing; it exits 1
-when one is missed.
+calls): calls made, calls failed per second of outage and by era and kind, each era's longest call,
+recovery (from the service answering again until the replica's probes succeed, each replica),
+whether both replicas are the processes started at first and answer `/healthz`, and audit rows
+missing: calls answered ok whose row (found by the digest of the call's arguments) is not in
+PostgreSQL once the spools had up to SHIP_LIMIT seconds to ship. Targets: both replicas the same
+processes, 0 rows missing; it exits 1 when one is missed.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ class Figures:
     failed: int
     errors: Counter[str]
     missing: int
+    longest: dict[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +266,15 @@ def _figures(window: Window, calls: Sequence[Call], following: float, audited: s
         failed=sum(call.error is not None for call in during),
         errors=Counter(f"{call.mode}: {call.error}" for call in during if call.error is not None),
         missing=sum(call.error is None and call.digest not in audited for call in during),
+        longest={
+            mode: max(call.ended - call.started for call in during if call.mode == mode) for mode in _modes(during)
+        },
     )
+
+
+def _modes(calls: Sequence[Call]) -> list[str]:
+    """The protocol eras of `calls`, 2026-era first."""
+    return sorted({call.mode for call in calls}, key=lambda mode: mode != MODERN)
 
 
 async def _drive(
@@ -329,7 +338,7 @@ def report(result: Result, sessions: int, settle: float, load: float) -> str:
         f"{sys.version.split()[0]}, load average {load:.2f} before the run",
         "",
         f"{'outage':<18} {'down':>6} {'calls':>7} {'failed':>7} {'failed/s down':>13} {'recovery r0, r1':>17} "
-        f"{'rows missing':>12}",
+        f"{'rows missing':>12}  longest call (2026-era, handshake-era)",
     ]
     for entry in result.figures:
         window = entry.window
@@ -338,7 +347,8 @@ def report(result: Result, sessions: int, settle: float, load: float) -> str:
         down = f"{window.outage:g} s" if window.outage else "-"
         rows.append(
             f"{window.name:<18} {down:>6} {entry.calls:>7} {entry.failed:>7} {per_second:>13} "
-            f"{recovered + (' s' if window.recovered else ''):>17} {entry.missing:>12}"
+            f"{recovered + (' s' if window.recovered else ''):>17} {entry.missing:>12}  "
+            + ", ".join(f"{seconds:.2f} s" for seconds in entry.longest.values())
         )
     rows.append(
         "(calls started from the outage until the next one; recovery: from the service answering again until the "
