@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
@@ -45,7 +46,14 @@ async def test_each_call_s_upstream_log_line_and_audit_row_carry_the_same_reques
         for word in ("one", "two"):
             assert not (await client.call_tool("toy__echo", {"text": word})).is_error
 
-    lines: list[dict[str, Any]] = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+    written = [line for line in output.read_text().splitlines() if line.strip()]
+    # Besides its log (stderr, JSON), serve tells the person at the terminal where it serves (stdout, text).
+    told = [line for line in written if not line.startswith("{")]
+    assert all(
+        re.match(r"Serving MCP at |Admin sign-in |Calls waiting for approval|\d+/\d+ servers ready", line)
+        for line in told
+    ), told
+    lines: list[dict[str, Any]] = [json.loads(line) for line in written if line.startswith("{")]
     assert lines and all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
     ids = audited_ids(data_dir, "toy__echo")
     assert len(ids) == 2 and len(set(ids)) == 2 and all(ids)
