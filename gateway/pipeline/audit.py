@@ -19,8 +19,8 @@ its append (measured, docs/performance.md). `recent` waits for this process's sp
 ship, so a reader sees the calls it made. Without `maintain` (the command line, tests of the store
 alone) a row is committed at once.
 
-A full disk: before a call runs, `reserve` makes sure the spool has room for its row (disk blocks
-claimed ahead, `gateway.stores.spool`). When it has not, the call is refused before it runs
+A full disk: before a call runs, `reserve` makes sure the spool's file system has room for its row
+(`gateway.stores.spool`). When it has not, the call is refused before it runs
 (`refused:audit`), `/readyz` answers 503 until there is room again, and the log says so once per
 `WARN_INTERVAL`, not once per call. Service resumes by itself when space returns.
 
@@ -96,8 +96,8 @@ class AuditError(GatewayError):
 
 
 class AuditUnavailableError(ToolRefusedError):
-    """The call's audit row cannot be written: the call is refused before it runs (or, where the
-    disk cannot be claimed ahead, its result withheld)."""
+    """The call's audit row cannot be written: the call is refused before it runs (or, when the disk
+    filled while it ran, its result withheld)."""
 
     reason = "audit"
     hint = "Retry in a few minutes; if it persists, tell the user the gateway cannot write its audit trail."
@@ -225,7 +225,7 @@ class AuditStore:
         try:
             self._spool.append(row)
         except SpoolError as error:
-            # Room was claimed before the call ran: only a file system that cannot claim ahead gets here.
+            # Room was there when the call began: only a disk filled meanwhile gets here.
             self._cannot_write(error)
             raise AuditUnavailableError(
                 f"The gateway could not write this call's audit row ({error.reason}), so its result is withheld"
