@@ -11,6 +11,7 @@ import getpass
 import json
 import logging
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Sequence
@@ -289,7 +290,8 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
                 # Only on this terminal and in the data directory: the person at the host becomes an admin with it.
                 print(
                     f"Admin sign-in for the web page, works once: {host_access.link()}\n"
-                    "Calls waiting for approval: `python -m gateway approvals list` (it finds this gateway "
+                    f"Calls waiting for approval: `{shlex.quote(sys.executable)} -m gateway approvals list` "
+                    "(it finds this gateway "
                     f"in {gateway.data_dir / HOST_FILE})",
                     flush=True,
                 )
