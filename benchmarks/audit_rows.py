@@ -28,8 +28,8 @@ from pathlib import Path
 import anyio
 
 from benchmarks.gateway_latency import spread
-from gateway.background import Background
 from gateway.pipeline.audit import AuditEntry, AuditStore
+from gateway.runtime.background import Background
 from gateway.stores import StoreSettings
 
 CONCURRENCY = 16

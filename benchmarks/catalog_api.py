@@ -22,12 +22,12 @@ import httpx2
 import mcp_types as types
 
 from gateway.api.tools import Entry, ToolQuery, search
-from gateway.catalog import SourceListing, page
+from gateway.catalog.merged import SourceListing, page
+from gateway.catalog.tools import Risk, ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.config.loading import parse_config
 from gateway.frontdoors.httpapp import create_app
 from gateway.service import Gateway
-from gateway.session import SessionContext
-from gateway.tools import Risk, ToolRecord
 
 KEY = "benchmark-key-0123456789abcdef"
 BUDGET_MS = 20.0

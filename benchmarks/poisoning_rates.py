@@ -1,4 +1,4 @@
-"""How often the poisoning heuristics (`gateway.poisoning`) flag tools nobody poisoned, and what a scan costs.
+"""How often the poisoning heuristics (`gateway.catalog.poisoning`) flag tools nobody poisoned, and what a scan costs.
 
 Run `python -m benchmarks.poisoning_rates` from the repository root. Scanned, each tool as the
 gateway scans it (title, description, annotations' title, every key and string of its schemas):
@@ -33,10 +33,10 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from gateway.poisoning import Finding, scan, scan_text
+from gateway.catalog.poisoning import Finding, scan, scan_text
+from gateway.catalog.tools import ToolRecord
 from gateway.skills.folder import load_skills
 from gateway.skills.metatools import records as meta_records
-from gateway.tools import ToolRecord
 from servers import calc, echo, files, python, sqlite
 from tests.interop.test_third_party_servers import FULL_CLIENT
 from tests.support.node import NODE_PREFIX

@@ -39,10 +39,10 @@ import mcp_types as types
 from mcp.server import Server
 
 from benchmarks import baseline_search
+from gateway.catalog.tools import ToolRecord
 from gateway.config.loading import parse_config
 from gateway.skills.metatools import found_tools
 from gateway.skills.search import WEIGHTS, SearchItem, ToolIndex, parameter_text
-from gateway.tools import ToolRecord
 
 DATA = Path(__file__).parent / "data" / "livemcpbench"
 KS = (3, 5, 10)

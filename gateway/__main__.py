@@ -1,5 +1,5 @@
 """`python -m gateway`."""
 
-from gateway.cli import main
+from gateway.cli.main import main
 
 main()

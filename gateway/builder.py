@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.auth.policy import derive_risk
-from gateway.catalog import SourceListing
+from gateway.catalog.merged import SourceListing
+from gateway.clients.session import SessionContext
 from gateway.config.loading import default_config_path
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.errors import ConfigError
-from gateway.metrics import Metrics
-from gateway.namestore import NameStore
-from gateway.pinstore import PinStore
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets, Charge
@@ -32,14 +30,16 @@ from gateway.pipeline.loops import DetectLoops
 from gateway.pipeline.ordering import SessionOrdering
 from gateway.pipeline.shaping import ShapeResult
 from gateway.pipeline.validation import ValidateArguments
-from gateway.redaction import Redactor
-from gateway.registrations import RegistrationStore
-from gateway.routing import Router
+from gateway.runtime.metrics import Metrics
+from gateway.runtime.redaction import Redactor
 from gateway.sandbox.sandboxes import Sandboxes, SandboxGuard
-from gateway.session import SessionContext
+from gateway.serving.routing import Router
 from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.stores import StoreSettings
+from gateway.stores.names import NameStore
+from gateway.stores.pins import PinStore
+from gateway.stores.registrations import RegistrationStore
 from gateway.upstreams.addresses import Resolver
 from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream

@@ -3,7 +3,7 @@
 `Gateway` owns every resource it starts; `async with gateway.running()` opens the stores, starts
 the upstreams without waiting for them and closes them all (`async with gateway` also waits for
 each upstream's first attempt to connect). `gateway.builder` wires the parts; visibility and routing live
-with their concepts (`auth.visibility`, `gateway.routing`).
+with their concepts (`auth.visibility`, `gateway.serving.routing`).
 """
 
 from __future__ import annotations
@@ -20,17 +20,22 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway import builder, requestid
+from gateway import builder
 from gateway.auth.authenticator import Authenticator
+from gateway.auth.groups import Group, GroupSet
 from gateway.auth.identity import Identity, caller_key
 from gateway.auth.policy import derive_risk
 from gateway.auth.visibility import Visibility
-from gateway.background import Background
-from gateway.catalog import Catalog, SourceListing, wanted_tool_name
+from gateway.catalog.merged import Catalog, SourceListing, wanted_tool_name
+from gateway.catalog.naming import SEPARATOR, near_misses
+from gateway.catalog.ownership import Withheld
+from gateway.catalog.pinning import OnToolChange, policy_for
+from gateway.catalog.poisoning import Flags
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext, SessionRegistry, Transport
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig, ServerConfig
 from gateway.config.secrets import secrets_of, server_secrets
-from gateway.datadir import make_private
 from gateway.errors import (
     ConfigError,
     ConflictError,
@@ -39,37 +44,33 @@ from gateway.errors import (
     UnknownToolError,
     describe_error,
 )
-from gateway.groups import Group, GroupSet
-from gateway.hostaccess import HostAccess
-from gateway.livegroups import GroupListener, LiveGroups
-from gateway.livepins import LivePins
-from gateway.liveservers import LiveServers, Member
-from gateway.metrics import REFUSED, Metrics, Readings
-from gateway.namestore import NameStore
-from gateway.naming import SEPARATOR, near_misses
-from gateway.ownership import Withheld
-from gateway.passthrough import PassThrough
-from gateway.pinning import OnToolChange, policy_for
-from gateway.pinstore import Change
+from gateway.live.groups import GroupListener, LiveGroups
+from gateway.live.pins import LivePins
+from gateway.live.reload import needs_restart, watch
+from gateway.live.servers import LiveServers, Member
 from gateway.pipeline import audit
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
 from gateway.pipeline.budgets import Budgets
 from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
 from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
-from gateway.poisoning import Flags
-from gateway.redaction import Redactor
-from gateway.registrations import RegistrationStore
-from gateway.reload import needs_restart, watch
-from gateway.resources import Resources
-from gateway.session import SessionContext, SessionRegistry, Transport
+from gateway.runtime import requestid
+from gateway.runtime.background import Background
+from gateway.runtime.datadir import make_private
+from gateway.runtime.hostaccess import HostAccess
+from gateway.runtime.metrics import REFUSED, Metrics, Readings
+from gateway.runtime.redaction import Redactor
+from gateway.serving.passthrough import PassThrough
+from gateway.serving.resources import Resources
 from gateway.shared import state
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.stores import DatabaseError
-from gateway.tools import ToolRecord
+from gateway.stores.names import NameStore
+from gateway.stores.pins import Change
+from gateway.stores.registrations import RegistrationStore
 from gateway.upstreams import children
 from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.connection import State, Status, Upstream
@@ -111,7 +112,7 @@ class Gateway:
     ) -> None:
         self.config = config
         self.host_access = host_access
-        """The host token and sign-in link of a gateway that `serve` runs (`gateway.hostaccess`)."""
+        """The host token and sign-in link of a gateway that `serve` runs (`gateway.runtime.hostaccess`)."""
         # A gateway that only inspects (check, catalog) must not sweep the containers of one that serves.
         self._serving = serving
         settings = config.settings
@@ -226,7 +227,7 @@ class Gateway:
         at once, and each upstream joins the catalog (and clients are told) when it is ready."""
         await self._start()
         if self.host_access is not None:
-            # Once everything it answers with is open; gone when it stops (gateway.hostaccess).
+            # Once everything it answers with is open; gone when it stops (gateway.runtime.hostaccess).
             await anyio.to_thread.run_sync(self.host_access.write, self.data_dir)
             self._stack.callback(self.host_access.remove, self.data_dir)
         if self._serving and self.config.path is not None and self._group is not None:

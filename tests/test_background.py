@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.background import Background
 from gateway.errors import GatewayError
+from gateway.runtime.background import Background
 
 pytestmark = pytest.mark.anyio
 

@@ -8,11 +8,11 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import derive_risk
-from gateway.catalog import Catalog, Route, SourceListing, page
+from gateway.catalog.merged import Catalog, Route, SourceListing, page
+from gateway.catalog.naming import VALID_NAME
+from gateway.catalog.ownership import NameBook
+from gateway.catalog.tools import Risk, ToolRecord
 from gateway.errors import ProtocolError
-from gateway.naming import VALID_NAME
-from gateway.ownership import NameBook
-from gateway.tools import Risk, ToolRecord
 
 
 def listing(source: str, *tools: str, namespace: str | None = None, **extra: object) -> SourceListing:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from gateway.auth.groups import Group, GroupSet, parse_group, parse_groups
+from gateway.catalog.tools import GATEWAY_SOURCE, Risk, ToolRecord
 from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError, ConflictError, NotFoundError
-from gateway.groups import Group, GroupSet, parse_group, parse_groups
-from gateway.tools import GATEWAY_SOURCE, Risk, ToolRecord
 
 
 def tool(name: str, source: str = "toy", *, tags: frozenset[str] = frozenset(), risk: Risk | None = None) -> ToolRecord:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.heap import YOUNG_THRESHOLD, settle_heap
+from gateway.runtime.heap import YOUNG_THRESHOLD, settle_heap
 
 
 @pytest.fixture

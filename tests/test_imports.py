@@ -1,6 +1,6 @@
 """Importing the gateway loads nothing a command does not need: start-up stays fast.
 
-`import gateway.cli` (what `--help`, `hash-key` and the commands against a running gateway pay)
+`import gateway.cli.main` (what `--help`, `hash-key` and the commands against a running gateway pay)
 loads neither the SDK nor an HTTP stack; `check` loads no HTTP front door nor web page; and
 nothing loads docker-py, PyJWT, the stemmer or jsonschema-rs before a sandboxed tool, a JWT, a search
 or a tool call needs them.
@@ -45,18 +45,18 @@ def _loaded(names: tuple[str, ...]) -> str:
 
 
 def test_importing_the_command_line_loads_neither_docker_nor_jwt_nor_the_stemmer_nor_jsonschema_rs() -> None:
-    assert json.loads(_run(f"import json, sys; import gateway.cli; {_loaded(LAZY)}")) == []
+    assert json.loads(_run(f"import json, sys; import gateway.cli.main; {_loaded(LAZY)}")) == []
 
 
 def test_importing_the_command_line_loads_neither_the_sdk_nor_an_http_stack() -> None:
-    assert json.loads(_run(f"import json, sys; import gateway.cli; {_loaded(SERVING)}")) == []
+    assert json.loads(_run(f"import json, sys; import gateway.cli.main; {_loaded(SERVING)}")) == []
 
 
 def _check_loads(tmp_path: Path, names: tuple[str, ...]) -> list[str]:
     config = tmp_path / "gateway.json"
     config.write_text(json.dumps({"gateway": {"data_dir": str(tmp_path / "data")}, "servers": {}}))
     probe = (
-        "import contextlib, json, sys; from gateway import cli\n"
+        "import contextlib, json, sys; from gateway.cli import main as cli\n"
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(sys.stderr):\n"
         f"    cli.main(['check', '--config', {str(config)!r}])\n"
         f"{_loaded(names)}"

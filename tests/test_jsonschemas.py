@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from gateway.jsonschemas import SchemaCache, compile_schema
+from gateway.catalog.jsonschemas import SchemaCache, compile_schema
 
 ITEMS = {
     "type": "object",

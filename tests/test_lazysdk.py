@@ -24,7 +24,7 @@ def _run(probe: str) -> str:
 def test_the_serving_modules_load_neither_the_high_level_client_nor_the_server_framework() -> None:
     probe = (
         "import json, sys\n"
-        "from gateway import lazysdk\n"
+        "from gateway.runtime import lazysdk\n"
         "lazysdk.install()\n"
         "import gateway.frontdoors.httpapp, gateway.frontdoors.stdio, gateway.service\n"
         f"print(json.dumps([m for m in {UNUSED!r} if m in sys.modules]))"
@@ -34,7 +34,7 @@ def test_the_serving_modules_load_neither_the_high_level_client_nor_the_server_f
 
 def test_a_name_the_sdk_re_exports_resolves_to_the_same_object_after_install() -> None:
     probe = (
-        "from gateway import lazysdk\n"
+        "from gateway.runtime import lazysdk\n"
         "lazysdk.install()\n"
         "import mcp\n"
         "from mcp import Client, StdioServerParameters\n"
@@ -53,7 +53,7 @@ def test_a_name_the_sdk_re_exports_resolves_to_the_same_object_after_install() -
 
 def test_a_star_import_of_the_sdk_offers_its_whole_public_list() -> None:
     probe = (
-        "from gateway import lazysdk\n"
+        "from gateway.runtime import lazysdk\n"
         "lazysdk.install()\n"
         "from mcp import *\n"
         "import mcp\n"
@@ -64,7 +64,7 @@ def test_a_star_import_of_the_sdk_offers_its_whole_public_list() -> None:
 
 def test_a_name_the_sdk_does_not_define_is_still_an_attribute_error() -> None:
     probe = (
-        "from gateway import lazysdk\n"
+        "from gateway.runtime import lazysdk\n"
         "lazysdk.install()\n"
         "import mcp\n"
         "try:\n"
@@ -76,5 +76,6 @@ def test_a_name_the_sdk_does_not_define_is_still_an_attribute_error() -> None:
 
 
 def test_install_leaves_an_sdk_already_imported_as_it_is() -> None:
-    probe = "import mcp\nfrom gateway import lazysdk\nbefore = mcp\nlazysdk.install()\nimport mcp\nprint(mcp is before)"
+    probe = "import mcp\nfrom gateway.runtime import lazysdk\nbefore = mcp\n"
+    probe += "lazysdk.install()\nimport mcp\nprint(mcp is before)"
     assert _run(probe).split() == ["True"]

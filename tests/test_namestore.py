@@ -1,9 +1,9 @@
 """The name store on each backend: owners and risk floors survive reopening, a claim never takes an
 owned name, a floor never falls, and freeing a server's names keeps their floors."""
 
-from gateway.namestore import NameStore
-from gateway.ownership import NameChanges
-from gateway.tools import Risk
+from gateway.catalog.ownership import NameChanges
+from gateway.catalog.tools import Risk
+from gateway.stores.names import NameStore
 from tests.support.databases import Backend
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.catalog.naming import MAX_NAME, VALID_NAME, assign, exposed_name, fit_name, near_misses
 from gateway.errors import UnknownToolError
-from gateway.naming import MAX_NAME, VALID_NAME, assign, exposed_name, fit_name, near_misses
 
 
 def test_a_plain_name_is_namespace_separator_original() -> None:

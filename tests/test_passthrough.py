@@ -9,10 +9,10 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from gateway.passthrough import PassThrough, Subscription
+from gateway.clients.session import SessionContext
 from gateway.pipeline.audit import AuditStore
 from gateway.pipeline.budgets import Budgets
-from gateway.session import SessionContext
+from gateway.serving.passthrough import PassThrough, Subscription
 from gateway.stores import StoreSettings
 
 pytestmark = pytest.mark.anyio

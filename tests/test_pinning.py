@@ -8,8 +8,7 @@ from typing import Any
 
 import mcp_types as types
 
-from gateway.errors import GatewayError
-from gateway.pinning import (
+from gateway.catalog.pinning import (
     ChangeStatus,
     Decision,
     Listed,
@@ -20,9 +19,10 @@ from gateway.pinning import (
     policy_for,
     review,
 )
-from gateway.pinstore import PinStore
+from gateway.catalog.tools import ToolRecord
+from gateway.errors import GatewayError
 from gateway.stores import StoreSettings
-from gateway.tools import ToolRecord
+from gateway.stores.pins import PinStore
 from tests.support.databases import Backend
 from tests.test_stores import race
 

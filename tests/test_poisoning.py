@@ -6,8 +6,8 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from gateway.poisoning import MAX_FINDINGS, REASONS, Finding, Flags, readable, scan, scan_text, visible
-from gateway.tools import ToolRecord
+from gateway.catalog.poisoning import MAX_FINDINGS, REASONS, Finding, Flags, readable, scan, scan_text, visible
+from gateway.catalog.tools import ToolRecord
 
 
 def tags(text: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gateway.auth.apikeys import hash_key
 from gateway.config.secrets import secrets_of
-from gateway.redaction import MIN_SECRET_LENGTH, REDACTED, RedactingFilter, Redactor, scrub_urls
+from gateway.runtime.redaction import MIN_SECRET_LENGTH, REDACTED, RedactingFilter, Redactor, scrub_urls
 from tests.support.access import HS256_SECRET, access_config, auth_section
 
 

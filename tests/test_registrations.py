@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.registrations import RegistrationStore
 from gateway.stores import StoreSettings
+from gateway.stores.registrations import RegistrationStore
 from gateway.stores.sealing import KEY_FILE, Sealer, sealer
 from tests.support.databases import Backend
 from tests.support.services import postgres_server
@@ -121,7 +121,7 @@ def test_an_entry_sealed_with_another_key_is_left_out_with_a_warning(
     one.close()
 
     other = opened(store_backend, fresh_key())
-    with caplog.at_level(logging.WARNING, logger="gateway.registrations"):
+    with caplog.at_level(logging.WARNING, logger="gateway.stores.registrations"):
         entries = other.entries("server")
     other.close()
     assert entries == {}

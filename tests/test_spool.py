@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from gateway.background import Background
 from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
+from gateway.runtime.background import Background
 from gateway.stores import spool as spool_module
 from gateway.stores.spool import Spool
 from tests.support.databases import Backend

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from gateway.session import SessionContext
-from gateway.tasks import TaskBook, UnknownTaskError, with_related
-from gateway.tools import ToolRecord
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext
+from gateway.clients.tasks import TaskBook, UnknownTaskError, with_related
 
 pytestmark = pytest.mark.anyio
 

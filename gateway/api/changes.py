@@ -12,8 +12,8 @@ from starlette.routing import Route
 
 from gateway.api.common import Api, Caller
 from gateway.errors import ConflictError, NotFoundError
-from gateway.pinstore import Change, ChangeClosedError, ChangeNotFoundError
 from gateway.service import Gateway
+from gateway.stores.pins import Change, ChangeClosedError, ChangeNotFoundError
 
 API_PATH = "/api/v1/changes"
 

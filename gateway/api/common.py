@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.auth.identity import Identity
+from gateway.clients.session import SessionContext
 from gateway.config.reader import DuplicateKeyError, unique_pairs
 from gateway.config.schema import ConfigProblems, JsonPath, Problem, nesting_problem, raise_if_any
 from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError, StateUnavailableError
 from gateway.service import Gateway
-from gateway.session import SessionContext
 from gateway.stores import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class Caller:
 def caller_of(gateway: Gateway, identity: Identity) -> Caller:
     """`identity` as a caller of `gateway`, with whether it may operate the gateway."""
     if identity.method == "host":
-        # The person at the host holds the host token (gateway.hostaccess).
+        # The person at the host holds the host token (gateway.runtime.hostaccess).
         admin = True
     elif gateway.authenticator.settings.enabled:
         admin = gateway.policy.is_admin(identity.role)

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, Caller, json_object, read_json
-from gateway.groups import Group
+from gateway.auth.groups import Group
 
 PATH = f"{API_PREFIX}/groups"
 

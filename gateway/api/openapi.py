@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.poisoning import REASONS
+from gateway.catalog.poisoning import REASONS
 
 OPENAPI_PATH = "/api/openapi.json"
 

@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api
+from gateway.clients.session import SessionContext
 from gateway.errors import NotFoundError
-from gateway.session import SessionContext
 from gateway.shared.sessions import RemoteSession
 
 PATH = f"{API_PREFIX}/sessions"

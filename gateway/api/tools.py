@@ -17,11 +17,11 @@ from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, BadRequestError, Caller, query_int
 from gateway.auth.policy import derive_risk
-from gateway.catalog import page
+from gateway.catalog.merged import page
+from gateway.catalog.poisoning import Finding
+from gateway.catalog.tools import Risk, ToolRecord
 from gateway.errors import NotFoundError, ProtocolError
-from gateway.poisoning import Finding
 from gateway.service import Gateway
-from gateway.tools import Risk, ToolRecord
 
 PATH = f"{API_PREFIX}/tools"
 DEFAULT_LIMIT = 50
@@ -105,7 +105,7 @@ class VisibleTools:
 
 
 def summary(tool: ToolRecord, flags: Iterable[Finding]) -> dict[str, Any]:
-    """A tool as a search lists it, with what its text was flagged for (`gateway.poisoning`)."""
+    """A tool as a search lists it, with what its text was flagged for (`gateway.catalog.poisoning`)."""
     return {
         "name": tool.name,
         "title": tool.title,

@@ -13,7 +13,7 @@ from gateway.auth.apikeys import TOKEN68, TOKEN68_RULE, ApiKey
 from gateway.auth.identity import ANONYMOUS_CALLER, HOST_CALLER, LOCAL_CALLER, AuthenticationError, Identity
 from gateway.auth.settings import AuthSettings
 from gateway.auth.tokens import verify_jwt
-from gateway.hostaccess import HostAccess
+from gateway.runtime.hostaccess import HostAccess
 
 
 class Authenticator:
@@ -30,7 +30,7 @@ class Authenticator:
     def authenticate(self, authorization_header: str | None) -> Identity:
         """The caller behind `Authorization: Bearer <API key, JWT or host token>`."""
         if authorization_header is not None and self._is_host(authorization_header):
-            # The person at the host, whether or not authentication is on (see gateway.hostaccess).
+            # The person at the host, whether or not authentication is on (see gateway.runtime.hostaccess).
             return Identity(HOST_CALLER, None, "host")
         if not self.settings.enabled:
             # Without authentication the gateway serves one trusted party (it listens on loopback):

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gateway.clients.session import state_key
 from gateway.errors import GatewayError
-from gateway.session import state_key
 
 Method = Literal["api_key", "jwt", "anonymous", "local", "stdio", "host"]
 ChallengeError = Literal["invalid_request", "invalid_token"]
@@ -15,7 +15,7 @@ ChallengeError = Literal["invalid_request", "invalid_token"]
 ANONYMOUS_CALLER = "anonymous"
 LOCAL_CALLER = "local"
 HOST_CALLER = "host"
-"""The person at the gateway's host, holding its host token (`gateway.hostaccess`)."""
+"""The person at the gateway's host, holding its host token (`gateway.runtime.hostaccess`)."""
 CALLER = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
 
 

@@ -30,7 +30,7 @@ Risk. A risk set in the configuration wins. Otherwise, from the tool's annotatio
 low; `destructiveHint` set explicitly to true is high; anything else is medium, including an
 absent `destructiveHint` (the protocol's default of true would make every unannotated tool high
 and drown the real ones in confirmations). Annotations are the server's word, so they never bring
-a tool below the highest risk its exposed name has carried (`gateway.ownership`).
+a tool below the highest risk its exposed name has carried (`gateway.catalog.ownership`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from typing import Any
 
 import mcp_types as types
 
+from gateway.catalog.tools import GATEWAY_SOURCE, Risk, ToolRecord
 from gateway.config.schema import validate_section
-from gateway.tools import GATEWAY_SOURCE, Risk, ToolRecord
 
 _LIMIT = {"type": "integer", "minimum": 1}
 BUDGET_SCHEMA: dict[str, Any] = {

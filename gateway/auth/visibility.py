@@ -1,17 +1,17 @@
 """What a session may see of the catalog: tools, skills, and the sources behind resources and prompts.
 
 A session sees the intersection of its role (`auth.policy`) and, when it was opened on a tool
-group's endpoint, that group (`gateway.groups`). A group that no longer exists shows nothing.
+group's endpoint, that group (`gateway.auth.groups`). A group that no longer exists shows nothing.
 """
 
 from __future__ import annotations
 
+from gateway.auth.groups import GroupSet
 from gateway.auth.policy import Policy
-from gateway.catalog import Catalog, Route
+from gateway.catalog.merged import Catalog, Route
+from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.errors import ProtocolError
-from gateway.groups import GroupSet
-from gateway.session import SessionContext
-from gateway.tools import GATEWAY_SOURCE, ToolRecord
 
 
 class Visibility:

@@ -13,8 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from gateway.auth.groups import Group, parse_groups
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
+from gateway.catalog.tools import Risk
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
 from gateway.config.extends import extended
 from gateway.config.model import (
@@ -48,11 +50,9 @@ from gateway.config.schema import (
 from gateway.config.values import local_path, seconds, size_bytes, url_path
 from gateway.config.variables import WORKSPACE_REFERENCE, expand, substitute
 from gateway.errors import ConfigError
-from gateway.groups import Group, parse_groups
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.sandbox.hardening import SandboxLimits
 from gateway.stores import StoreSettings
-from gateway.tools import Risk
 
 _T = TypeVar("_T")
 

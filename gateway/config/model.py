@@ -7,15 +7,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from gateway.auth.groups import Group
 from gateway.auth.policy import Policy
 from gateway.auth.settings import AuthSettings
+from gateway.catalog.pinning import OnToolChange
+from gateway.catalog.tools import Layer, Risk
 from gateway.config.namedsecrets import Secrets
 from gateway.config.registration import RegistrationPolicy
-from gateway.groups import Group
-from gateway.pinning import OnToolChange
 from gateway.pipeline.confirmation import ConfirmationSettings
 from gateway.stores import StoreSettings
-from gateway.tools import Layer, Risk
 
 SandboxMode = Literal["per-call", "per-session"]
 Transport = Literal["stdio", "http", "sse"]
@@ -79,7 +79,8 @@ class ServerConfig:
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
     scope: Scope = "shared"
     on_tool_change: OnToolChange | None = None
-    """What a changed tool definition meets; None: the default of where the server is defined (`gateway.pinning`)."""
+    """What a changed tool definition meets; None: the default of where the server is defined
+    (`gateway.catalog.pinning`)."""
     registration: RegistrationPolicy | None = None
     """For a server registered through the admin API, the policy that judges its URL, and the
     addresses its host resolves to, at every connection; None for the config file's servers,

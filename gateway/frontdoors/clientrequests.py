@@ -17,10 +17,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 
-from gateway.downstream import ClientAnswer, ClientRequest
-from gateway.passthrough import PassThrough
-from gateway.session import SessionContext
-from gateway.tasks import TaskEntry, as_gateway_s
+from gateway.clients.downstream import ClientAnswer, ClientRequest
+from gateway.clients.session import SessionContext
+from gateway.clients.tasks import TaskEntry, as_gateway_s
+from gateway.serving.passthrough import PassThrough
 from gateway.upstreams.clientside import workspace_roots
 from gateway.upstreams.workspaces import workspace_of
 

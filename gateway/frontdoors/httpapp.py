@@ -29,7 +29,7 @@ from gateway.frontdoors.envelope import GROUP_PATH, MCP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager
 from gateway.frontdoors.mcpserver import build_server, group_endpoint, session_connection
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
-from gateway.metrics import CONTENT_TYPE
+from gateway.runtime.metrics import CONTENT_TYPE
 from gateway.service import Gateway
 from gateway.shared.sessions import SessionLimits
 from gateway.upstreams.connection import State

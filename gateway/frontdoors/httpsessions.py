@@ -33,11 +33,11 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
-from gateway.background import Background
 from gateway.errors import StateUnavailableError
 from gateway.frontdoors.hotpath import ConnectionOf, HotPath
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ResponseModeTransport
+from gateway.runtime.background import Background
 from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
 
 log = logging.getLogger(__name__)

@@ -34,11 +34,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Scope
 
-from gateway import requestid
 from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
-from gateway.catalog import page
-from gateway.downstream import bound
+from gateway.catalog.merged import page
+from gateway.clients.downstream import bound
+from gateway.clients.session import SessionContext, Transport
+from gateway.clients.tasks import TASK_NOTE
 from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors import tasks
 from gateway.frontdoors.clientrequests import ClientOfRequest
@@ -46,15 +47,14 @@ from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
-from gateway.redaction import Redactor
+from gateway.runtime import requestid
+from gateway.runtime.redaction import Redactor
 from gateway.service import Gateway
-from gateway.session import SessionContext, Transport
 from gateway.skills.metatools import STATE_TOOLS
-from gateway.tasks import TASK_NOTE
 
 log = logging.getLogger(__name__)
 
-SESSION_KEY = "gateway.session"
+SESSION_KEY = "gateway.clients.session"
 CONNECTION_KEY = "gateway.connection"
 NOTICES_KEY = "gateway.list-changes"
 DEFAULT_HANDLE = "default"

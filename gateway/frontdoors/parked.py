@@ -20,10 +20,10 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway.downstream import ClientAnswer, ClientRequest, bound
+from gateway.clients.downstream import ClientAnswer, ClientRequest, bound
+from gateway.clients.session import SessionContext
 from gateway.frontdoors.clientrequests import unsupported
-from gateway.passthrough import PassThrough
-from gateway.session import SessionContext
+from gateway.serving.passthrough import PassThrough
 from gateway.upstreams.clientside import workspace_roots
 from gateway.upstreams.workspaces import workspace_of
 

@@ -13,9 +13,9 @@ from mcp.server.stdio import stdio_server
 from gateway.auth.identity import Identity
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
-from gateway.heap import settle_heap
-from gateway.redaction import configure_logging
-from gateway.reload import reload_on_hangup
+from gateway.live.reload import reload_on_hangup
+from gateway.runtime.heap import settle_heap
+from gateway.runtime.redaction import configure_logging
 from gateway.service import Gateway
 
 

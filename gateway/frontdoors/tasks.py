@@ -23,14 +23,14 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from gateway.catalog import Route, page
-from gateway.downstream import bound
+from gateway.catalog.merged import Route, page
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.downstream import bound
+from gateway.clients.session import SessionContext
+from gateway.clients.tasks import TaskEntry, TaskOrder, task_wire, with_related
 from gateway.errors import GatewayError, ProtocolError, ToolError, clip
 from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.service import Gateway
-from gateway.session import SessionContext
-from gateway.tasks import TaskEntry, TaskOrder, task_wire, with_related
-from gateway.tools import ToolRecord
 from gateway.upstreams.connection import Upstream
 
 Context = ServerRequestContext[Any, Any]

@@ -48,8 +48,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from gateway import requestid
-from gateway.background import Report
 from gateway.errors import (
     GatewayError,
     ToolError,
@@ -61,7 +59,9 @@ from gateway.errors import (
     describe_error,
 )
 from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
-from gateway.redaction import NO_SECRETS, Redactor
+from gateway.runtime import requestid
+from gateway.runtime.background import Report
+from gateway.runtime.redaction import NO_SECRETS, Redactor
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 from gateway.stores.spool import Spool, SpoolError, orphans
 
@@ -106,7 +106,7 @@ class AuditUnavailableError(ToolRefusedError):
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One audited call. `outcome` is `ok`, `error`, `refused:<reason>`, `timeout`, ...;
-    `request_id` links the row to the call's log lines (see `gateway.requestid`)."""
+    `request_id` links the row to the call's log lines (see `gateway.runtime.requestid`)."""
 
     epoch: float
     session: str

@@ -26,9 +26,9 @@ from typing import Protocol
 import mcp_types as types
 
 from gateway.auth.policy import Budget
+from gateway.clients.session import Closer, SessionContext
 from gateway.errors import ToolRefusedError
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.session import Closer, SessionContext
 
 WINDOW_SECONDS = 60.0
 # Marks a session whose end the step already listens for, so it registers once.

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.errors import ToolError
-from gateway.session import SessionContext
-from gateway.tools import ToolRecord
 
 ProgressFn = ProgressFnT
 """Receives progress of a running call: `(progress, total, message)`."""

@@ -10,8 +10,8 @@ import jsonschema
 import mcp_types as types
 from jsonschema.exceptions import ValidationError
 
+from gateway.catalog.jsonschemas import Compiled, SchemaCache
 from gateway.errors import ToolExecutionError, ToolInputError, clip
-from gateway.jsonschemas import Compiled, SchemaCache
 from gateway.pipeline.chain import CallNext, ToolCall
 
 # A violation quoting a huge argument would flood the model's context; the path says where it is.
@@ -28,7 +28,7 @@ _EXTRA_HINT = (
 class ValidateArguments:
     """Pipeline step: refuse calls whose arguments do not match the tool's input schema.
 
-    Compiled schemas are cached by identity (`gateway.jsonschemas`): a `ToolRecord` keeps its
+    Compiled schemas are cached by identity (`gateway.catalog.jsonschemas`): a `ToolRecord` keeps its
     schema object for its lifetime, so the hot path looks them up instead of rebuilding them.
     """
 

@@ -19,7 +19,7 @@ LABEL_SANDBOX = "io.mcp-gateway.sandbox"
 LABEL_DEADLINE = "io.mcp-gateway.deadline"
 # Which gateway (or test run) owns a container, so sweeps on a shared host touch only their own.
 LABEL_SCOPE = "io.mcp-gateway.scope"
-# The gateway process that started a container (`gateway.owners`): a start-up sweep spares a live one's.
+# The gateway process that started a container (`gateway.runtime.owners`): a start-up sweep spares a live one's.
 LABEL_OWNER = "io.mcp-gateway.owner"
 WORKSPACE_DIR = "/workspace"
 TMP_DIR = "/tmp"

@@ -19,8 +19,8 @@ from docker import DockerClient
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from gateway import owners
 from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
+from gateway.runtime import owners
 from gateway.sandbox.containers import (
     DOCKER_ERRORS,
     ContainerStdio,
@@ -36,7 +36,7 @@ from gateway.upstreams.outputs import OutputValidators
 
 logger = logging.getLogger(__name__)
 
-LABEL_SESSION = "io.mcp-gateway.session"
+LABEL_SESSION = "io.mcp-gateway.clients.session"
 _PREWARM_TIMEOUT = 120.0
 PoolKey = tuple[tuple[str, ...], SandboxLimits, Path | None]
 

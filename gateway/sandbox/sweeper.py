@@ -9,7 +9,7 @@ import docker.errors
 from docker import DockerClient
 from docker.models.containers import Container
 
-from gateway import owners
+from gateway.runtime import owners
 from gateway.sandbox.containers import DOCKER_ERRORS
 from gateway.sandbox.hardening import LABEL_DEADLINE, LABEL_OWNER, LABEL_SANDBOX, LABEL_SCOPE
 

@@ -25,9 +25,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
 
-from gateway.background import Report
+from gateway.clients.session import state_key
 from gateway.errors import StateUnavailableError
-from gateway.session import state_key
+from gateway.runtime.background import Report
 from gateway.shared.sessions import Admission, EndSession, Held, RemoteSession, SessionLimits, refused
 
 log = logging.getLogger(__name__)

@@ -34,11 +34,11 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from gateway.auth.policy import Budget
-from gateway.background import Report
+from gateway.clients.session import state_key
 from gateway.errors import StateUnavailableError
 from gateway.pipeline import loops
 from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, BudgetExceededError, Charge, refusal
-from gateway.session import state_key
+from gateway.runtime.background import Report
 from gateway.shared.redissessions import RedisSessions
 from gateway.shared.sessions import SessionDirectory
 from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler, Held, WindowEdits

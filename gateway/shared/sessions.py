@@ -19,7 +19,7 @@ from typing import Protocol
 
 import anyio
 
-from gateway.background import Report
+from gateway.runtime.background import Report
 
 
 @dataclass(frozen=True, slots=True)

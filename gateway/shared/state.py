@@ -25,12 +25,12 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 
-from gateway.background import Report
+from gateway.clients.session import SessionContext
 from gateway.config.model import GatewaySettings
 from gateway.pipeline import loops
 from gateway.pipeline.budgets import ADMISSION_NOTE, Admission, BudgetCounter, BudgetTracker, Charge
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.session import SessionContext
+from gateway.runtime.background import Report
 from gateway.shared.sessions import LocalSessions, SessionDirectory
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills

@@ -18,16 +18,16 @@ from dataclasses import replace
 import anyio
 import mcp_types as types
 
-from gateway.catalog import Catalog
+from gateway.catalog.merged import Catalog
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.config.model import GatewaySettings
 from gateway.errors import ProtocolError, ToolRefusedError, clip
-from gateway.metrics import Metrics
 from gateway.pipeline.chain import CallNext, ToolCall
-from gateway.session import SessionContext
+from gateway.runtime.metrics import Metrics
 from gateway.skills.disclosure import ActiveSkills
 from gateway.skills.folder import Skill, SkillSet
 from gateway.skills.search import SearchItem, ToolIndex, parameter_text
-from gateway.tools import ToolRecord
 
 log = logging.getLogger(__name__)
 

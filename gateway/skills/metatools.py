@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
+from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError, clip
 from gateway.pipeline.chain import ProgressFn, ToolCall
-from gateway.session import SessionContext
 from gateway.skills.folder import Skill
-from gateway.tools import GATEWAY_SOURCE, ToolRecord
 
 LIST_SKILLS = "List_Skills"
 LOAD_SKILL = "Load_Skill"

@@ -16,8 +16,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.datadir import PRIVATE_FILE
 from gateway.errors import GatewayError
+from gateway.runtime.datadir import PRIVATE_FILE
 from gateway.stores.database import DatabaseError
 
 if TYPE_CHECKING:

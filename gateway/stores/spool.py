@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.datadir import private_dirs
 from gateway.errors import GatewayError
+from gateway.runtime.datadir import private_dirs
 
 log = logging.getLogger(__name__)
 

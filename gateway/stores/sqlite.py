@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from gateway.datadir import private_file
+from gateway.runtime.datadir import private_file
 from gateway.stores.database import DatabaseError, Dialect, Row
 
 

@@ -2,7 +2,7 @@
 
 Every stdio server runs under `launcher.py`, which kills the server's process group when the gateway
 dies, and carries `MCP_GATEWAY_DATA_DIR` naming the gateway's data directory and `MCP_GATEWAY_OWNER`
-naming the gateway process (`gateway.owners`). A gateway starting on that directory ends the
+naming the gateway process (`gateway.runtime.owners`). A gateway starting on that directory ends the
 processes that still carry it and whose owner is gone: what a previous run left behind. Those of a
 gateway still running on the same directory (another desktop window's) are its own business.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from mcp.client.stdio import StdioServerParameters
 
-from gateway import owners
 from gateway.config.model import ServerConfig
+from gateway.runtime import owners
 
 log = logging.getLogger(__name__)
 

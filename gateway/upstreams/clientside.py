@@ -2,7 +2,7 @@
 
 The gateway declares sampling, elicitation and roots to every upstream (a server may hide tools
 from a client without them) and puts each such request to the client whose request caused it
-(`gateway.downstream`). A client that cannot be told, or does not support the request, makes
+(`gateway.clients.downstream`). A client that cannot be told, or does not support the request, makes
 the server get the protocol's error at once. Roots outside any request are the instance's
 workspace, if it has one. Log messages and resource updates go to the client of the request in
 flight, or, outside one, to `notices`, which knows the sessions that can see the server; so do
@@ -19,8 +19,8 @@ import mcp_types as types
 from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientRequestContext
 
-from gateway.downstream import ClientAnswer, ClientRequest, InFlight
-from gateway.session import SessionContext
+from gateway.clients.downstream import ClientAnswer, ClientRequest, InFlight
+from gateway.clients.session import SessionContext
 
 Notice = types.LoggingMessageNotification | types.ResourceUpdatedNotification | types.TaskStatusNotification
 NoticeHandler = Callable[[str, Notice], Awaitable[None]]

@@ -25,10 +25,10 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from gateway import requestid
-from gateway.catalog import SourceListing
+from gateway.catalog.merged import SourceListing
+from gateway.catalog.ownership import Withheld
+from gateway.catalog.tools import ToolRecord
 from gateway.config.model import GatewaySettings, ServerConfig
-from gateway.datadir import private_dirs
 from gateway.errors import (
     GatewayError,
     ProtocolError,
@@ -37,15 +37,15 @@ from gateway.errors import (
     UpstreamUnavailableError,
     describe_error,
 )
-from gateway.ownership import Withheld
 from gateway.pipeline.chain import ProgressFn
-from gateway.tools import ToolRecord
+from gateway.runtime import requestid
+from gateway.runtime.backoff import Backoff
+from gateway.runtime.datadir import private_dirs
 from gateway.upstreams import faults, tasking
 from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.clientside import ClientSide, NoticeHandler
 from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
-from gateway.upstreams.health import Backoff
 from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, all_pages, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
@@ -92,7 +92,7 @@ class Status:
     last_health_check: float | None = None
     """When the server was last pinged (epoch seconds); None before the first ping."""
     withheld: tuple[Withheld, ...] = ()
-    """Its tools left out of the catalog because their names are another's (`gateway.ownership`)."""
+    """Its tools left out of the catalog because their names are another's (`gateway.catalog.ownership`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -21,9 +21,9 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from pydantic import BaseModel, ValidationError
 
+from gateway.catalog.tools import ToolRecord
 from gateway.config.model import ServerConfig
 from gateway.errors import ToolExecutionError
-from gateway.tools import ToolRecord
 from gateway.upstreams.tasking import send_as_is
 
 MAX_DESCRIPTION_CHARS = 8000

@@ -24,10 +24,10 @@ import mcp_types as types
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from pydantic import ValidationError
 
+from gateway.catalog.tools import ToolRecord
 from gateway.config.model import LocalToolConfig
 from gateway.errors import GatewayError, ToolError, ToolExecutionError, ToolInputError, describe_error
 from gateway.pipeline.chain import ProgressFn
-from gateway.tools import ToolRecord
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__gateway_tool__"

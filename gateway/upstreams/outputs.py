@@ -1,5 +1,5 @@
 """Tool results held to their tools' output schemas, as the SDK's client session holds them, with
-each schema compiled once (`gateway.jsonschemas`): compiling costs about 60 times a validation."""
+each schema compiled once (`gateway.catalog.jsonschemas`): compiling costs about 60 times a validation."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import mcp_types as types
 from jsonschema.exceptions import best_match
 from referencing.exceptions import Unresolvable
 
+from gateway.catalog.jsonschemas import SchemaCache
 from gateway.errors import ToolExecutionError
-from gateway.jsonschemas import SchemaCache
 
 
 class OutputValidators:

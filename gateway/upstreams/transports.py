@@ -33,7 +33,7 @@ class WatchedStream:
     @property
     def last_context(self) -> Any:
         """The context of the task that sent the last message, where the transport carries it
-        (the SDK runs the handler of a server's request in it: see `gateway.downstream`)."""
+        (the SDK runs the handler of a server's request in it: see `gateway.clients.downstream`)."""
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:

@@ -28,13 +28,13 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from gateway import owners
-from gateway.background import Background
-from gateway.catalog import SourceListing
+from gateway.catalog.merged import SourceListing
+from gateway.clients.session import SessionContext
 from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.config.variables import WORKSPACE_REFERENCE
 from gateway.errors import UpstreamUnavailableError
-from gateway.session import SessionContext
+from gateway.runtime import owners
+from gateway.runtime.background import Background
 from gateway.upstreams import volumes
 from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.clientside import Notice, NoticeHandler, SessionNotices
@@ -48,7 +48,7 @@ DISCOVERY = ".discovery"
 PROBE = ".probe"
 IMAGE = ".img"
 ENDED = ".ended"
-# The gateway process using a workspace (`gateway.owners`): another gateway starting on the same
+# The gateway process using a workspace (`gateway.runtime.owners`): another gateway starting on the same
 # data directory leaves a live one's workspaces mounted and in use.
 OWNER = ".owner"
 # The sandbox's user when the gateway is root: nobody, who owns nothing else on the host.

@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway.auth.identity import HOST_CALLER, AuthenticationError, Identity
-from gateway.hostaccess import HOST_FILE, LINK_PATH
+from gateway.runtime.hostaccess import HOST_FILE, LINK_PATH
 from gateway.web import csrf
 from gateway.web.pages import Person, Web, read_form
 from gateway.web.signin import COOKIE

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from gateway.api.tools import LAYERS, RISKS, search, tool_query
 from gateway.auth.policy import derive_risk
-from gateway.catalog import page
+from gateway.catalog.merged import page
 from gateway.errors import ProtocolError
 from gateway.web.pages import PageError, Person, Web
 

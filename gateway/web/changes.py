@@ -8,7 +8,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway.api.changes import decide
-from gateway.pinning import ChangeStatus
+from gateway.catalog.pinning import ChangeStatus
 from gateway.web.pages import PageError, Person, Web
 
 DECIDED_SHOWN = 50

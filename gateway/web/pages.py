@@ -21,10 +21,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.api.common import MAX_BODY_BYTES, Caller, caller_of
 from gateway.api.tools import VisibleTools
+from gateway.catalog.poisoning import visible
+from gateway.clients.session import SessionContext
 from gateway.errors import ConfigError, GatewayError, OperationError
-from gateway.poisoning import visible
 from gateway.service import Gateway
-from gateway.session import SessionContext
 from gateway.stores import DatabaseError
 from gateway.web import csrf
 from gateway.web.signin import COOKIE, WebSession, WebSessions, signed

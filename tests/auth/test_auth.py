@@ -17,7 +17,7 @@ from gateway.auth.apikeys import hash_key
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import AuthenticationError, Identity
 from gateway.auth.settings import AuthSettings
-from gateway.cli import print_key_hash
+from gateway.cli.main import print_key_hash
 from gateway.config.loading import parse_config
 from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError

@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gateway.auth.identity import Identity, Method, caller_key, handle_key
-from gateway.session import state_key
+from gateway.clients.session import state_key
 
 from . import RUNS, TEXT
 

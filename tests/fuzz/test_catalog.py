@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog import Catalog, Route, SourceListing, page
+from gateway.catalog.merged import Catalog, Route, SourceListing, page
+from gateway.catalog.naming import VALID_NAME
+from gateway.catalog.tools import ToolRecord
 from gateway.errors import ProtocolError
-from gateway.naming import VALID_NAME
-from gateway.tools import ToolRecord
 
 from . import RUNS, TEXT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.naming import VALID_NAME, assign, exposed_name, fit_name
+from gateway.catalog.naming import VALID_NAME, assign, exposed_name, fit_name
 
 from . import ANY_TEXT, RUNS, TEXT
 

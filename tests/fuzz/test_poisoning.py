@@ -8,8 +8,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.poisoning import REASONS, scan, scan_text, visible
-from gateway.tools import ToolRecord
+from gateway.catalog.poisoning import REASONS, scan, scan_text, visible
+from gateway.catalog.tools import ToolRecord
 
 from . import ANY_TEXT, RUNS, TEXT, json_values
 

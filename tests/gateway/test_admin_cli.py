@@ -15,7 +15,7 @@ import anyio
 import pytest
 import yaml
 
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from tests.support.access import KEYS, auth_section

@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from gateway.catalog.naming import VALID_NAME
 from gateway.frontdoors.mcpserver import build_server
-from gateway.naming import VALID_NAME
 from gateway.service import Gateway
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.probe import Observed, probe_server, wait_until

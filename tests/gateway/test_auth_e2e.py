@@ -12,9 +12,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.auth.settings import AuthSettings
+from gateway.clients.session import state_key
 from gateway.config.model import GatewayConfig
 from gateway.errors import ConfigError
-from gateway.session import state_key
 from gateway.upstreams.transports import TransportFactory
 from tests.support.access import (
     AUDIENCE,

@@ -16,8 +16,8 @@ import yaml
 
 from gateway.config.loading import load_config
 from gateway.errors import ConfigError
-from gateway.namestore import NameStore
 from gateway.stores import StoreSettings
+from gateway.stores.names import NameStore
 from tests.support.harness import REPO, run_cli, toy_stdio
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config.loading import parse_config
-from gateway.datadir import WORKSPACES
+from gateway.runtime.datadir import WORKSPACES
 from tests.support.databases import backend
 from tests.support.harness import gateway_client, in_memory, make_config, toy_stdio
 from tests.support.toy import build_server as toy
@@ -94,10 +94,10 @@ async def test_a_data_directory_left_readable_by_others_is_made_private_at_start
     sandboxed = data_dir / WORKSPACES / "caller" / "session" / "written-by-sandboxed-code"
     sandboxed.write_text("left as it is")
     os.chmod(sandboxed, 0o644)
-    with caplog.at_level(logging.WARNING, logger="gateway.datadir"):
+    with caplog.at_level(logging.WARNING, logger="gateway.runtime.datadir"):
         async with gateway_client(config, transports=in_memory({"mem": toy("mem")})):
             found = modes(data_dir)
-    warnings = [record.getMessage() for record in caplog.records if record.name == "gateway.datadir"]
+    warnings = [record.getMessage() for record in caplog.records if record.name == "gateway.runtime.datadir"]
     assert found["."] == found["logs"] == "0o700"
     assert found["approvals.db"] == found["logs/mem.log"] == "0o600"
     assert oct(stat.S_IMODE(sandboxed.stat().st_mode)) == "0o644"

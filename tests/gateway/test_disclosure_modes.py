@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 
 from benchmarks.disclosure_tokens import TARGET_SHARE, compare, generated
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.frontdoors.mcpserver import build_server
 from tests.support.harness import make_config
 from tests.support.skills import (

@@ -16,8 +16,8 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from gateway.config.loading import parse_config
-from gateway.registrations import RegistrationStore
 from gateway.stores import StoreSettings
+from gateway.stores.registrations import RegistrationStore
 from tests.support.harness import REPO, run_cli, toy_stdio, until_listed
 
 GROUPS = {"adding": {"allow": ["toy__add", "toy__echo"]}}

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from gateway.config.loading import default_config_path
-from gateway.hostaccess import HOST_FILE, LINK_PATH
+from gateway.runtime.hostaccess import HOST_FILE, LINK_PATH
 from tests.support.harness import REPO, gateway_process, until_listed
 from tests.support.probe import wait_until
 from tests.support.skills import text

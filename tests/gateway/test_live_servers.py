@@ -15,8 +15,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.subscriptions import ToolsListChanged
 
 from gateway.errors import ConfigError, ConflictError, NotFoundError
-from gateway.registrations import RegistrationStore
 from gateway.stores import StoreSettings
+from gateway.stores.registrations import RegistrationStore
 from gateway.upstreams.connection import State
 from gateway.upstreams.transports import TransportFactory
 from tests.support.databases import Backend

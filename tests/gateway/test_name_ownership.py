@@ -19,10 +19,10 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from gateway.catalog.tools import Risk
 from gateway.config.model import GatewayConfig
 from gateway.config.registration import RegistrationPolicy
 from gateway.service import Gateway
-from gateway.tools import Risk
 from gateway.upstreams.transports import TransportFactory
 from tests.support.databases import Backend
 from tests.support.harness import http_gateway, in_memory, make_config

@@ -16,7 +16,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.server import Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from gateway.passthrough import LogThrottle
+from gateway.serving.passthrough import LogThrottle
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.asking import NOTE_URI
 from tests.support.asking import build_server as asking

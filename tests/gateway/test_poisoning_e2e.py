@@ -21,7 +21,7 @@ from markupsafe import escape
 from mcp import Client
 from mcp.server import MCPServer
 
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.service import Gateway
 from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, run_cli
 from tests.support.metrics import parse, value

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway import requestid
-from gateway.logformat import JsonFormatter
+from gateway.runtime import requestid
+from gateway.runtime.logformat import JsonFormatter
 from tests.support.access import http_client
 from tests.support.harness import REPO, gateway_process, toy_stdio, until_listed
 
@@ -83,7 +83,7 @@ def test_request_ids_are_unique_and_a_process_s_ids_sort_in_the_order_its_calls_
 
 
 def test_two_processes_never_hand_out_the_same_request_id() -> None:
-    program = "from gateway import requestid\nfor _ in range(100):\n    print(requestid.fresh())"
+    program = "from gateway.runtime import requestid\nfor _ in range(100):\n    print(requestid.fresh())"
     runs = [
         subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True, cwd=REPO)
         for _ in range(2)

@@ -16,9 +16,9 @@ from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.server.connection import Connection
 from mcp.shared.exceptions import MCPError
 
+from gateway.clients.tasks import RELATED_TASK
 from gateway.frontdoors.mcpserver import CONNECTION_KEY
 from gateway.service import Gateway
-from gateway.tasks import RELATED_TASK
 from gateway.upstreams.tasking import send_as_is
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.harness import gateway_client, http_gateway, in_memory, make_config, placeholder

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from mcp import Client
 
-from gateway import owners
 from gateway.auth.identity import Identity
 from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
+from gateway.runtime import owners
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 from tests.support.harness import REPO, make_config

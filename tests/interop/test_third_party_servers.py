@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 
-from gateway.naming import exposed_name
+from gateway.catalog.naming import exposed_name
 from gateway.upstreams.tasking import send_as_is
 from tests.support.harness import http_gateway, make_config
 from tests.support.node import require_node_command

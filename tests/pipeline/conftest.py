@@ -8,9 +8,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.pipeline.chain import ToolCall
-from gateway.session import SessionContext
-from gateway.tools import ToolRecord
 
 MakeCall = Callable[..., ToolCall]
 

@@ -15,11 +15,11 @@ import anyio.lowlevel
 import mcp_types as types
 import pytest
 
-from gateway.background import Background
 from gateway.errors import ToolTimeoutError, UnknownToolError
 from gateway.pipeline.audit import AuditCalls, AuditEntry, AuditError, AuditStore, arguments_digest
 from gateway.pipeline.chain import ToolCall
 from gateway.pipeline.loops import LoopRefusedError
+from gateway.runtime.background import Background
 from gateway.stores import StoreSettings
 from tests.support.databases import Backend
 from tests.support.harness import free_port

@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from gateway import jsonschemas
+from gateway.catalog import jsonschemas
 from gateway.errors import ToolExecutionError, ToolInputError
 from gateway.pipeline.chain import Pipeline, ToolCall
 from gateway.pipeline.validation import ValidateArguments

@@ -7,10 +7,10 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import Budget
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.pipeline.budgets import BudgetExceededError, Budgets, BudgetTracker
 from gateway.pipeline.chain import Pipeline, ToolCall
-from gateway.session import SessionContext
-from gateway.tools import ToolRecord
 
 
 class Clock:

@@ -11,6 +11,8 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import derive_risk
+from gateway.catalog.tools import Risk, ToolRecord
+from gateway.clients.session import SessionContext
 from gateway.errors import ConfigError
 from gateway.pipeline.approvals import ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, Binding, Status
 from gateway.pipeline.chain import OUTCOME_NOTE, Pipeline, ToolCall
@@ -28,8 +30,6 @@ from gateway.pipeline.confirmation import (
     binding_of,
     strip_confirmation,
 )
-from gateway.session import SessionContext
-from gateway.tools import Risk, ToolRecord
 from tests.support.databases import Backend
 
 TTL = 300.0

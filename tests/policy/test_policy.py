@@ -8,8 +8,8 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import Budget, Policy, Rule, derive_risk, risk_at_least
+from gateway.catalog.tools import Risk, ToolRecord
 from gateway.errors import ConfigError
-from gateway.tools import Risk, ToolRecord
 
 ROLES: dict[str, Any] = {
     "intern": {

@@ -9,7 +9,7 @@ import time
 import pytest
 from docker import DockerClient
 
-from gateway import owners
+from gateway.runtime import owners
 from gateway.sandbox.containers import launch
 from gateway.sandbox.hardening import LABEL_OWNER, SandboxLimits, container_kwargs
 from gateway.sandbox.sweeper import sweep, sweep_all

@@ -17,19 +17,19 @@ import mcp_types as types
 import pytest
 
 from gateway.auth.policy import Budget
-from gateway.background import Background
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext, state_key
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewaySettings
 from gateway.errors import ConfigError, StateUnavailableError, ToolRefusedError
 from gateway.pipeline.budgets import BudgetExceededError, Budgets
 from gateway.pipeline.chain import CallNext, Pipeline, Step, ToolCall
 from gateway.pipeline.loops import DetectLoops
-from gateway.session import SessionContext, state_key
+from gateway.runtime.background import Background
 from gateway.shared.redisstate import RedisState
 from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
-from gateway.tools import ToolRecord
 from tests.support.harness import free_port
 
 SETTINGS = GatewaySettings(data_dir=Path("/unused"), loop_window=10, loop_repeat_limit=3, skill_capacity=2)

@@ -10,11 +10,11 @@ import anyio
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.registrations import RegistrationStore
 from gateway.service import REGISTRATIONS, Gateway
 from gateway.shared.redisstate import CHANNEL
 from gateway.shared.state import CHANGES
 from gateway.stores import StoreSettings
+from gateway.stores.registrations import RegistrationStore
 from tests.support.harness import free_port, gateway_client, in_memory, make_config, placeholder
 from tests.support.services import postgres_server
 from tests.support.skills import text

@@ -21,7 +21,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.server.connection import Connection
 from mcp.server.mcpserver import MCPServer
 
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from gateway.frontdoors.httpapp import create_app

@@ -1,6 +1,6 @@
 """The restart backoff: doubling to a ceiling, starting over after a stable run."""
 
-from gateway.upstreams.health import Backoff
+from gateway.runtime.backoff import Backoff
 
 
 def test_the_wait_doubles_after_each_failure_up_to_the_maximum() -> None:

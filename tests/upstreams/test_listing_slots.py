@@ -12,9 +12,9 @@ from anyio.lowlevel import checkpoint
 from mcp.client._memory import InMemoryTransport
 from mcp.server.lowlevel.server import Server
 
-from gateway.catalog import SourceListing
+from gateway.catalog.merged import SourceListing
+from gateway.catalog.tools import ToolRecord
 from gateway.config.model import GatewaySettings, ServerConfig
-from gateway.tools import ToolRecord
 from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.listing import ListingSlots
 from tests.support.probe import wait_until

@@ -14,7 +14,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from gateway.config.loading import default_config_path
-from gateway.hostaccess import HOST_FILE
+from gateway.runtime.hostaccess import HOST_FILE
 from tests.support.browser import axe_violations, describe, wait_for_text
 from tests.support.harness import gateway_process, until_listed
 from tests.support.probe import wait_until

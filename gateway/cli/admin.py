@@ -2,7 +2,7 @@
 
 Each command is one or a few requests to `/api/v1` (see docs/api.md) with the credential in
 `GATEWAY_API_KEY`, or the host token of the gateway serving the default data directory
-(`gateway.hostaccess`); the answers are printed as tables or, with `--json`, as they came. A command that
+(`gateway.runtime.hostaccess`); the answers are printed as tables or, with `--json`, as they came. A command that
 changes a server waits until the server has connected or failed, telling how it goes on stderr.
 """
 
@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import yaml
 
+from gateway.catalog.poisoning import visible
 from gateway.errors import GatewayError
-from gateway.hostaccess import read_host_file
-from gateway.poisoning import visible
+from gateway.runtime.hostaccess import read_host_file
 
 if TYPE_CHECKING:
     import httpx2

@@ -5,7 +5,7 @@ called: its name, title, description, input and output schema and annotations. I
 the SHA-256 of that definition as canonical JSON (keys sorted, no spaces, ASCII only). The first definition
 seen of a tool is trusted and pinned; a later different one is a change, which the server's
 `on_tool_change` policy holds for review (`hold`), serves while it waits for review (`warn`), or
-pins at once (`allow`). `review` decides; the store (`gateway.pinstore`) keeps its decisions.
+pins at once (`allow`). `review` decides; the store (`gateway.stores.pins`) keeps its decisions.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from gateway.tools import ToolRecord
+from gateway.catalog.tools import ToolRecord
 
 OnToolChange = Literal["hold", "allow", "warn"]
 FILE_DEFAULT: OnToolChange = "warn"

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # For annotations only: the command line shows findings without loading the SDK's types.
-    from gateway.tools import ToolRecord
+    from gateway.catalog.tools import ToolRecord
 
 MAX_FINDINGS = 10
 """Findings kept per tool, in the order of the definition: a hostile schema could otherwise make thousands."""

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import mcp_types as types
 
-from gateway.session import SessionContext
+from gateway.clients.session import SessionContext
 
 ClientRequest = types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
 ClientAnswer = (

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 import anyio
 
+from gateway.auth.groups import Group, GroupSet, parse_group
 from gateway.errors import ConfigError
-from gateway.groups import Group, GroupSet, parse_group
-from gateway.registrations import RegistrationStore
 from gateway.stores import DatabaseError
+from gateway.stores.registrations import RegistrationStore
 
 log = logging.getLogger(__name__)
 

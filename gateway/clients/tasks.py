@@ -18,15 +18,15 @@ from typing import Any
 
 import mcp_types as types
 
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import Closer, SessionContext
 from gateway.errors import ProtocolError, clip
-from gateway.session import Closer, SessionContext
-from gateway.tools import ToolRecord
 
 TASK_NOTE = "gateway.task"
 """The pipeline note of a call that is to run as a task (a `TaskOrder`)."""
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The `_meta` key naming the task a message belongs to."""
-BOOK_KEY = "gateway.tasks"
+BOOK_KEY = "gateway.clients.tasks"
 
 
 class UnknownTaskError(ProtocolError):

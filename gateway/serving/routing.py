@@ -12,13 +12,13 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from gateway.catalog import Route
+from gateway.catalog.merged import Route
+from gateway.clients.session import SessionContext
+from gateway.clients.tasks import TASK_NOTE, TaskEntry, TaskOrder
 from gateway.config.model import ServerConfig
 from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes
-from gateway.session import SessionContext
-from gateway.tasks import TASK_NOTE, TaskEntry, TaskOrder
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces

@@ -42,7 +42,8 @@ class ToolRecord:
     risk: Risk | None = None
     """The risk the operator configured, which wins over everything else."""
     risk_floor: Risk | None = None
-    """The highest risk any tool under this exposed name had (`gateway.ownership`): annotations cannot go below it."""
+    """The highest risk any tool under this exposed name had (`gateway.catalog.ownership`):
+    annotations cannot go below it."""
     layer: Layer = "core"
     tags: frozenset[str] = frozenset()
     skills: tuple[str, ...] = ()

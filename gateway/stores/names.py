@@ -1,4 +1,4 @@
-"""The owners and risk floors of exposed tool names (`gateway.ownership`), kept across restarts.
+"""The owners and risk floors of exposed tool names (`gateway.catalog.ownership`), kept across restarts.
 
 One table behind the store seam (`gateway.stores`): `names.db` under the data directory, or the
 PostgreSQL database replicas share. A claim never takes a name another process claimed first,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.ownership import RISKS, NameChanges, NameRow
+from gateway.catalog.ownership import RISKS, NameChanges, NameRow
 from gateway.stores import Database, StoreSettings, migrate, open_database
 
 STORE = "names"

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.errors import GatewayError
-from gateway.pinning import (
+from gateway.catalog.pinning import (
     ChangeStatus,
     Decision,
     Listed,
@@ -29,6 +28,7 @@ from gateway.pinning import (
     diff,
     review,
 )
+from gateway.errors import GatewayError
 from gateway.stores import Database, Queries, StoreSettings, migrate, open_database
 
 STORE = "pins"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import mcp_types as types
 
 from gateway.auth.visibility import Visibility
-from gateway.catalog import Catalog
+from gateway.catalog.merged import Catalog
+from gateway.clients.session import SessionContext
 from gateway.errors import ProtocolError, clip
-from gateway.passthrough import PassThrough, Subscription
-from gateway.routing import Router
-from gateway.session import SessionContext
+from gateway.serving.passthrough import PassThrough, Subscription
+from gateway.serving.routing import Router
 from gateway.skills.host import SKILL_SCHEME, SkillHost
 
 

@@ -17,10 +17,10 @@ from typing import TypeVar
 import mcp_types as types
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
+from gateway.catalog.naming import Clash, assign, exposed_name, fit_name, suffixed
+from gateway.catalog.ownership import NameBook, Withheld
+from gateway.catalog.tools import ToolRecord
 from gateway.errors import ProtocolError, clip
-from gateway.naming import Clash, assign, exposed_name, fit_name, suffixed
-from gateway.ownership import NameBook, Withheld
-from gateway.tools import ToolRecord
 
 URI_JOIN = "+"
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """The command line: `serve`, `stdio`, `check`, `catalog`, `servers`, `audit`, `approvals`, `changes`, `workspaces`
 and `client-config`.
 
-`servers`, `changes`, and `catalog` and `approvals` without `--config`, talk to a running gateway (`gateway.admincli`);
+`servers`, `changes`, and `catalog` and `approvals` without `--config`, talk to a running gateway (`gateway.cli.admin`);
 the others work on a configuration file and the data directory it names."""
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gateway import admincli, lazysdk
 from gateway.auth.apikeys import hash_key, key_problem
+from gateway.cli import admin
 from gateway.config.clientfiles import CLIENTS, gateway_snippet, stdio_command
-from gateway.datadir import make_private
 from gateway.errors import ConfigError
-from gateway.hostaccess import HOST_FILE, HostAccess, read_host_file
-from gateway.logformat import LOG_FORMATS, formatter
-from gateway.redaction import Redactor, configure_logging, quiet_clients
+from gateway.runtime import lazysdk
+from gateway.runtime.datadir import make_private
+from gateway.runtime.hostaccess import HOST_FILE, HostAccess, read_host_file
+from gateway.runtime.logformat import LOG_FORMATS, formatter
+from gateway.runtime.redaction import Redactor, configure_logging, quiet_clients
 from gateway.sandbox.hardening import DEFAULT_IMAGE
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _remote(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--url",
         help=f"the running gateway (default: the one serving the default data directory, whose {HOST_FILE} "
-        f"holds its URL and host token, else {admincli.DEFAULT_URL}; a key in {admincli.KEY_VARIABLE} goes first)",
+        f"holds its URL and host token, else {admin.DEFAULT_URL}; a key in {admin.KEY_VARIABLE} goes first)",
     )
 
 
@@ -154,7 +155,7 @@ def _default_data_dir() -> Path | None:
 def _offline_approvals(args: argparse.Namespace) -> bool:
     """Whether `approvals` without `--config` works on the default data directory itself: nothing names
     a gateway to ask (no `--url`, no key) and none serves that directory (a stdio gateway, or none)."""
-    if args.command != "approvals" or args.url is not None or os.environ.get(admincli.KEY_VARIABLE):
+    if args.command != "approvals" or args.url is not None or os.environ.get(admin.KEY_VARIABLE):
         return False
     data_dir = _default_data_dir()
     return data_dir is not None and read_host_file(data_dir) is None
@@ -162,16 +163,16 @@ def _offline_approvals(args: argparse.Namespace) -> bool:
 
 def _run_remote(args: argparse.Namespace) -> int:
     """A command against the running gateway: at `--url`, or the one serving the default data directory."""
-    client = admincli.client_from(args.url, _default_data_dir())
+    client = admin.client_from(args.url, _default_data_dir())
     try:
         if args.command == "servers":
-            return admincli.servers_command(client, args, sys.stdout, sys.stderr, sys.stdin)
+            return admin.servers_command(client, args, sys.stdout, sys.stderr, sys.stdin)
         if args.command == "catalog":
-            return admincli.catalog_command(client, args, sys.stdout)
+            return admin.catalog_command(client, args, sys.stdout)
         if args.command == "changes":
-            return admincli.changes_command(client, args, sys.stdout)
-        return admincli.approvals_command(client, args, sys.stdout)
-    except admincli.RemoteError as error:
+            return admin.changes_command(client, args, sys.stdout)
+        return admin.approvals_command(client, args, sys.stdout)
+    except admin.RemoteError as error:
         print(f"error: {error.client_text()}", file=sys.stderr)
         return 1
     finally:
@@ -231,10 +232,10 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
     import anyio
     import uvicorn
 
-    from gateway import banner
+    from gateway.cli import banner
     from gateway.frontdoors.httpapp import create_app
-    from gateway.heap import settle_heap
-    from gateway.reload import reload_on_hangup
+    from gateway.live.reload import reload_on_hangup
+    from gateway.runtime.heap import settle_heap
     from gateway.service import Gateway
 
     # Bound before anything starts: a port already taken stops here, with no server started for nothing.
@@ -352,8 +353,8 @@ def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
 def _group_known(config: GatewayConfig, name: str) -> bool:
     """Whether `name` is a group of the config file or of the API (the registration store);
     if not, says so on stderr, naming the groups there are."""
-    from gateway.registrations import RegistrationStore
     from gateway.stores import DatabaseError
+    from gateway.stores.registrations import RegistrationStore
 
     data_dir = Path(config.settings.data_dir)
     make_private(data_dir)
@@ -472,7 +473,7 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
     import anyio
 
     from gateway.auth.policy import derive_risk
-    from gateway.poisoning import visible
+    from gateway.catalog.poisoning import visible
     from gateway.service import Gateway
 
     filters = [f"--{name}" for name in _CATALOG_FILTERS if getattr(args, name)]

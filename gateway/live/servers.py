@@ -22,15 +22,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from gateway.builder import ListingHandler, UpstreamFactory
-from gateway.catalog import SourceListing
+from gateway.catalog.merged import SourceListing
 from gateway.config.loading import parse_server
 from gateway.config.model import ServerConfig
 from gateway.config.registration import RegistrationPolicy
 from gateway.config.variables import MASK, masked
 from gateway.errors import ConfigError, ConflictError, NotFoundError
-from gateway.registrations import RegistrationStore
-from gateway.routing import Router
 from gateway.sandbox.sandboxes import Sandboxes
+from gateway.serving.routing import Router
+from gateway.stores.registrations import RegistrationStore
 from gateway.upstreams.connection import State, Status, Upstream
 
 log = logging.getLogger(__name__)

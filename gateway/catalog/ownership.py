@@ -1,6 +1,6 @@
 """Who owns each exposed tool name, and the highest risk each name has carried.
 
-Pure: the gateway loads the book from its name store (`gateway.namestore`), the catalog asks it
+Pure: the gateway loads the book from its name store (`gateway.stores.names`), the catalog asks it
 about every tool whenever it rebuilds, and the gateway writes back what changed (`pending`).
 
 - A name belongs to the server that first held it. No other source's tool gets it while it is
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gateway.naming import SEPARATOR
-from gateway.tools import Risk
+from gateway.catalog.naming import SEPARATOR
+from gateway.catalog.tools import Risk
 
 RISKS = tuple(Risk)
 """The risk levels from lowest to highest; a level's index is its rank."""

@@ -19,7 +19,7 @@ from typing import Protocol, get_args
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gateway.session import SessionContext, Transport
+from gateway.clients.session import SessionContext, Transport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Seconds: tool calls range from a local function (well under a millisecond) to the call timeout.

@@ -1,7 +1,7 @@
 """How log lines look: plain text for people, or one JSON object a line for log collectors.
 
 A JSON line has `time` (ISO 8601 UTC), `level`, `logger`, `message`, `request_id` when the line
-was written while handling a client call (see `gateway.requestid`) and `exception` when one was
+was written while handling a client call (see `gateway.runtime.requestid`) and `exception` when one was
 logged. Secrets are already gone: the redacting filter on the handler runs before the formatter.
 """
 
@@ -12,7 +12,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Literal
 
-from gateway import requestid
+from gateway.runtime import requestid
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")

@@ -18,12 +18,12 @@ from dataclasses import replace
 
 import anyio
 
-from gateway.catalog import SourceListing, wanted_tool_name
-from gateway.metrics import Metrics
-from gateway.pinning import Decision, Listed, OnToolChange, Plan, definition, fingerprint
-from gateway.pinstore import Change, Event, PinStore
+from gateway.catalog.merged import SourceListing, wanted_tool_name
+from gateway.catalog.pinning import Decision, Listed, OnToolChange, Plan, definition, fingerprint
+from gateway.catalog.tools import ToolRecord
 from gateway.pipeline.audit import AuditEntry, AuditStore
-from gateway.tools import ToolRecord
+from gateway.runtime.metrics import Metrics
+from gateway.stores.pins import Change, Event, PinStore
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What passes from upstreams to clients beyond answers: requests for the user, log messages,
 resource updates, task status, each to the right client session and within its limits.
 
-The front door binds the client of each request (`gateway.downstream`); this module is the
+The front door binds the client of each request (`gateway.clients.downstream`); this module is the
 gateway's side of it. Sampling and elicitation count against the caller's budget like a call and
 are audited (outcome `sampling` or `elicitation`). Log messages reach the client whose request
 caused them, or, outside a request, every session that can see the server, at most `LOG_RATE` a
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-from gateway import requestid
-from gateway.downstream import ClientRequest, Downstream
+from gateway.clients.downstream import ClientRequest, Downstream
+from gateway.clients.session import SessionContext
+from gateway.clients.tasks import TaskBook
 from gateway.errors import GatewayError
 from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets
-from gateway.session import SessionContext
-from gateway.tasks import TaskBook
+from gateway.runtime import requestid
 from gateway.upstreams.clientside import Notice
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.datadir import PRIVATE_FILE
+from gateway.runtime.datadir import PRIVATE_FILE
 
 HOST_FILE = "local-admin.json"
 """Where `serve` writes its URL and token, under the data directory."""

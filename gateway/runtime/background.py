@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from gateway.errors import GatewayError, describe_error
-from gateway.upstreams.health import Backoff
+from gateway.runtime.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

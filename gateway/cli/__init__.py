@@ -1,0 +1,1 @@
+"""The command line: `mcp-gateway` and `python -m gateway`."""

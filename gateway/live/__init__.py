@@ -1,0 +1,1 @@
+"""What changes while the gateway runs: the live servers, groups and pinned definitions, and hot reload."""
