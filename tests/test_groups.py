@@ -8,8 +8,8 @@ import pytest
 
 from gateway.auth.groups import Group, GroupSet, parse_group, parse_groups
 from gateway.catalog.tools import GATEWAY_SOURCE, Risk, ToolRecord
-from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError, ConflictError, NotFoundError
+from gateway.problems import ConfigProblems
 
 
 def tool(name: str, source: str = "toy", *, tags: frozenset[str] = frozenset(), risk: Risk | None = None) -> ToolRecord:

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from gateway.config.loading import parse_config
-from gateway.config.schema import ConfigProblems
 from gateway.config.secrets import secrets_of
 from gateway.errors import GatewayError
 from gateway.pipeline.approvals import ApprovalStore, Binding, Status
+from gateway.problems import ConfigProblems
 from gateway.stores import StoreSettings, migrate
 from gateway.stores.migrations import migrations
 from gateway.stores.postgres import without_password

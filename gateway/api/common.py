@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse, Response
 from gateway.auth.identity import Identity
 from gateway.clients.session import SessionContext
 from gateway.config.reader import DuplicateKeyError, unique_pairs
-from gateway.config.schema import ConfigProblems, JsonPath, Problem, nesting_problem, raise_if_any
 from gateway.errors import ConfigError, ForbiddenError, OperationError, ProtocolError, StateUnavailableError
+from gateway.problems import ConfigProblems, JsonPath, Problem, nesting_problem, raise_if_any
 from gateway.service import Gateway
 from gateway.stores import DatabaseError
 

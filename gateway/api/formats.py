@@ -29,14 +29,14 @@ import jsonschema
 
 from gateway.config.clientfiles import fitting_name, from_client_file
 from gateway.config.dockerrun import image_problem, run_args, setting_problem, variable_problem
-from gateway.config.schema import (
+from gateway.config.schema import schema_problems
+from gateway.problems import (
     NAME_PATTERN,
     NAME_RULE,
     JsonPath,
     Problem,
     explain_error,
     raise_if_any,
-    schema_problems,
 )
 
 SOURCE = "request body"

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from gateway.auth.policy import RULE_SCHEMA, Rule, selects
 from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
-from gateway.config.schema import NAME_PATTERN, ConfigProblems, describe_value, render_path, validate_section
 from gateway.errors import ConfigError, ConflictError, NotFoundError, clip
+from gateway.problems import NAME_PATTERN, ConfigProblems, describe_value, render_path, validate_section
 
 Source = Literal["file", "api"]
 

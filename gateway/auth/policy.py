@@ -43,7 +43,7 @@ from typing import Any
 import mcp_types as types
 
 from gateway.catalog.tools import GATEWAY_SOURCE, Risk, ToolRecord
-from gateway.config.schema import validate_section
+from gateway.problems import validate_section
 
 _LIMIT = {"type": "integer", "minimum": 1}
 BUDGET_SCHEMA: dict[str, Any] = {

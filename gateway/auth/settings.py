@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.auth.apikeys import ApiKey, key_problem
 from gateway.auth.identity import CALLER
 from gateway.auth.tokens import JWT_ALGORITHMS, JwtSettings
-from gateway.config.schema import ConfigProblems, validate_section
+from gateway.problems import ConfigProblems, validate_section
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gateway.config.schema import NAME_PATTERN, Problem
+from gateway.problems import NAME_PATTERN, Problem
 
 CLIENT_DATA_DIR = "${GATEWAY_DATA_DIR:-~/.local/share/mcp-gateway}"
 

@@ -24,8 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.config.schema import JsonPath
 from gateway.errors import clip
+from gateway.problems import JsonPath
 
 HARDENING = (
     "--rm",

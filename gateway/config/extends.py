@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config.reader import read_config_file
-from gateway.config.schema import describe_value
 from gateway.config.variables import pin_variable
 from gateway.errors import ConfigError
+from gateway.problems import describe_value
 
 EXTENDS = "extends"
 DEFAULT = "default"

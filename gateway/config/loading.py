@@ -19,6 +19,7 @@ from gateway.auth.settings import AuthSettings
 from gateway.catalog.tools import Risk
 from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_client_file
 from gateway.config.extends import extended
+from gateway.config.limits import SandboxLimits
 from gateway.config.model import (
     DEFAULT_WORKSPACE_BYTES,
     DEFAULT_WORKSPACE_BYTES_PER_CALLER,
@@ -35,7 +36,12 @@ from gateway.config.model import (
 from gateway.config.namedsecrets import Secrets
 from gateway.config.reader import read_config_file
 from gateway.config.registration import RegistrationPolicy
-from gateway.config.schema import (
+from gateway.config.schema import schema_problems
+from gateway.config.values import local_path, seconds, size_bytes, url_path
+from gateway.config.variables import WORKSPACE_REFERENCE, expand, substitute
+from gateway.errors import ConfigError
+from gateway.pipeline.confirmation import ConfirmationSettings
+from gateway.problems import (
     NAME_PATTERN,
     NAME_RULE,
     ConfigProblems,
@@ -45,13 +51,7 @@ from gateway.config.schema import (
     nesting_problem,
     raise_if_any,
     render_path,
-    schema_problems,
 )
-from gateway.config.values import local_path, seconds, size_bytes, url_path
-from gateway.config.variables import WORKSPACE_REFERENCE, expand, substitute
-from gateway.errors import ConfigError
-from gateway.pipeline.confirmation import ConfirmationSettings
-from gateway.sandbox.hardening import SandboxLimits
 from gateway.stores import StoreSettings
 
 _T = TypeVar("_T")

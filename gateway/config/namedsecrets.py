@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.config.schema import ConfigProblems, validate_section
+from gateway.problems import ConfigProblems, validate_section
 
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SECRETS_SCHEMA: dict[str, Any] = {

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from gateway.config.schema import MAX_DEPTH
 from gateway.errors import ConfigError
+from gateway.problems import MAX_DEPTH
 
 MAX_CONFIG_BYTES = 1 << 20
 # Aliases let a small file stand for a huge document ("billion laughs"); no real configuration nears this.

@@ -27,9 +27,9 @@ from functools import cache
 from typing import Any
 
 from gateway.config.dockerrun import run_problems
-from gateway.config.schema import raise_if_any, validate_section
 from gateway.config.urls import Address, Endpoint, UrlPattern, parse_pattern, parse_url, refusal
 from gateway.errors import ConfigError, ForbiddenError, clip
+from gateway.problems import raise_if_any, validate_section
 
 REGISTRATION_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from gateway.config.schema import JsonPath, Problem
+from gateway.problems import JsonPath, Problem
 
 
 def seconds(value: float | None, path: JsonPath, problems: list[Problem]) -> float | None:

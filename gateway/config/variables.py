@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.config.schema import JsonPath, Problem
+from gateway.problems import JsonPath, Problem
 
 WORKSPACE = "WORKSPACE"
 WORKSPACE_REFERENCE = "${WORKSPACE}"

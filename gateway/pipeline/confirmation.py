@@ -39,11 +39,11 @@ import mcp_types as types
 
 from gateway.auth.policy import risk_at_least
 from gateway.catalog.tools import Risk, ToolRecord
-from gateway.config.schema import validate_section
 from gateway.errors import ConfigError, ToolRefusedError
 from gateway.pipeline.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.pipeline.audit import arguments_digest
 from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
+from gateway.problems import validate_section
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 
 ARGUMENT = "_confirmation"

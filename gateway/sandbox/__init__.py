@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gateway.config.limits import SandboxLimits
 from gateway.errors import SandboxUnavailableError
-from gateway.sandbox.hardening import DEFAULT_IMAGE, SandboxLimits, container_kwargs, parse_size
+from gateway.sandbox.hardening import DEFAULT_IMAGE, container_kwargs, parse_size
 
 if TYPE_CHECKING:
     from gateway.sandbox.containers import ContainerStdio, RunResult, SandboxContainer, run_once

@@ -28,8 +28,9 @@ from docker.models.containers import Container
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
+from gateway.config.limits import MiB, SandboxLimits
 from gateway.errors import SandboxUnavailableError, ToolExecutionError
-from gateway.sandbox.hardening import LABEL_DEADLINE, MiB, SandboxLimits, container_kwargs
+from gateway.sandbox.hardening import LABEL_DEADLINE, container_kwargs
 
 logger = logging.getLogger(__name__)
 

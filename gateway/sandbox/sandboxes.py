@@ -23,12 +23,13 @@ import anyio
 import anyio.to_thread
 import mcp_types as types
 
+from gateway.config.limits import SandboxLimits
 from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
 from gateway.errors import SandboxUnavailableError
 from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.runtime.background import Background
 from gateway.runtime.metrics import Metrics
-from gateway.sandbox.hardening import SandboxLimits, parse_size
+from gateway.sandbox.hardening import parse_size
 from gateway.upstreams.transports import Streams, TransportFactory
 from gateway.upstreams.workspaces import workspace_owner
 

@@ -19,6 +19,7 @@ from docker import DockerClient
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
+from gateway.config.limits import SandboxLimits
 from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
 from gateway.runtime import owners
 from gateway.sandbox.containers import (
@@ -29,7 +30,7 @@ from gateway.sandbox.containers import (
     launch,
     unavailable,
 )
-from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_OWNER, LABEL_SCOPE, SandboxLimits, container_kwargs
+from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_OWNER, LABEL_SCOPE, container_kwargs
 from gateway.sandbox.pool import WarmPool
 from gateway.sandbox.sweeper import sweep, sweep_all
 from gateway.upstreams.outputs import OutputValidators

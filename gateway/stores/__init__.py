@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config.schema import ConfigProblems, validate_section
+from gateway.problems import ConfigProblems, validate_section
 from gateway.stores.database import Database, DatabaseError, Queries
 from gateway.stores.migrations import migrate
 from gateway.stores.sealing import key_problem

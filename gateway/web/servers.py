@@ -15,8 +15,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway.api.servers import change, register, visible_statuses
-from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
+from gateway.problems import ConfigProblems
 from gateway.upstreams.connection import Status
 from gateway.web.pages import PageError, Person, Web, form_of
 

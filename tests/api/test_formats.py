@@ -9,7 +9,7 @@ import pytest
 
 from gateway.api.formats import Registration, registrations
 from gateway.config.dockerrun import HARDENING, run_problems
-from gateway.config.schema import ConfigProblems
+from gateway.problems import ConfigProblems
 
 # A registry server.json as the spec (docs/reference/server-json) describes one, written for these tests.
 SERVER_JSON: dict[str, Any] = {

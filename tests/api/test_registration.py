@@ -10,8 +10,8 @@ import pytest
 from gateway.config.dockerrun import HARDENING
 from gateway.config.loading import parse_config
 from gateway.config.registration import RegistrationPolicy, glob_match
-from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError, ForbiddenError
+from gateway.problems import ConfigProblems
 
 
 def program(path: Path) -> Path:

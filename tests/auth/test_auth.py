@@ -19,8 +19,8 @@ from gateway.auth.identity import AuthenticationError, Identity
 from gateway.auth.settings import AuthSettings
 from gateway.cli.main import print_key_hash
 from gateway.config.loading import parse_config
-from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError
+from gateway.problems import ConfigProblems
 
 SOURCE = "/etc/gateway.yaml"
 ALICE_KEY = "alice-key-0123456789abcdef"

@@ -17,9 +17,9 @@ from gateway.catalog.tools import Risk
 from gateway.config.loading import default_config_path, load_config, parse_config
 from gateway.config.model import GatewaySettings, LocalToolConfig, SandboxSettings, ServerConfig, ToolSettings
 from gateway.config.reader import MAX_CONFIG_BYTES
-from gateway.config.schema import ConfigProblems
 from gateway.errors import ConfigError
 from gateway.pipeline.confirmation import ConfirmationSettings
+from gateway.problems import ConfigProblems
 
 ENV = {"HOME": "/home/tester", "API_TOKEN": "s3cret", "OPS_KEY": "ops-key-0123456789abcdef0123456789"}
 

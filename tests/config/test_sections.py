@@ -15,8 +15,8 @@ import yaml
 
 from gateway.config.loading import default_config_path, parse_config, parse_server
 from gateway.config.model import ServerConfig
-from gateway.config.schema import ConfigProblems
 from gateway.config.secrets import secrets_of
+from gateway.problems import ConfigProblems
 from tests.support.harness import REPO
 
 DOCS = REPO / "docs" / "configuration.md"

@@ -19,7 +19,7 @@ from gateway.errors import ProtocolError
 
 from . import RUNS, TEXT
 
-# Namespaces come from the configuration, which allows only these (gateway/config/schema.py NAME_PATTERN).
+# Namespaces come from the configuration, which allows only these (gateway/problems.py NAME_PATTERN).
 NAMESPACE = st.from_regex(r"[A-Za-z0-9_-]{1,32}", fullmatch=True)
 
 

@@ -9,8 +9,9 @@ import anyio
 import pytest
 from docker import DockerClient
 
+from gateway.config.limits import SandboxLimits
 from gateway.sandbox.containers import RunResult, run_once
-from gateway.sandbox.hardening import MiB, SandboxLimits
+from gateway.sandbox.hardening import MiB
 from tests.sandbox.conftest import IMAGE, LABELS, WAIT, make_workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]

@@ -11,8 +11,9 @@ import pytest
 from docker import DockerClient
 from mcp import Client
 
+from gateway.config.limits import SandboxLimits
 from gateway.sandbox.containers import ContainerStdio, SandboxContainer, destroy_now, launch
-from gateway.sandbox.hardening import SandboxLimits, container_kwargs
+from gateway.sandbox.hardening import container_kwargs
 from gateway.sandbox.pool import WarmPool
 from tests.sandbox.conftest import IMAGE, LABELS, WAIT, sandbox_ids
 

@@ -9,9 +9,10 @@ import time
 import pytest
 from docker import DockerClient
 
+from gateway.config.limits import SandboxLimits
 from gateway.runtime import owners
 from gateway.sandbox.containers import launch
-from gateway.sandbox.hardening import LABEL_OWNER, SandboxLimits, container_kwargs
+from gateway.sandbox.hardening import LABEL_OWNER, container_kwargs
 from gateway.sandbox.sweeper import sweep, sweep_all
 from tests.sandbox.conftest import IMAGE, LABELS, SCOPE, sandbox_ids
 
