@@ -132,8 +132,8 @@ class McpFront:
     500); everything else, lifespan included, goes to the Starlette application.
 
     Nearly every request is an MCP call, and Starlette's exception middleware, router and route
-    matching did nothing for it but cost every call (see docs/performance.md). The path is read
-    as Starlette's router reads it (`get_route_path`).
+    matching did nothing for it but cost every call (docs/decisions/0042-mcp-past-starlettes-router.md).
+    The path is read as Starlette's router reads it (`get_route_path`).
     """
 
     def __init__(self, app: Starlette, mcp: ASGIApp, group: ASGIApp) -> None:

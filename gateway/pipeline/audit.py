@@ -14,10 +14,10 @@ does. The writer ships spooled rows to the database in one transaction at most e
 `SHIP_INTERVAL` s, and a store opened on the same spool directory later replays what a killed
 process left. Each row carries a unique `row_id`, inserted with `ON CONFLICT DO NOTHING`, so a
 row both shipped and replayed is stored once. A commit on the caller's path would cost a network
-round trip for PostgreSQL; for SQLite, 50 to 70 us for a row committed alone against 7 to 8 us for
-its append (measured, docs/performance.md). `recent` waits for this process's spooled rows to
-ship, so a reader sees the calls it made. Without `maintain` (the command line, tests of the store
-alone) a row is committed at once.
+round trip for PostgreSQL; for SQLite, a caller's wait of 34 us for a row committed alone against
+9 us for its append (`benchmarks.audit_rows`, docs/decisions/0030-audit-spool.md). `recent` waits
+for this process's spooled rows to ship, so a reader sees the calls it made. Without `maintain`
+(the command line, tests of the store alone) a row is committed at once.
 
 A full disk: before a call runs, `reserve` makes sure the spool's file system has room for its row
 (`gateway.stores.spool`). When it has not, the call is refused before it runs

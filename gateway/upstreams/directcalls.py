@@ -1,7 +1,7 @@
 """A plain `tools/call` to a stdio server sent straight down its pipe, its answer taken off the
 server's output before the SDK's client session sees it.
 
-The profile of the serving process (docs/performance.md, "The upstream side of a call") found the
+The profile of the serving process (docs/decisions/0005-direct-calls-to-stdio-servers.md) found the
 SDK's client session spending, per call, more than the server itself: a pydantic round trip of the
 request, an OpenTelemetry span, a cancel scope for the request's clock, a memory stream per request,
 two hops through memory streams and their tasks (to the writer, from the reader to the dispatcher),

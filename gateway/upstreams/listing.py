@@ -168,7 +168,7 @@ class ListingSlots:
 
     Servers starting together answer their first `tools/list` together, and every page decoded
     before any is made into records raises the heap's peak; the memory freed after it stays
-    scattered in half-used arenas (docs/performance.md, "At most two tool listings in flight").
+    scattered in half-used arenas (docs/decisions/0039-two-first-listings-in-flight.md).
     A listing waits at most `patience` seconds for a slot, then goes ahead without one: a server
     that never answers holds up another server's listing by that much once, never more.
     """
