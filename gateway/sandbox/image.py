@@ -9,6 +9,7 @@ import importlib.metadata
 import io
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -16,11 +17,11 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import docker
 import docker.errors
@@ -53,6 +54,17 @@ _SKIPPED = (
     "usr/share/info/",
 )
 _STEP_TIMEOUT = 1800.0
+# The colour codes docker's classic builder wraps around a step's standard error.
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+# pip evaluates the markers of dependencies against the Python it runs on, not the one it installs
+# for; run as the image's Python, it installs what that one needs (redis needs async-timeout below
+# 3.11.3, and Debian's is 3.11.2).
+_PIP_AS = (
+    "import platform, runpy, sys; version = sys.argv.pop(1); "
+    "platform.python_version = lambda: version; "
+    "platform.python_version_tuple = lambda: tuple(version.split('.')); "
+    "runpy.run_module('pip', run_name='__main__', alter_sys=True)"
+)
 
 Method = Literal["auto", "dockerfile", "rootfs"]
 Progress = Callable[[str], None]
@@ -169,29 +181,42 @@ def _build_from_dockerfile(client: DockerClient, tag: str, sources: Sources, pro
         tar.add(sources.dockerfile, arcname="Dockerfile")
         tar.add(sources.servers, arcname="servers", filter=_readable)
     context.seek(0)
+    return _docker_build(
+        client,
+        tag,
+        progress,
+        fileobj=context,
+        custom_context=True,
+        buildargs={"MCP_VERSION": mcp_version()},
+        labels={LABEL_FINGERPRINT: fingerprint(sources)},
+    )
+
+
+def _docker_build(client: DockerClient, tag: str, progress: Progress, **build: Any) -> str:
+    """`docker build` with docker-py's `build` arguments; the image's id, the build's lines to `progress`."""
     try:
-        image, logs = client.images.build(
-            fileobj=context,
-            custom_context=True,
-            tag=tag,
-            rm=True,
-            buildargs={"MCP_VERSION": mcp_version()},
-            labels={LABEL_FINGERPRINT: fingerprint(sources)},
-        )
+        # forcerm: a failed step leaves no stopped container behind. The timeout bounds each read of
+        # the build's output, and a silent pip step may run for minutes.
+        image, logs = client.images.build(tag=tag, forcerm=True, timeout=int(_STEP_TIMEOUT), **build)
     except docker.errors.BuildError as error:
-        raise ImageBuildError(f"docker build of {tag} failed: {error.msg}") from error
-    for entry in logs:
-        line = str(entry.get("stream", "")).strip() if isinstance(entry, dict) else ""
-        if line:
-            progress(f"dockerfile: {line}")
+        tail = " | ".join(_build_lines(error.build_log)[-5:])
+        raise ImageBuildError(f"docker build of {tag} failed: {error.msg}" + (f": {tail}" if tail else "")) from error
+    for line in _build_lines(logs):
+        progress(f"dockerfile: {line}")
     progress(f"built {tag} ({image.short_id})")
     return str(image.id)
+
+
+def _build_lines(log: Iterable[object]) -> list[str]:
+    """The text lines of a docker build's output entries."""
+    chunks = (_COLOURS.sub("", str(entry.get("stream", ""))) for entry in log if isinstance(entry, dict))
+    return [line.strip() for chunk in chunks for line in chunk.splitlines() if line.strip()]
 
 
 def _build_from_rootfs(client: DockerClient, tag: str, sources: Sources, data_dir: Path, progress: Progress) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     base = _debian_tree(data_dir, progress)
-    site = _site_packages(data_dir, progress)
+    site = _site_packages(data_dir, base, progress)
     servers = _compiled_servers(sources.servers, data_dir, progress)
     progress("rootfs: writing the image tarball")
     with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
@@ -237,26 +262,39 @@ def _debian_tree(data_dir: Path, progress: Progress) -> Path:
     return tree
 
 
-def _site_packages(data_dir: Path, progress: Progress) -> Path:
+def _site_packages(data_dir: Path, tree: Path, progress: Progress) -> Path:
     """The cached MCP SDK and its dependencies, as CPython 3.11 wheels for the image's glibc."""
     version = mcp_version()
-    site = data_dir / f"site-mcp-{version}-cp311"
-    if site.exists():
-        progress(f"rootfs: reusing the site packages in {site}")
-        return site
-    partial = data_dir / f"site-mcp-{version}-cp311.partial"
+    return _wheels(data_dir / f"site-mcp-{version}-cp311", tree, [f"mcp=={version}"], progress, install=True)
+
+
+def _wheels(directory: Path, tree: Path, requirements: Sequence[str], progress: Progress, *, install: bool) -> Path:
+    """`requirements` with their dependencies as CPython 3.11 wheels for the image's glibc and the Python
+    in `tree`, installed into `directory` (`pip install --target`) or downloaded there; kept once complete."""
+    if directory.exists():
+        progress(f"rootfs: reusing {directory}")
+        return directory
+    partial = directory.with_name(f"{directory.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     arch = platform.machine()
     # Bookworm has glibc 2.36; naming every compatible manylinux tag keeps newer-glibc wheels out.
     platforms = [f"manylinux_2_{minor}_{arch}" for minor in range(36, 16, -1)] + [f"manylinux2014_{arch}"]
-    progress(f"rootfs: pip install mcp=={version} into {partial}")
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    command += ["--target", str(partial), "--only-binary=:all:", "--implementation", "cp"]
+    verb = "install" if install else "download"
+    python = _python_version(tree)
+    progress(f"rootfs: pip {verb} {' '.join(requirements)} for Python {python} into {partial}")
+    command = [sys.executable, "-c", _PIP_AS, python, verb, "--quiet", "--disable-pip-version-check"]
+    command += ["--target" if install else "--dest", str(partial), "--only-binary=:all:", "--implementation", "cp"]
     command += ["--python-version", "3.11", "--abi", "cp311"]
     command += [arg for name in platforms for arg in ("--platform", name)]
-    _run([*command, f"mcp=={version}"], "pip install")
-    partial.rename(site)
-    return site
+    _run([*command, *requirements], f"pip {verb}")
+    partial.rename(directory)
+    return directory
+
+
+def _python_version(tree: Path) -> str:
+    """The full version of the Python in the Debian tree (`3.11.2`)."""
+    code = "import platform; print(platform.python_version())"
+    return _run(["chroot", str(tree), "python3", "-c", code], "reading the tree's Python version").strip()
 
 
 def _compiled_servers(source: Path, data_dir: Path, progress: Progress) -> Path:
@@ -275,7 +313,8 @@ def _server_files(servers: Path) -> Iterator[Path]:
     return (p for p in servers.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
-def _run(command: list[str], stage: str) -> None:
+def _run(command: list[str], stage: str) -> str:
+    """Run `command` to completion; its standard output, or ImageBuildError naming `stage`."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=_STEP_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -283,6 +322,7 @@ def _run(command: list[str], stage: str) -> None:
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise ImageBuildError(f"{stage} failed with exit code {done.returncode}: " + " | ".join(tail))
+    return done.stdout
 
 
 def _without_skipped(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
