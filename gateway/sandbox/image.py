@@ -1,4 +1,5 @@
-"""Builds the sandbox image: Python 3.11, the MCP SDK and the bundled servers, from a Dockerfile or a rootfs."""
+"""Builds the sandbox image (Python 3.11, the MCP SDK and the bundled servers) and the gateway's own image,
+each from its Dockerfile on a registry's base or, without a registry, from a Debian root filesystem."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,6 +40,23 @@ IMAGE_ENV = {
     "PYTHONPATH": f"{SITE_DIR}:{GATEWAY_DIR}",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
+}
+GATEWAY_IMAGE = "mcp-gateway:latest"
+# Stands in for python:3.11-slim-bookworm, the top-level Dockerfile's default BASE, where no registry answers.
+PYTHON_BASE = "mcp-gateway-python:3.11-bookworm"
+# The extras the top-level Dockerfile installs (`pip install ".[replicas]"`): the offline base holds their packages.
+GATEWAY_EXTRAS = ("replicas",)
+BASE_SITE = "/usr/local/lib/python3.11/dist-packages"
+BASE_WHEELS = "/usr/local/share/python-wheels"
+BASE_ENV = {
+    "PATH": IMAGE_ENV["PATH"],
+    "LANG": "C.UTF-8",
+    # pip inside the image never asks an index: what a Dockerfile installs is there already, and the
+    # build backends that pip's isolated builds install wait as wheels.
+    "PIP_NO_INDEX": "1",
+    "PIP_FIND_LINKS": BASE_WHEELS,
+    # Debian marks its Python as apt's (PEP 668); in this image pip alone installs Python packages.
+    "PIP_BREAK_SYSTEM_PACKAGES": "1",
 }
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -133,16 +152,97 @@ def build_image(
     """Build the sandbox image under `tag` and return its id; never pulls anything implicitly."""
     client = client or docker.from_env()
     previous = _image_id(client, tag)
-    if method == "auto":
-        method = "dockerfile" if _registry_answers() else "rootfs"
-        progress(f"method: {method} (registry {'reachable' if method == 'dockerfile' else 'unreachable'})")
-    if method == "dockerfile":
+    if _chosen(method, progress) == "dockerfile":
         built = _build_from_dockerfile(client, tag, sources, progress)
     else:
         built = _build_from_rootfs(client, tag, sources, data_dir or default_data_dir(), progress)
     if previous not in (None, built):
         _discard(client, str(previous), progress)
     return built
+
+
+def build_gateway_image(
+    checkout: Path,
+    tag: str = GATEWAY_IMAGE,
+    *,
+    method: Method = "auto",
+    progress: Progress = print,
+    data_dir: Path | None = None,
+    client: DockerClient | None = None,
+) -> str:
+    """Build the gateway's own image from `checkout`'s top-level Dockerfile and return its id: on its
+    default BASE from a registry (dockerfile), or on `python_base` holding the checkout's dependencies (rootfs)."""
+    client = client or docker.from_env()
+    previous = _image_id(client, tag)
+    buildargs: dict[str, Any] = {}
+    if _chosen(method, progress) == "rootfs":
+        project = tomllib.loads((checkout / "pyproject.toml").read_text("utf-8"))
+        requirements = list(project["project"]["dependencies"])
+        for extra in GATEWAY_EXTRAS:
+            requirements += project["project"]["optional-dependencies"][extra]
+        backend = project["build-system"]["requires"]
+        cache = data_dir or default_data_dir()
+        buildargs["BASE"] = python_base(requirements, backend, data_dir=cache, client=client, progress=progress)
+    progress(f"dockerfile: building {checkout / 'Dockerfile'}" + (f" on {buildargs['BASE']}" if buildargs else ""))
+    built = _docker_build(client, tag, progress, path=str(checkout), buildargs=buildargs)
+    if previous not in (None, built):
+        _discard(client, str(previous), progress)
+    return built
+
+
+def python_base(
+    requirements: Sequence[str],
+    build_requirements: Sequence[str],
+    *,
+    data_dir: Path,
+    client: DockerClient,
+    progress: Progress = print,
+    tag: str = PYTHON_BASE,
+) -> str:
+    """Make `tag` a Python 3.11 image without a registry, built when missing or stale: the cached Debian
+    tree with `python` and pip, `requirements` installed and `build_requirements` as wheels for pip."""
+    made_of = [SUITE, repr(sorted(BASE_ENV.items())), *sorted(requirements), "", *sorted(build_requirements)]
+    key = hashlib.sha256("\0".join(made_of).encode()).hexdigest()[:16]
+    previous = _image_id(client, tag)
+    if previous is not None and (client.images.get(tag).labels or {}).get(LABEL_FINGERPRINT) == key:
+        progress(f"rootfs: reusing {tag}")
+        return tag
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tree = _debian_tree(data_dir, progress)
+    cache = data_dir / f"base-{key}"
+    for other in data_dir.glob("base-*"):
+        if other != cache:
+            shutil.rmtree(other, ignore_errors=True)  # what older requirements installed
+    cache.mkdir(exist_ok=True)
+    site = _wheels(cache / "site", tree, ["pip", *requirements], progress, install=True)
+    wheels = _wheels(cache / "wheels", tree, build_requirements, progress, install=False)
+
+    def add(tar: tarfile.TarFile) -> None:
+        tar.add(tree, arcname=".", filter=_without_skipped)
+        # Into the tree's own (empty) dist-packages: an archive naming a directory twice is refused.
+        for child in sorted(site.iterdir()):
+            tar.add(child, arcname=f"{BASE_SITE.lstrip('/')}/{child.name}", filter=_readable)
+        tar.add(wheels, arcname=BASE_WHEELS.lstrip("/"), filter=_readable)
+        # `python` as python:3.11-slim has it, for Dockerfiles, compose files and manifests that call it so.
+        link = tarfile.TarInfo("usr/local/bin/python")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
+        tar.addfile(link)
+
+    changes = [f"ENV {name}={value}" for name, value in BASE_ENV.items()]
+    changes += [f"LABEL {LABEL_FINGERPRINT}={key}", 'CMD ["python3"]']
+    built = _import_tree(client, tag, data_dir, add, changes, progress)
+    if previous not in (None, built):
+        _discard(client, str(previous), progress)
+    return tag
+
+
+def _chosen(method: Method, progress: Progress) -> Literal["dockerfile", "rootfs"]:
+    """`method`, with `auto` resolved: dockerfile when a registry answers, else rootfs."""
+    if method != "auto":
+        return method
+    chosen: Literal["dockerfile", "rootfs"] = "dockerfile" if _registry_answers() else "rootfs"
+    progress(f"method: {chosen} (registry {'reachable' if chosen == 'dockerfile' else 'unreachable'})")
+    return chosen
 
 
 def _image_id(client: DockerClient, tag: str) -> str | None:
@@ -218,16 +318,32 @@ def _build_from_rootfs(client: DockerClient, tag: str, sources: Sources, data_di
     base = _debian_tree(data_dir, progress)
     site = _site_packages(data_dir, base, progress)
     servers = _compiled_servers(sources.servers, data_dir, progress)
+
+    def add(tar: tarfile.TarFile) -> None:
+        tar.add(base, arcname=".", filter=_without_skipped)
+        tar.add(site, arcname=SITE_DIR.lstrip("/"), filter=_readable)
+        tar.add(servers, arcname=f"{GATEWAY_DIR.lstrip('/')}/servers", filter=_readable)
+
+    changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
+    changes += [f"LABEL {LABEL_FINGERPRINT}={fingerprint(sources)}", "USER 65534:65534", "WORKDIR /tmp"]
+    return _import_tree(client, tag, data_dir, add, changes, progress)
+
+
+def _import_tree(
+    client: DockerClient,
+    tag: str,
+    data_dir: Path,
+    add: Callable[[tarfile.TarFile], None],
+    changes: list[str],
+    progress: Progress,
+) -> str:
+    """`docker import` of the root filesystem that `add` writes, with Dockerfile `changes`; the image's id."""
     progress("rootfs: writing the image tarball")
     with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
         tarball = Path(scratch) / "rootfs.tar"
         with tarfile.open(tarball, mode="w") as tar:
-            tar.add(base, arcname=".", filter=_without_skipped)
-            tar.add(site, arcname=SITE_DIR.lstrip("/"), filter=_readable)
-            tar.add(servers, arcname=f"{GATEWAY_DIR.lstrip('/')}/servers", filter=_readable)
+            add(tar)
         progress(f"rootfs: importing {tarball.stat().st_size // 2**20} MiB as {tag}")
-        changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
-        changes += [f"LABEL {LABEL_FINGERPRINT}={fingerprint(sources)}", "USER 65534:65534", "WORKDIR /tmp"]
         repository, version = _split_tag(tag)
         try:
             client.api.import_image(src=str(tarball), repository=repository, tag=version, changes=changes)
@@ -339,34 +455,57 @@ def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the sandbox image when it is missing or stale (or always with --force)."""
+    """Build the sandbox image when it is missing or stale (or always with --force), or the gateway's own image."""
     parser = argparse.ArgumentParser(prog="python -m gateway.sandbox.image", description=main.__doc__)
-    parser.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image tag (default {DEFAULT_IMAGE})")
+    parser.add_argument("--tag", help=f"image tag (default {DEFAULT_IMAGE}, with --gateway {GATEWAY_IMAGE})")
     parser.add_argument("--method", choices=["auto", "dockerfile", "rootfs"], default="auto")
     parser.add_argument("--data-dir", type=Path, default=None, help="build cache (default ~/.cache/...)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the image is current")
+    parser.add_argument(
+        "--gateway",
+        type=Path,
+        metavar="CHECKOUT",
+        help="build the gateway's own image from CHECKOUT's top-level Dockerfile instead (always)",
+    )
     args = parser.parse_args(argv)
-    return build_command(args.tag, args.method, force=args.force, data_dir=args.data_dir)
+    if args.gateway is not None:
+        tag = args.tag or GATEWAY_IMAGE
+        return gateway_command(args.gateway, tag, args.method, data_dir=args.data_dir)
+    return build_command(args.tag or DEFAULT_IMAGE, args.method, force=args.force, data_dir=args.data_dir)
 
 
 def build_command(tag: str, method: Method, *, force: bool, data_dir: Path | None = None) -> int:
     """`sandbox build`: build image `tag` when it is missing or stale (always when `force`); exit status."""
-    try:
-        client = docker.from_env()
+
+    def build(client: DockerClient) -> None:
         sources = Sources.installed()
         state = image_state(client, tag, sources)
         if state == "current" and not force:
             print(f"{tag} is current")
-            return 0
+            return
         print(f"{tag} is {state}: building" if state != "current" else f"{tag}: rebuilding (--force)")
-        build_image(
-            tag,
-            sources=sources,
-            method=method,
-            progress=lambda line: print(line, flush=True),
-            data_dir=data_dir,
-            client=client,
-        )
+        build_image(tag, sources=sources, method=method, progress=_printed, data_dir=data_dir, client=client)
+
+    return _exit_status(build)
+
+
+def gateway_command(checkout: Path, tag: str, method: Method, *, data_dir: Path | None = None) -> int:
+    """Build the gateway's own image `tag` from `checkout`; exit status."""
+
+    def build(client: DockerClient) -> None:
+        build_gateway_image(checkout, tag, method=method, progress=_printed, data_dir=data_dir, client=client)
+
+    return _exit_status(build)
+
+
+def _printed(line: str) -> None:
+    print(line, flush=True)
+
+
+def _exit_status(build: Callable[[DockerClient], None]) -> int:
+    """Run `build` with a client of the local daemon: 0, or 1 with the reason on stderr."""
+    try:
+        build(docker.from_env())
     except docker.errors.DockerException as error:
         print(f"Docker is not reachable: {error}", file=sys.stderr)
         return 1
