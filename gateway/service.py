@@ -60,6 +60,7 @@ from gateway.runtime.datadir import make_private
 from gateway.runtime.hostaccess import HostAccess
 from gateway.runtime.metrics import REFUSED, Metrics, Readings
 from gateway.runtime.redaction import Redactor
+from gateway.runtime.tracing import Tracing
 from gateway.serving.passthrough import PassThrough
 from gateway.serving.resources import Resources
 from gateway.shared import state
@@ -130,6 +131,8 @@ class Gateway:
         self.data_dir = Path(settings.data_dir)
         make_private(self.data_dir)
         self.metrics = Metrics(clock)
+        self.tracing = Tracing(config.tracing, str(config.path or "the configuration"))
+        """The OpenTelemetry spans of each request, exported while the gateway runs when configured."""
         sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics, resolver)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
@@ -249,6 +252,8 @@ class Gateway:
                 raise
 
     async def _start(self) -> None:
+        # Entered first, so left last: the spans of everything that stops are still sent.
+        self._stack.enter_context(self.tracing.exporting())
         if self._serving:
             await anyio.to_thread.run_sync(children.end_leftovers, self.data_dir)
         # In a worker thread: with PostgreSQL, opening connects and migrates over the network.

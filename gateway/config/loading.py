@@ -52,6 +52,7 @@ from gateway.problems import (
     raise_if_any,
     render_path,
 )
+from gateway.runtime.tracing import TracingSettings
 from gateway.stores import StoreSettings
 
 _T = TypeVar("_T")
@@ -104,7 +105,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         for key, value in data.items()
     }
     problems += schema_problems(data, kind)
-    policy, confirmation, auth, groups, registration, store = _sections(
+    policy, confirmation, auth, groups, registration, store, tracing = _sections(
         data if kind == "gateway" else {}, source, base_dir, access_problems
     )
     if problems:
@@ -128,6 +129,7 @@ def parse_config(data: Any, *, source: str, base_dir: Path, environ: Mapping[str
         registration=registration,
         store=store,
         secrets=secrets,
+        tracing=tracing,
     )
 
 
@@ -188,9 +190,17 @@ def bundled_skills() -> Path | None:
 
 def _sections(
     document: Mapping[str, Any], source: str, base_dir: Path, problems: list[tuple[str, str]]
-) -> tuple[Policy, ConfirmationSettings, AuthSettings, dict[str, Group], RegistrationPolicy, StoreSettings]:
-    """The `roles`, `confirmation`, `auth`, `groups`, `registration` and `store` sections, each problem
-    with its path."""
+) -> tuple[
+    Policy,
+    ConfirmationSettings,
+    AuthSettings,
+    dict[str, Group],
+    RegistrationPolicy,
+    StoreSettings,
+    TracingSettings | None,
+]:
+    """The `roles`, `confirmation`, `auth`, `groups`, `registration`, `store` and `tracing` sections,
+    each problem with its path."""
     roles = document.get("roles")
 
     def parse(build: Callable[[], _T], default: _T) -> _T:
@@ -223,7 +233,8 @@ def _sections(
         lambda: RegistrationPolicy.from_config(document.get("registration"), source_file=source), RegistrationPolicy()
     )
     store = parse(lambda: StoreSettings.from_config(document.get("store"), source_file=source), StoreSettings())
-    return policy or Policy(), confirmation, auth, groups, registration, store
+    tracing = parse(lambda: TracingSettings.from_config(document.get("tracing"), source_file=source), None)
+    return policy or Policy(), confirmation, auth, groups, registration, store, tracing
 
 
 def _raise_all(source: str, problems: list[Problem], written: list[tuple[str, str]]) -> None:

@@ -15,6 +15,7 @@ from gateway.catalog.tools import Layer, Risk
 from gateway.config.namedsecrets import Secrets
 from gateway.config.registration import RegistrationPolicy
 from gateway.pipeline.confirmation import ConfirmationSettings
+from gateway.runtime.tracing import TracingSettings
 from gateway.stores import StoreSettings
 
 SandboxMode = Literal["per-call", "per-session"]
@@ -181,5 +182,7 @@ class GatewayConfig:
     the state replicas share (this process by default)."""
     secrets: Secrets = field(default_factory=Secrets)
     """The `secrets` section: values servers name as `${secret:NAME}`."""
+    tracing: TracingSettings | None = None
+    """The `tracing` section: where OpenTelemetry spans are exported; None (no section) traces nothing."""
     notes: tuple[str, ...] = ()
     """Remarks that do not stop the gateway but the operator should see (`check`, the log)."""

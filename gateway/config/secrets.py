@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from gateway.config.model import GatewayConfig, ServerConfig
@@ -10,8 +10,8 @@ from gateway.config.model import GatewayConfig, ServerConfig
 
 def secrets_of(config: GatewayConfig) -> Iterator[str]:
     """Every secret value in `config`: the `secrets` section's, servers' `env` and `headers` values,
-    the query values and password of their URLs, plain API keys, the JWT secret, the store URL's password and the
-    registrations' key."""
+    the query values and password of their URLs, plain API keys, the JWT secret, the store URL's password, the
+    registrations' key and the trace collector's headers."""
     yield from config.secrets.values.values()
     for server in config.servers:
         yield from server_secrets(server)
@@ -24,17 +24,23 @@ def secrets_of(config: GatewayConfig) -> Iterator[str]:
         yield unquote(password)
     if config.store.key is not None:
         yield config.store.key
+    if config.tracing is not None:
+        yield from _header_secrets(config.tracing.headers)
 
 
 def server_secrets(server: ServerConfig) -> Iterator[str]:
     """The secret values of one server: its `env` and `headers` values, its URL's query values and password."""
     yield from server.env.values()
-    for value in server.headers.values():
-        # `Authorization: Bearer <token>`: the token may show up without its scheme.
-        yield value
-        yield from value.split()
+    yield from _header_secrets(server.headers)
     if server.url is not None:
         parts = urlsplit(server.url)
         yield from (value for _, value in parse_qsl(parts.query))
         if parts.password:
             yield parts.password
+
+
+def _header_secrets(headers: Mapping[str, str]) -> Iterator[str]:
+    for value in headers.values():
+        # `Authorization: Bearer <token>`: the token may show up without its scheme.
+        yield value
+        yield from value.split()

@@ -31,7 +31,7 @@ def needs_restart(old: GatewayConfig, new: GatewayConfig) -> list[str]:
         for field in fields(GatewaySettings)
         if field.name not in LIVE_SETTINGS and getattr(old.settings, field.name) != getattr(new.settings, field.name)
     ]
-    sections = ("confirmation", "local_tools", "store")
+    sections = ("confirmation", "local_tools", "store", "tracing")
     names += [section for section in sections if getattr(old, section) != getattr(new, section)]
     # The rest of `auth` (keys, JWTs, the anonymous role, the roles a token may name) applies live.
     if old.auth.enabled != new.auth.enabled:
