@@ -46,6 +46,7 @@ from gateway.frontdoors.clientrequests import ClientOfRequest
 from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
+from gateway.frontdoors.requestspans import RequestSpans
 from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
 from gateway.runtime import requestid
 from gateway.runtime.redaction import Redactor
@@ -456,6 +457,8 @@ def build_server(
     # The SDK's default middleware opens a tracing span per request, a measurable cost per call
     # that buys nothing until a tracer is installed. The listing cache serves tools/list pages.
     server.middleware.clear()
+    if gateway.tracing.enabled:
+        server.middleware.append(RequestSpans(gateway.tracing))
     tasks.install(
         server, gateway, lambda ctx: session_of(gateway, ctx), lambda r: redacted_error(r, gateway.redact), page_size
     )

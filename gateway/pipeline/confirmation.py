@@ -44,6 +44,7 @@ from gateway.pipeline.approvals import API_PATH, ApprovalStore, Binding, Status
 from gateway.pipeline.audit import arguments_digest
 from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
 from gateway.problems import validate_section
+from gateway.runtime import tracing
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
 
 ARGUMENT = "_confirmation"
@@ -57,6 +58,9 @@ Elicit = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
 # The model has to repeat the arguments, not read them all back; a huge one would flood its context.
 _MAX_SHOWN_CHARS = 2000
+# The span attribute saying how a risky call is being confirmed: a token from a retry, the client's
+# elicitation, an input request (the 2026 era) or an approval a person decides.
+_VIA = "gateway.approval.via"
 
 CONFIRMATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -257,31 +261,42 @@ class ConfirmRiskyCalls:
         risk = self._risk_of(call.tool)
         if not risk_at_least(risk, self._threshold):
             return await call_next(call)
+        # The span covers the wait for the person's answer, not the call that follows it.
+        with tracing.span("approval", {"gateway.tool.risk": risk.value}):
+            answer = await self._confirm(call, risk)
+        return answer if answer is not None else await call_next(call)
+
+    async def _confirm(self, call: ToolCall, risk: Risk) -> types.CallToolResult | None:
+        """None when a person confirmed the call, else the answer that it waits for one; raises when declined."""
         token: str | None = call.notes.get(TOKEN_NOTE)
         elicit: Elicit | None = call.notes.get(ELICIT_NOTE)
         request: InputRequest | None = call.notes.get(INPUT_NOTE)
         if token is not None:
+            tracing.annotate(_VIA, "token")
             await self._store.redeem(token, binding_of(call), self._clock())
         elif elicit is not None:
+            tracing.annotate(_VIA, "elicitation")
             message, summary = describe(call, risk)
             if not await elicit(message, summary):
                 raise ConfirmationDeclinedError(f"The user declined the call to '{call.tool.name}'; it did not run.")
         elif request is not None:
+            tracing.annotate(_VIA, "input_required")
             request.state = await self._store.issue(binding_of(call), self._clock(), self._ttl)
             call.notes[OUTCOME_NOTE] = "refused:awaiting_confirmation"
             text = f"Asking the user to approve the call to '{call.tool.name}'. Nothing was done yet."
             return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
         else:
-            return await self._park(call, risk, call_next)
-        return await call_next(call)
+            tracing.annotate(_VIA, "approval")
+            return await self._park(call, risk)
+        return None
 
-    async def _park(self, call: ToolCall, risk: Risk, call_next: CallNext) -> types.CallToolResult:
+    async def _park(self, call: ToolCall, risk: Risk) -> types.CallToolResult | None:
         shown = shown_arguments(call.arguments)
         approval, fresh = await anyio.to_thread.run_sync(
             self._approvals.checkpoint, binding_of(call), call.session.role, shown, self._ttl
         )
         if approval.status == Status.USED:
-            return await call_next(call)
+            return None
         name = call.tool.name
         if approval.status == Status.DECLINED:
             raise ConfirmationDeclinedError(f"A person declined approval {approval.id}: '{name}' did not run.")

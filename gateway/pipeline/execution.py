@@ -14,6 +14,7 @@ from gateway.errors import (
     describe_error,
 )
 from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.runtime import tracing
 
 # What a lost connection looks like from below: our own error, anyio's stream errors, socket errors.
 _TRANSPORT_ERRORS = (UpstreamUnavailableError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
@@ -41,7 +42,7 @@ class ExecuteWithDeadline:
         """Run `call_next(call)` with deadline, retries and error translation."""
         limit = call.tool.timeout or self._default_timeout
         try:
-            with anyio.fail_after(limit):
+            with tracing.span("execute", {"gateway.source": call.tool.source}), anyio.fail_after(limit):
                 return await self._attempts(call, call_next)
         except TimeoutError:
             raise ToolTimeoutError(
@@ -65,6 +66,7 @@ class ExecuteWithDeadline:
                 raise ToolExecutionError(f"Tool '{call.tool.name}' failed: {describe_error(error)}") from None
             await anyio.sleep(self._backoff * 2**attempt)
             attempt += 1
+            tracing.annotate("gateway.retries", attempt)
 
 
 def _unavailable(call: ToolCall, error: BaseException) -> UpstreamUnavailableError:

@@ -13,6 +13,7 @@ from jsonschema.exceptions import ValidationError
 from gateway.catalog.jsonschemas import Compiled, SchemaCache
 from gateway.errors import ToolExecutionError, ToolInputError, clip
 from gateway.pipeline.chain import CallNext, ToolCall
+from gateway.runtime import tracing
 
 # A violation quoting a huge argument would flood the model's context; the path says where it is.
 _MAX_VIOLATION_CHARS = 300
@@ -37,13 +38,14 @@ class ValidateArguments:
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Validate `call.arguments`, then pass the call on; raise `ToolInputError` on violations."""
-        errors = self._errors(call.tool.name, call.tool.input_schema, call.arguments)
-        if errors:
-            listing = "\n".join(f"- {_line(error)}" for error in errors)
-            extra = any(error.validator == "additionalProperties" for error in errors)
-            raise ToolInputError(
-                f"Invalid arguments for tool '{call.tool.name}':\n{listing}", hint=_EXTRA_HINT if extra else None
-            )
+        with tracing.span("validate"):
+            errors = self._errors(call.tool.name, call.tool.input_schema, call.arguments)
+            if errors:
+                listing = "\n".join(f"- {_line(error)}" for error in errors)
+                extra = any(error.validator == "additionalProperties" for error in errors)
+                raise ToolInputError(
+                    f"Invalid arguments for tool '{call.tool.name}':\n{listing}", hint=_EXTRA_HINT if extra else None
+                )
         return await call_next(call)
 
     def violations(self, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:

@@ -2,7 +2,8 @@
 
 The front door binds a fresh id around each call it handles; everything the call runs (pipeline
 steps, the upstream call, tasks it starts) sees the same id through a context variable, so no
-signature needs to carry it.
+signature needs to carry it. When the request is traced, its span names the id too
+(`gateway.request_id`), and the log lines and audit row name the trace (`gateway.runtime.tracing`).
 
 An id is 32 hex digits: a random prefix drawn once per process (64 bits, so replicas and restarts
 do not meet), then a counter, so a process's ids sort in the order its calls began. A uuid4 per
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from itertools import count
+
+from gateway.runtime import tracing
 
 _current: ContextVar[str | None] = ContextVar("gateway_request_id", default=None)
 _PREFIX = secrets.token_hex(8)
@@ -37,6 +40,7 @@ def bound() -> Iterator[str]:
     """Handle one client call under a fresh id, restored on the way out."""
     request_id = fresh()
     token = _current.set(request_id)
+    tracing.annotate(tracing.REQUEST_ID, request_id)
     try:
         yield request_id
     finally:

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.config.limits import SandboxLimits
 from gateway.errors import SandboxUnavailableError, ToolError, ToolExecutionError, ToolTimeoutError
-from gateway.runtime import owners
+from gateway.runtime import owners, tracing
 from gateway.sandbox.containers import (
     DOCKER_ERRORS,
     ContainerStdio,
@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 LABEL_SESSION = "io.mcp-gateway.clients.session"
 _PREWARM_TIMEOUT = 120.0
+SANDBOX_START = "sandbox start"
+"""The span of taking a container for a call: a warm one from the pool, or one started now."""
 PoolKey = tuple[tuple[str, ...], SandboxLimits, Path | None]
 
 
@@ -119,8 +121,13 @@ class DockerSandbox:
         tools and compile one for every call (a round trip and about 6 ms).
         """
         pool = await self._pool(command, limits, workspace)
+
+        async def acquire() -> SandboxContainer:
+            with tracing.span(SANDBOX_START):
+                return await pool.acquire()
+
         transport = ContainerStdio(
-            pool.acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock
+            acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock
         )
         result = await _call(transport, tool_name, arguments, limits.deadline)
         if output_schema is not None and not result.is_error:
@@ -143,7 +150,8 @@ class DockerSandbox:
         labels = {LABEL_SESSION: session_id}
 
         async def acquire() -> SandboxContainer:
-            return await anyio.to_thread.run_sync(self._launch, command, limits, workspace, labels)
+            with tracing.span(SANDBOX_START):
+                return await anyio.to_thread.run_sync(self._launch, command, limits, workspace, labels)
 
         transport = ContainerStdio(
             acquire, self._reaper.dispose, max_message_bytes=_message_cap(limits), clock=self._clock, errlog=errlog
@@ -248,7 +256,10 @@ async def _call(
             async with Client(transport, mode="legacy") as client:
                 params = types.CallToolRequestParams(name=tool_name, arguments=dict(arguments))
                 request = types.CallToolRequest(params=params)
-                return await client.session.send_request(request, types.CallToolResult)
+                attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool_name}
+                # The SDK's session writes the current span's trace context into `_meta`.
+                with tracing.span(f"tools/call {tool_name}", attributes, client=True):
+                    return await client.session.send_request(request, types.CallToolResult)
     except TimeoutError as error:
         raise ToolTimeoutError(f"sandboxed tool {tool_name} ran past its {deadline:g} s deadline") from error
     except (MCPError, ExceptionGroup) as error:

@@ -38,7 +38,7 @@ from gateway.errors import (
     describe_error,
 )
 from gateway.pipeline.chain import ProgressFn
-from gateway.runtime import requestid
+from gateway.runtime import requestid, tracing
 from gateway.runtime.backoff import Backoff
 from gateway.runtime.datadir import private_dirs
 from gateway.upstreams import faults, tasking
@@ -199,6 +199,9 @@ class Upstream:
         faults.contain_sdk_faults()
         # Every task of the connection inherits this: the SDK's records of this server's faults find its log.
         faults.current.set(self.faults)
+        # A connection started by a call (a session's own instance) lives on after it: its pings and
+        # listings are no part of that call's trace.
+        tracing.detach()
         try:
             await self._serve_forever()
         finally:
@@ -506,15 +509,26 @@ class Upstream:
         direct = self._direct
         if log.isEnabledFor(logging.DEBUG):
             log.debug("upstream %s: calling %s [request %s]", self.name, tool.original_name, requestid.current())
-        try:
-            with self.client_side.in_flight.request():
-                if progress is not None or direct is None:
-                    result = await session.call_tool(tool.original_name, dict(arguments), progress_callback=progress)
-                else:
-                    answer = await direct.call(tool.original_name, dict(arguments))
-                    result = parse_result(session.protocol_version, answer)
-        except MCPError as error:
-            raise _translate(self.name, error) from None
+        attributes = {
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.name": tool.original_name,
+            "gateway.upstream": self.name,
+        }
+        with tracing.span(f"tools/call {tool.original_name}", attributes, client=True):
+            try:
+                with self.client_side.in_flight.request():
+                    if progress is not None or direct is None:
+                        # The SDK's session writes the current span's trace context into `_meta`.
+                        result = await session.call_tool(
+                            tool.original_name, dict(arguments), progress_callback=progress
+                        )
+                    else:
+                        answer = await direct.call(tool.original_name, dict(arguments), tracing.carrier())
+                        result = parse_result(session.protocol_version, answer)
+            except MCPError as error:
+                raise _translate(self.name, error) from None
+            if result.is_error:
+                tracing.failed("tool_error")
         if tool.output_schema is not None and not result.is_error:
             self._outputs.check(tool.original_name, tool.output_schema, result)
         return result

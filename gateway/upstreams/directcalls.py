@@ -106,8 +106,11 @@ class DirectCalls:
         waiter.done.set()
         return True
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Call the tool `name`; the `result` of the response as the server sent it.
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], meta: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Call the tool `name`, with `meta` as the request's `_meta` (a trace context) when given;
+        the `result` of the response as the server sent it.
 
         Raises `MCPError` for an error response, and with `CONNECTION_CLOSED` when the connection
         is gone or ends before the answer.
@@ -117,7 +120,9 @@ class DirectCalls:
             raise MCPError(code=_CLOSED.code, message=_CLOSED.message)
         self._count += 1
         ident = f"gw-{self._count}"
-        params = {"name": name, "arguments": arguments}
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
         line = _line({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
         waiter = _Waiter()
         self._waiting[ident] = waiter

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 import anyio
 
 from gateway.config.model import ServerConfig
+from gateway.runtime import tracing
 from gateway.upstreams.addresses import Resolver, checked_address, system_resolver
 from gateway.upstreams.children import server_parameters
 from gateway.upstreams.directcalls import DirectCalls
@@ -18,6 +19,8 @@ from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.stdio import stdio_transport
 
 Streams = tuple[Any, Any]
+# Each HTTP request to an upstream carries the trace context of the call that sends it, when traced.
+_HOOKS = {"request": [tracing.inject_headers]}
 TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
 LoggedTransportFactory = Callable[[TextIO], TransportFactory]
 """A transport made for one connection whose server's stderr goes to the log it is given (a sandboxed server's)."""
@@ -115,7 +118,9 @@ def transport_for(
             auth: httpx2.Auth | None = None,
         ) -> httpx2.AsyncClient:
             timeout = default_timeout if timeout is None else timeout
-            return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=transport)
+            return httpx2.AsyncClient(
+                headers=headers, timeout=timeout, auth=auth, transport=transport, event_hooks=_HOOKS
+            )
 
         async with sse_client(url, headers=headers, httpx_client_factory=client) as streams:
             yield streams
@@ -123,7 +128,9 @@ def transport_for(
     @asynccontextmanager
     async def http() -> AsyncIterator[Streams]:
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=default_timeout, transport=await pinned()) as client,
+            httpx2.AsyncClient(
+                headers=headers, timeout=default_timeout, transport=await pinned(), event_hooks=_HOOKS
+            ) as client,
             streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
         ):
             yield streams
