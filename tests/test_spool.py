@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 def row(n: int) -> list[object]:
     """A spooled audit row as the store writes it: its id first, then the table's columns."""
     entry = AuditEntry(1_790_000_000.0 + n, "s1", "alice", "echo", arguments_digest({"n": n}), "ok", 1.5, f"row {n}")
-    return [f"test-{n}", entry.time, entry.epoch, "s1", "alice", "echo", entry.args_digest, "ok", 1.5, f"row {n}", ""]
+    values = [entry.time, entry.epoch, "s1", "alice", "echo", entry.args_digest, "ok", 1.5, f"row {n}", f"r{n}"]
+    return [f"test-{n}", *values, f"{n:032x}"]
 
 
 def left_behind(directory: Path, count: int) -> Path:
@@ -54,6 +55,21 @@ async def test_a_spool_file_left_behind_is_replayed_into_the_store_and_removed(
     left_behind(tmp_path / "spool", 5)
     assert await details(store_backend, tmp_path / "spool") == [f"row {n}" for n in range(5)]
     assert list((tmp_path / "spool").iterdir()) == []
+
+
+async def test_a_spool_file_written_before_trace_ids_is_replayed_with_empty_ones(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    for n in range(2):
+        spool.append(row(n)[:-1])
+    spool.close()
+    store = AuditStore(store_backend.open("audit"), spool_dir=tmp_path / "spool")
+    try:
+        stored = [(entry.detail, entry.request_id, entry.trace_id) for entry in await store.recent()]
+    finally:
+        store.close()
+    assert stored == [("row 1", "r1", ""), ("row 0", "r0", "")]
 
 
 async def test_a_row_both_stored_and_still_in_a_spool_file_is_stored_once(

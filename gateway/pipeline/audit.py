@@ -40,7 +40,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from gateway.errors import (
     describe_error,
 )
 from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
-from gateway.runtime import requestid
+from gateway.runtime import requestid, tracing
 from gateway.runtime.background import Report
 from gateway.runtime.redaction import NO_SECRETS, Redactor
 from gateway.stores import Database, DatabaseError, StoreSettings, migrate, open_database
@@ -69,7 +69,7 @@ from gateway.stores.spool import Spool, SpoolError, orphans
 _MAX_DETAIL_CHARS = 1000
 
 log = logging.getLogger(__name__)
-_COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id"
+_COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id, trace_id"
 STORE = "audit"
 """The audit trail's name in the store seam (its SQLite file is `audit.db`)."""
 SHIP_INTERVAL = 0.02
@@ -87,8 +87,10 @@ WARN_INTERVAL = 60.0
 """Seconds between two log lines saying the audit trail cannot be written."""
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-_INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
-_WIDTH = 11
+_INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+_WIDTH = 12
+# Spooled rows of a version before `trace_id` have one value less; they are stored with ''.
+_WIDTHS = (_WIDTH - 1, _WIDTH)
 
 
 class AuditError(GatewayError):
@@ -106,7 +108,9 @@ class AuditUnavailableError(ToolRefusedError):
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One audited call. `outcome` is `ok`, `error`, `refused:<reason>`, `timeout`, ...;
-    `request_id` links the row to the call's log lines (see `gateway.runtime.requestid`)."""
+    `request_id` links the row to the call's log lines (see `gateway.runtime.requestid`);
+    `trace_id` to its trace, taken from the request being handled where the entry is made ("" when
+    it is not traced, see `gateway.runtime.tracing`)."""
 
     epoch: float
     session: str
@@ -117,6 +121,7 @@ class AuditEntry:
     duration_ms: float
     detail: str = ""
     request_id: str = ""
+    trace_id: str = field(default_factory=tracing.trace_id)
 
     @property
     def time(self) -> str:
@@ -299,10 +304,11 @@ class AuditStore:
 
     def _replay(self, directory: Path) -> None:
         """Insert the rows of every spool file in `directory` no live process owns, then remove it."""
-        for orphan in orphans(directory, _WIDTH):
+        for orphan in orphans(directory, _WIDTHS):
+            rows = [[*row, *[""] * (_WIDTH - len(row))] for row in orphan.rows]
             try:
-                for start in range(0, len(orphan.rows), REPLAY_BATCH):
-                    self._insert(orphan.rows[start : start + REPLAY_BATCH])
+                for start in range(0, len(rows), REPLAY_BATCH):
+                    self._insert(rows[start : start + REPLAY_BATCH])
             except AuditError:
                 orphan.release()
                 raise
@@ -360,6 +366,7 @@ class AuditStore:
             # Redacted before it is cut, so that no part of a secret is left at the cut.
             _storable(_one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS]),
             entry.request_id,
+            entry.trace_id,
         )
 
     def _insert(self, rows: Sequence[Sequence[object]]) -> None:

@@ -31,7 +31,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,11 +202,11 @@ class Orphan:
         os.close(self.fd)
 
 
-def orphans(directory: Path, width: int) -> Iterator[Orphan]:
+def orphans(directory: Path, widths: Container[int]) -> Iterator[Orphan]:
     """The spool files in `directory` whose lock can be taken (their process is gone), one at a
     time, each locked until it is `replayed` or `released`. A line that is not a JSON list of
-    `width` values (a write torn by a machine crash) is skipped with a warning naming the file
-    and line."""
+    one of `widths` values (rows of this version or an older one) is skipped with a warning naming
+    the file and line: a write torn by a machine crash."""
     if not directory.is_dir():
         return
     for path in sorted(directory.glob(f"*{_SUFFIX}")):
@@ -224,17 +224,17 @@ def orphans(directory: Path, width: int) -> Iterator[Orphan]:
             continue
         with os.fdopen(os.dup(fd), "rb") as file:
             data = file.read()
-        yield Orphan(path, _rows(path, data, width), fd)
+        yield Orphan(path, _rows(path, data, widths), fd)
 
 
-def _rows(path: Path, data: bytes, width: int) -> list[Row]:
+def _rows(path: Path, data: bytes, widths: Container[int]) -> list[Row]:
     rows: list[Row] = []
     for number, line in enumerate(data.splitlines(), start=1):
         try:
             row = json.loads(line)
         except ValueError:
             row = None
-        if isinstance(row, list) and len(row) == width:
+        if isinstance(row, list) and len(row) in widths:
             rows.append(row)
         elif line.strip():
             log.warning("spool %s line %d is not a complete row (a write torn by a crash?): skipped", path, number)

@@ -259,18 +259,21 @@ VALUES ('2026-09-20T00:00:00.000+00:00', 1790000000.0, 's1', 'alice', 'echo', 'd
 """
 
 
-async def test_a_database_written_before_request_ids_gains_the_column_and_keeps_its_rows(tmp_path: Path) -> None:
+async def test_a_database_written_before_request_and_trace_ids_gains_the_columns_and_keeps_its_rows(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "audit.db"
     with closing(sqlite3.connect(path)) as db:
         db.executescript(OLD_SCHEMA)
     store = sqlite_store(tmp_path)
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
     try:
-        await store.record(AuditEntry(1_790_000_001.0, "s1", "alice", "echo", "d", "ok", 2.0, "after", "abc123"))
+        await store.record(AuditEntry(1_790_000_001.0, "s1", "alice", "echo", "d", "ok", 2.0, "after", "abc123", trace))
         newest, oldest = await store.recent()
     finally:
         store.close()
-    assert (oldest.detail, oldest.request_id) == ("before", "")
-    assert (newest.detail, newest.request_id) == ("after", "abc123")
+    assert (oldest.detail, oldest.request_id, oldest.trace_id) == ("before", "", "")
+    assert (newest.detail, newest.request_id, newest.trace_id) == ("after", "abc123", trace)
     # Opening it again finds the column present and changes nothing.
     sqlite_store(tmp_path).close()
 

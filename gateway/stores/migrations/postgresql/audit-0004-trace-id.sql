@@ -1,0 +1,2 @@
+-- Each row names the trace of its request when the gateway exports traces; other rows get ''.
+ALTER TABLE audit ADD COLUMN IF NOT EXISTS trace_id TEXT NOT NULL DEFAULT '';
