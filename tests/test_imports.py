@@ -101,3 +101,25 @@ def test_the_http_app_loads_the_web_page_at_its_first_request(tmp_path: Path) ->
         f"print(json.dumps([before, status, [m for m in {web_page!r} if m in sys.modules]]))"
     )
     assert json.loads(_run(probe)) == [[], 200, list(web_page)]
+
+
+def test_a_call_without_a_tracing_section_loads_no_opentelemetry_sdk(tmp_path: Path) -> None:
+    tracing = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "gateway.runtime.otel")
+    probe = (
+        "import json, sys\n"
+        "import anyio\n"
+        "from pathlib import Path\n"
+        "from mcp import Client\n"
+        "from gateway.frontdoors.mcpserver import build_server\n"
+        "from gateway.service import Gateway\n"
+        "from tests.support.harness import in_memory, make_config\n"
+        "from tests.support.toy import build_server as toy\n"
+        f"config = make_config(Path({str(tmp_path)!r}), {{'toy': {{'command': 'unused'}}}})\n"
+        "async def call():\n"
+        "    async with Gateway(config, transports=in_memory({'toy': toy()})) as gateway:\n"
+        "        async with Client(build_server(gateway), mode='legacy') as client:\n"
+        "            return (await client.call_tool('toy__echo', {'text': 'hi'})).is_error\n"
+        "failed = anyio.run(call)\n"
+        f"print(json.dumps([failed, [m for m in {tracing!r} if m in sys.modules]]))"
+    )
+    assert json.loads(_run(probe)) == [False, []]

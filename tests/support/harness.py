@@ -37,11 +37,13 @@ def toy_stdio(name: str = "toy", *extra: str) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "tests.support.toy", "--name", name, *extra], "cwd": str(REPO)}
 
 
-def make_config(tmp_path: Path, servers: Mapping[str, Any], **settings: Any) -> GatewayConfig:
-    """A validated gateway config with its data under `tmp_path`."""
+def make_config(
+    tmp_path: Path, servers: Mapping[str, Any], *, sections: Mapping[str, Any] | None = None, **settings: Any
+) -> GatewayConfig:
+    """A validated gateway config with its data under `tmp_path`, and other top-level `sections` (`tracing`)."""
     gateway = {"data_dir": str(tmp_path / "data"), "restart_backoff_initial": 0.05, **settings}
     local_tools = gateway.pop("local_tools", [])
-    data: dict[str, Any] = {"gateway": gateway, "servers": dict(servers)}
+    data: dict[str, Any] = {"gateway": gateway, "servers": dict(servers), **(sections or {})}
     if local_tools:
         data["local_tools"] = local_tools
     return parse_config(data, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
