@@ -12,9 +12,10 @@ messages or session ids, only names, methods, ids, outcomes and durations.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from importlib.metadata import version as package_version
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -32,6 +33,31 @@ from gateway.runtime.tracing import Attributes, TracingSettings
 ERROR_TYPE = "error.type"
 # Seconds the exporter waits for the collector on each export, and so at most at shutdown.
 EXPORT_TIMEOUT = 10.0
+
+
+class _Current:
+    """A started span made the current one while entered, and ended on the way out; an exception
+    leaving it is told by its type alone (its text may quote what the client sent)."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        otel_context.detach(self._token)
+        if error is not None and not isinstance(error, GeneratorExit):
+            self._span.set_attribute(ERROR_TYPE, type(error).__qualname__)
+            self._span.set_status(StatusCode.ERROR)
+        self._span.end()
+
+
+_UNRECORDED: AbstractContextManager[None] = nullcontext()
 
 
 class Exporter:
@@ -55,39 +81,19 @@ class Exporter:
         """Send the spans still queued, then stop the export thread."""
         self._provider.shutdown()
 
-    @contextmanager
     def request(
         self, name: str, attributes: Attributes, carriers: Sequence[Mapping[str, Any] | None]
-    ) -> Iterator[None]:
+    ) -> AbstractContextManager[None]:
         """A server span for one client request, the child of the first valid `traceparent` in `carriers`."""
-        with self._span(name, attributes, SpanKind.SERVER, self._parent(carriers)):
-            yield
+        return _Current(self._tracer.start_span(name, self._parent(carriers), SpanKind.SERVER, attributes))
 
     def span(self, name: str, attributes: Attributes | None, client: bool) -> AbstractContextManager[None]:
-        """A span inside the current one (a client span: a request to another process)."""
-        return self._span(name, attributes, SpanKind.CLIENT if client else SpanKind.INTERNAL, None)
-
-    @contextmanager
-    def _span(
-        self, name: str, attributes: Attributes | None, kind: SpanKind, parent: otel_context.Context | None
-    ) -> Iterator[None]:
-        # Exceptions are told by their type alone: their texts may quote what the client sent.
-        with self._tracer.start_as_current_span(
-            name,
-            context=parent,
-            kind=kind,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as current:
-            try:
-                yield
-            except GeneratorExit:
-                raise
-            except BaseException as error:
-                current.set_attribute(ERROR_TYPE, type(error).__qualname__)
-                current.set_status(StatusCode.ERROR)
-                raise
+        """A span inside the current one (a client span: a request to another process); nothing
+        inside a trace that is not kept, whose spans would not be kept either."""
+        if not trace.get_current_span().is_recording():
+            return _UNRECORDED
+        kind = SpanKind.CLIENT if client else SpanKind.INTERNAL
+        return _Current(self._tracer.start_span(name, None, kind, attributes))
 
     def _parent(self, carriers: Sequence[Mapping[str, Any] | None]) -> otel_context.Context | None:
         for carrier in carriers:

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Protocol
 
 from gateway.errors import ConfigError
@@ -150,22 +151,35 @@ class Tracing:
             self._spans = None
             spans.close()
 
-    @contextmanager
     def request(
         self, name: str, attributes: Attributes, carriers: Sequence[Mapping[str, Any] | None]
-    ) -> Iterator[None]:
+    ) -> AbstractContextManager[None]:
         """Handle one client request inside a span `name`, continuing the trace of the first of
         `carriers` (its `_meta`, its HTTP headers) that holds a valid `traceparent`."""
         spans = self._spans
-        if spans is None:
-            yield
-            return
-        token = _active.set(spans)
+        return _OFF if spans is None else _Request(spans, spans.request(name, attributes, carriers))
+
+
+class _Request:
+    """A traced request being handled: its span current, and the hooks reaching `spans`."""
+
+    __slots__ = ("_span", "_spans", "_token")
+
+    def __init__(self, spans: Spans, span: AbstractContextManager[None]) -> None:
+        self._spans = spans
+        self._span = span
+
+    def __enter__(self) -> None:
+        self._token = _active.set(self._spans)
+        self._span.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         try:
-            with spans.request(name, attributes, carriers):
-                yield
+            self._span.__exit__(kind, error, traceback)
         finally:
-            _active.reset(token)
+            _active.reset(self._token)
 
 
 def span(name: str, attributes: Attributes | None = None, *, client: bool = False) -> AbstractContextManager[None]:

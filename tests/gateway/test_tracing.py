@@ -160,6 +160,18 @@ async def test_a_call_without_a_client_trace_starts_one_of_the_gateway_s_own(tmp
     assert parts(seen["meta"]) == (call.trace_id, upstream.span_id, True)
 
 
+async def test_a_trace_the_sample_ratio_leaves_out_exports_nothing_and_goes_upstream_unsampled(tmp_path: Path) -> None:
+    with otlp_receiver() as receiver:
+        async with served_over_http() as url:
+            sections = {"tracing": {"endpoint": receiver.url, "sample_ratio": 0}}
+            config = make_config(tmp_path, {"web": {"url": url}}, sections=sections)
+            async with http_gateway(config) as (_, gateway_url), http_client(gateway_url) as client:
+                seen = answer(await client.call_tool("web__context", {}))
+        assert receiver.spans == []
+    assert seen["meta"] == seen["header"]
+    assert parts(seen["meta"])[2] is False
+
+
 async def test_a_client_s_traceparent_header_is_continued_when_its_meta_has_none(tmp_path: Path) -> None:
     trace_id, client_span, meta = client_context()
     with otlp_receiver() as receiver:
