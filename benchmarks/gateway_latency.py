@@ -1,15 +1,17 @@
 """Latency, throughput and CPU per call of the echo tool called directly, through the gateway and
 through its peers, side by side in one run.
 
-Run `python -m benchmarks.gateway_latency [--calls N] [--seconds S] [--rounds R] [--mode 2026-07-28]`
-from the repository root. Everything runs on loopback in subprocesses this script starts and stops,
+Run `python -m benchmarks.gateway_latency [--calls N] [--seconds S] [--rounds R] [--mode 2026-07-28]
+[--tracing]` from the repository root. Everything runs on loopback in subprocesses this script starts and stops,
 each serving the same echo server and called by the SDK client over streamable HTTP:
 (a) direct: `servers.echo` served over streamable HTTP with JSON responses;
 (b) mcp-proxy and FastMCP's proxy (`benchmarks.peers`: pinned, installed into environments of
 their own on first use), each with that echo server as its stdio backend;
 (c) `python -m gateway serve` in its default configuration with that echo server as its one stdio upstream;
 (d) in the handshake era, the relay of `benchmarks.floors`: that echo server behind a bare ASGI app on
-uvicorn that only relays each request over the pipe, the floor of any gateway on this stack.
+uvicorn that only relays each request over the pipe, the floor of any gateway on this stack;
+(e) with `--tracing`, the gateway of (c) with a `tracing` section, every call's spans exported to an
+OTLP/HTTP receiver this script runs (`tests/support/otlp.py`).
 Each round waits for a load average below 1.5 (at most `--quiet-timeout` s, then goes on and says
 so with the load it started at); the report gives the median and range over the rounds.
 """
@@ -29,7 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AsyncExitStack, contextmanager, suppress
+from contextlib import AsyncExitStack, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -251,16 +253,18 @@ def measure(url: str, mode: str, calls: int, seconds: float, server: int) -> Mea
     )
 
 
-def gateway_config(directory: Path, **settings: object) -> Path:
-    """A gateway config with one required stdio upstream, `echo`, its data under `directory`, and
-    `settings` in its `gateway` section."""
+def gateway_config(directory: Path, traces: str | None = None, **settings: object) -> Path:
+    """A gateway config with one required stdio upstream, `echo`, its data under `directory`,
+    `settings` in its `gateway` section, and a `tracing` section exporting to `traces` when given."""
     path = directory / "gateway.yaml"
     echo = {"command": sys.executable, "args": ["-m", "servers.echo"], "cwd": str(REPO)}
     # Required, so that `/readyz` answers 200 only once its tool is listed.
-    document = {
+    document: dict[str, object] = {
         "gateway": {"data_dir": str(directory / "data"), **settings},
         "servers": {"echo": {**echo, "required": True}},
     }
+    if traces is not None:
+        document["tracing"] = {"endpoint": traces}
     path.write_text(yaml.safe_dump(document))
     return path
 
@@ -275,14 +279,15 @@ class Contender:
     ready_path: str = "/mcp"
 
 
-def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Contender]:
+def contenders(json_responses: bool, mode: str, with_peers: bool, traces: str | None = None) -> list[Contender]:
     """Direct first (every ratio is to it), the relay (the floor, handshake era only), then the peers
-    that speak `mode`, then the gateway."""
+    that speak `mode`, then the gateway, and with `traces` (an OTLP/HTTP receiver's URL) the gateway
+    exporting every span there."""
 
     def direct(port: int, directory: Path) -> list[str]:
         return [sys.executable, "-c", ECHO_HTTP, str(port)]
 
-    def gateway(port: int, directory: Path) -> list[str]:
+    def gateway(port: int, directory: Path, traces: str | None = None) -> list[str]:
         # The default configuration: the default log level (INFO) and response mode.
         command = [
             sys.executable,
@@ -290,7 +295,7 @@ def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Conten
             "gateway",
             "serve",
             "--config",
-            str(gateway_config(directory, http_json_responses=json_responses)),
+            str(gateway_config(directory, traces, http_json_responses=json_responses)),
         ]
         return [*command, "--port", str(port)]
 
@@ -306,6 +311,8 @@ def contenders(json_responses: bool, mode: str, with_peers: bool) -> list[Conten
                 environment = peers.ensure(peer)
                 chosen.append(Contender(peer.name, functools.partial(_peer_command, peer, environment)))
     chosen.append(Contender("gateway", gateway, "/readyz"))
+    if traces is not None:
+        chosen.append(Contender("traced", functools.partial(gateway, traces=traces), "/readyz"))
     return chosen
 
 
@@ -410,6 +417,12 @@ def report(results: dict[str, list[Measurement]], loads: Sequence[float], mode: 
         f"gateway CPU per call {cpu:.2f} ms (target <= {TARGET_CPU_MS} ms): "
         f"{'met' if cpu <= TARGET_CPU_MS else 'MISSED'}",
     ]
+    if "traced" in figures:
+        traced_added, _, traced_cpu = figures["traced"]
+        rows.append(
+            f"tracing every call costs the gateway {traced_cpu - cpu:+.3f} ms of CPU a call (its export thread "
+            f"included) and {traced_added - added:+.3f} ms at p50"
+        )
     if "relay" in figures:
         floor_added, floor_share, floor_cpu = figures["relay"]
         rows.append(
@@ -447,6 +460,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--no-peers", action="store_true", help="only direct, the relay and the gateway")
     parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also run the gateway exporting a trace of every call to an OTLP receiver in this process ('traced')",
+    )
+    parser.add_argument(
         "--quiet-timeout",
         type=float,
         default=600.0,
@@ -458,9 +476,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     # A SIGTERM unwinds like Ctrl-C, so the subprocesses are stopped on the way out either way.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        chosen = contenders(args.json_responses, args.mode, not args.no_peers)
-        quiet = (QUIET_LOAD, args.quiet_timeout)
-        results, loads = rounds(chosen, args.rounds, args.calls, args.seconds, args.mode, quiet)
+        with ExitStack() as stack:
+            traces = None
+            if args.tracing:
+                # OpenTelemetry's protobuf classes load only for a run that traces.
+                from tests.support.otlp import otlp_receiver
+
+                traces = stack.enter_context(otlp_receiver()).url
+            chosen = contenders(args.json_responses, args.mode, not args.no_peers, traces)
+            quiet = (QUIET_LOAD, args.quiet_timeout)
+            results, loads = rounds(chosen, args.rounds, args.calls, args.seconds, args.mode, quiet)
     except KeyboardInterrupt:
         print("interrupted; every process the benchmark started has been stopped", file=sys.stderr)
         raise SystemExit(130) from None
