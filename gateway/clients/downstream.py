@@ -50,6 +50,11 @@ class Downstream(Protocol):
         """Pass on a log message the upstream sent while serving this request."""
         ...
 
+    def hold_log(self, server: str, params: types.LoggingMessageNotificationParams) -> bool:
+        """Take a log message the upstream sent while serving this request as it arrives, to pass
+        on ahead of the request's answer; False leaves it to `log`, once it is handled."""
+        ...
+
 
 current: ContextVar[Downstream | None] = ContextVar("gateway_downstream", default=None)
 

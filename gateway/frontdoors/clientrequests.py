@@ -6,6 +6,11 @@ response stream of that POST). What the client did not declare (sampling, elicit
 mode asked, roots) gets the error an SDK client without it answers, at once. Roots a client does
 not give are its session's workspace, if it has one. A 2026-era request has no back channel:
 see `gateway.frontdoors.parked` for how its input requests travel.
+
+Log messages ride the request's own stream in both eras (`RequestStream`). In the handshake era
+every level may go (the session's `logging/setLevel` filters them in `PassThrough.log`); in the
+2026-07-28 era only a request whose `_meta` carries a log level (`io.modelcontextprotocol/logLevel`)
+takes them, at that level and above, as that era requires.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import mcp_types as types
+from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
@@ -25,6 +31,7 @@ from gateway.upstreams.clientside import workspace_roots
 from gateway.upstreams.workspaces import workspace_of
 
 Context = ServerRequestContext[Any, Any]
+LogParams = types.LoggingMessageNotificationParams
 
 
 def unsupported(request: ClientRequest, capabilities: types.ClientCapabilities | None) -> types.ErrorData | None:
@@ -50,6 +57,29 @@ def answer_type(request: ClientRequest) -> type[ClientAnswer]:
     return types.ListRootsResult
 
 
+class RequestStream:
+    """The stream of one front-door request, as the notices an upstream sends during it see it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
+
+    def takes(self, level: types.LoggingLevel) -> bool:
+        """Whether the request's client takes log messages of `level`."""
+        return level in self._levels
+
+    async def log(self, passthrough: PassThrough, session: SessionContext, server: str, params: LogParams) -> None:
+        """Pass an upstream's log message on, if the client takes its level (before the flood limit
+        counts it), within the session's level and the flood limit."""
+        if self.takes(params.level):
+            await passthrough.log(session, server, params, self._send)
+
+    async def _send(self, session: SessionContext, notice: Any) -> None:
+        if isinstance(notice, types.LoggingMessageNotification) and not self.takes(notice.params.level):
+            return
+        await self._ctx.session.send_notification(notice, related_request_id=self._ctx.request_id)
+
+
 class ClientOfRequest:
     """The `Downstream` of a handshake-era front-door request."""
 
@@ -67,6 +97,7 @@ class ClientOfRequest:
         self._passthrough = passthrough
         self._task = task
         """The task whose result the request waits for: its server's requests name it by the gateway's id."""
+        self._stream = RequestStream(ctx)
 
     @property
     def session(self) -> SessionContext:
@@ -103,7 +134,8 @@ class ClientOfRequest:
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         """Send the log message on this request's stream, within the session's level and flood limit."""
-        await self._passthrough.log(self._session, server, params, self._send)
+        await self._stream.log(self._passthrough, self._session, server, params)
 
-    async def _send(self, session: SessionContext, notice: Any) -> None:
-        await self._ctx.session.send_notification(notice, related_request_id=self._ctx.request_id)
+    def hold_log(self, server: str, params: types.LoggingMessageNotificationParams) -> bool:
+        """Log messages go through `log`: the request's stream takes them at once."""
+        return False

@@ -42,7 +42,7 @@ from gateway.clients.session import SessionContext, Transport
 from gateway.clients.tasks import TASK_NOTE
 from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors import tasks
-from gateway.frontdoors.clientrequests import ClientOfRequest
+from gateway.frontdoors.clientrequests import ClientOfRequest, RequestStream
 from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
@@ -322,7 +322,7 @@ def build_server(
             if (call.session.principal or call.session.caller) != (session.principal or session.caller):
                 raise MCPError(code=types.INVALID_PARAMS, message="Unknown request state")
             call.answer(params.input_responses)
-            return await _resume(call, params)
+            return await _resume(call, ctx)
         progress: ProgressThrottle | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
             progress = ProgressThrottle(ctx.session.report_progress, clock)
@@ -357,12 +357,10 @@ def build_server(
         call = ParkedCall(session, params.name, gateway.passthrough, ctx.session.client_capabilities, wait)
         assert gateway.router.group is not None
         call.start(gateway.router.group, run, lambda: parked.pop(call.token or "", None))
-        return await _resume(call, params)
+        return await _resume(call, ctx)
 
-    async def _resume(
-        call: ParkedCall, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        result, asked = await call.next()
+    async def _resume(call: ParkedCall, ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+        result, asked = await call.next(RequestStream(ctx))
         if asked is None:
             answer: types.CallToolResult | types.InputRequiredResult = result
             return answer

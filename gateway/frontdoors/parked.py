@@ -7,6 +7,10 @@ mid-call for the answer. So a 2026-era call runs in the gateway's task group (`P
 when its upstream asks, the front door answers the client with the question and a fresh token
 as `request_state`, and the call waits, parked, for the retry that carries the answer. An
 answer not given within `wait` seconds is an error to the server; the call then ends as it will.
+
+The upstream's log messages go on the stream of the request that waits for the call at the time
+(the first one, or a retry), as that era carries them; one sent while the call waits for a retry
+has no request to go on, and is dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from anyio.abc import TaskGroup
 
 from gateway.clients.downstream import ClientAnswer, ClientRequest, bound
 from gateway.clients.session import SessionContext
-from gateway.frontdoors.clientrequests import unsupported
+from gateway.frontdoors.clientrequests import RequestStream, unsupported
 from gateway.serving.passthrough import PassThrough
 from gateway.upstreams.clientside import workspace_roots
 from gateway.upstreams.workspaces import workspace_of
@@ -58,6 +62,9 @@ class ParkedCall:
         self._outcome: tuple[Any, BaseException | None] | None = None
         self.token: str | None = None
         self._scope = anyio.CancelScope()
+        self._stream: RequestStream | None = None
+        """The stream of the request waiting for the call now, if one is."""
+        self._logs: list[tuple[str, types.LoggingMessageNotificationParams]] = []
 
     @property
     def session(self) -> SessionContext:
@@ -103,7 +110,18 @@ class ParkedCall:
         return question.answer
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
-        """A 2026-era request has no stream for log messages the gateway could use: dropped."""
+        """Pass the log message on the stream of the request waiting for the call, if one is."""
+        stream = self._stream
+        if stream is not None:
+            await stream.log(self._passthrough, self._session, server, params)
+
+    def hold_log(self, server: str, params: types.LoggingMessageNotificationParams) -> bool:
+        """Keep the log message, in the order it arrived, for the waiting request's stream ahead of
+        the call's answer; one that arrives while no request waits is dropped."""
+        if self._stream is not None:
+            self._logs.append((server, params))
+            self._changed.set()
+        return True
 
     def answer(self, responses: types.InputResponses | None) -> None:
         """Give the parked question the client's answer from its retry."""
@@ -113,18 +131,26 @@ class ParkedCall:
         question.answer = (responses or {}).get(QUESTION)
         question.answered.set()
 
-    async def next(self) -> tuple[Any, types.InputRequiredResult | None]:
-        """Wait for the call to end (its result) or to ask (the `InputRequiredResult` to send back);
-        a client that cancels its request while waiting cancels the call."""
+    async def next(self, stream: RequestStream) -> tuple[Any, types.InputRequiredResult | None]:
+        """Wait for the call to end (its result) or to ask (the `InputRequiredResult` to send back),
+        its log messages meanwhile on `stream`, the waiting request's; a client that cancels its
+        request while waiting cancels the call."""
+        self._stream = stream
         try:
-            return await self._next()
+            return await self._next(stream)
         except anyio.get_cancelled_exc_class():
             self._scope.cancel()
             raise
+        finally:
+            self._stream = None
+            self._logs.clear()
 
-    async def _next(self) -> tuple[Any, types.InputRequiredResult | None]:
+    async def _next(self, stream: RequestStream) -> tuple[Any, types.InputRequiredResult | None]:
         while True:
             self._changed = anyio.Event()
+            while self._logs:
+                server, params = self._logs.pop(0)
+                await stream.log(self._passthrough, self._session, server, params)
             if self._outcome is not None:
                 result, error = self._outcome
                 if error is not None:

@@ -7,20 +7,28 @@ the server get the protocol's error at once. Roots outside any request are the i
 workspace, if it has one. Log messages and resource updates go to the client of the request in
 flight, or, outside one, to `notices`, which knows the sessions that can see the server; so do
 task status notifications, which `notices` gives the session that created the task.
+
+A log message is matched to its request as it arrives (`intercept`, before the session resolves
+any response read after it): a client that takes log messages in order (a 2026-era call) gets it
+then, so it goes out ahead of the answer of the request it belongs to, not after
+(docs/decisions/0061-log-messages-of-a-2026-era-call.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import Context
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientRequestContext
+from pydantic import ValidationError
 
 from gateway.clients.downstream import ClientAnswer, ClientRequest, InFlight
 from gateway.clients.session import SessionContext
+from gateway.upstreams.directcalls import DirectCalls
 
 Notice = types.LoggingMessageNotification | types.ResourceUpdatedNotification | types.TaskStatusNotification
 NoticeHandler = Callable[[str, Notice], Awaitable[None]]
@@ -71,6 +79,28 @@ class ClientSide:
                 )
             ],
         }
+
+    def intercept(
+        self, sender: Callable[[], Context | None], direct: DirectCalls, method: str, params: Mapping[str, Any] | None
+    ) -> bool:
+        """Take a notification as it arrives, before any response the server sent after it: a log
+        message goes at once to the client of the request in flight (in `sender`'s context, where
+        the transport carries the sending task's) when that client takes them in order, and is
+        consumed. The connection's direct calls learn that the session took one more notification."""
+        try:
+            return method == "notifications/message" and self._hold_log(sender(), params)
+        finally:
+            direct.seen()
+
+    def _hold_log(self, sender: Context | None, params: Mapping[str, Any] | None) -> bool:
+        downstream = sender.run(self.in_flight.caller) if sender is not None else self.in_flight.caller()
+        if downstream is None:
+            return False
+        try:
+            parsed = types.LoggingMessageNotificationParams.model_validate(params or {})
+        except ValidationError:
+            return False  # the session's own check says what is wrong with it
+        return downstream.hold_log(self.server, parsed)
 
     async def on_message(self, message: Any) -> None:
         """Route a resource update from the server to its subscribers."""

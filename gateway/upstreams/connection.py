@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -261,7 +262,8 @@ class Upstream:
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)
             options = self.client_side.session_options()
-            session = UpstreamSession(watched, write, message_handler=self._on_message, **options)
+            intercept = partial(self.client_side.intercept, lambda: watched.last_context, direct)
+            session = UpstreamSession(watched, write, message_handler=self._on_message, intercept=intercept, **options)
             await stack.enter_async_context(session)
             timeout, step = self._settings.upstream_connect_timeout, "initialize"
             try:

@@ -14,7 +14,12 @@ pings, notifications, progress, the server's own requests, tasks) stays with the
 
 The contract is the SDK's: a caller that gives up (its deadline, its client gone) has the server
 told with `notifications/cancelled`; a connection that ends fails every call waiting on it with
-`CONNECTION_CLOSED`; an error response is an `MCPError`.
+`CONNECTION_CLOSED`; an error response is an `MCPError`. So is its order: the SDK resolves a
+response only after its session has taken each notification the server sent before it, which is
+how a log message sent during a call reaches that call's client before its answer. A direct call
+keeps that order: the reader counts the notifications it hands the session (`handed`), the
+session counts those it takes (`seen`), and a call answered after `n` of them returns once the
+session has taken `n` (docs/decisions/0061-log-messages-of-a-2026-era-call.md).
 """
 
 from __future__ import annotations
@@ -43,11 +48,13 @@ _FALLBACK_VERSION = "2025-11-25"
 class _Waiter:
     """One call waiting for its response: set once, with the result or the error."""
 
-    __slots__ = ("done", "outcome")
+    __slots__ = ("done", "handed", "outcome")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.outcome: dict[str, Any] | types.ErrorData = _CLOSED
+        self.handed = 0
+        """How many notifications the session had been handed when the response was read."""
 
 
 class DirectCalls:
@@ -57,6 +64,10 @@ class DirectCalls:
         self._send: Send | None = None
         self._waiting: dict[str, _Waiter] = {}
         self._count = 0
+        self._handed = 0
+        self._seen = 0
+        self._taken: anyio.Event | None = None
+        """Set when the session takes a notification, for a call that waits for it to catch up."""
 
     @property
     def open(self) -> bool:
@@ -73,6 +84,28 @@ class DirectCalls:
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
             waiter.done.set()
+        self._caught_up()
+
+    def handed(self) -> None:
+        """The reader handed the session a notification."""
+        self._handed += 1
+
+    def seen(self) -> None:
+        """The session took a notification, in the order it was handed."""
+        self._seen += 1
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            taken.set()
+
+    async def _in_order(self, handed: int) -> None:
+        """Return once the session has taken the first `handed` notifications (or the connection ended)."""
+        while self._seen < handed and self._send is not None:
+            if self._taken is None:
+                self._taken = anyio.Event()
+            await self._taken.wait()
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the response to a waiting call (which it then completes); any other
@@ -94,6 +127,7 @@ class DirectCalls:
             return False
         del self._waiting[ident]
         waiter.outcome = outcome
+        waiter.handed = self._handed
         waiter.done.set()
         return True
 
@@ -132,6 +166,8 @@ class DirectCalls:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 raise MCPError(code=_CLOSED.code, message=_CLOSED.message) from None
             await waiter.done.wait()
+            if self._seen < waiter.handed:
+                await self._in_order(waiter.handed)
         except anyio.get_cancelled_exc_class():
             # A write is one line handed to the pipe whole, so a cancelled one was sent or not at all;
             # the server ignores a cancel for an id it never saw.

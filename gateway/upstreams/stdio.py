@@ -223,6 +223,8 @@ async def stdio_transport(
                     if message is None:
                         continue
                 if not _refused_directly(direct, message):
+                    if direct is not None and isinstance(message.message, types.JSONRPCNotification):
+                        direct.handed()
                     await read_writer.send(message)
 
     async def reader() -> None:

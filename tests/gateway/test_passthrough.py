@@ -172,17 +172,25 @@ async def test_an_upstream_over_stdio_reaches_the_only_session_calling_it(tmp_pa
         assert await call(client, "ask_model", {"prompt": "over stdio"}) == "model said: OVER STDIO"
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_sampling_passes_through_stdio_on_both_sides(tmp_path: Path, mode: str) -> None:
+ASKING_STDIO = StdioServerParameters(command=sys.executable, args=["-m", "tests.support.asking"], cwd=str(REPO))
+
+
+def gateway_over_stdio(tmp_path: Path) -> StdioServerParameters:
+    """The gateway launched as a stdio command, with the asking server over stdio behind it."""
     config_file = tmp_path / "gateway.yaml"
-    upstream = {"command": sys.executable, "args": ["-m", "tests.support.asking"], "cwd": str(REPO)}
+    upstream = {"command": ASKING_STDIO.command, "args": list(ASKING_STDIO.args), "cwd": str(REPO)}
     gateway_section = {"data_dir": str(tmp_path / "data")}
     config_file.write_text(yaml.safe_dump({"gateway": gateway_section, "servers": {"asking": upstream}}))
-    params = StdioServerParameters(
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "gateway", "--log-level", "WARNING", "stdio", "--config", str(config_file)],
         cwd=str(REPO),
     )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_sampling_passes_through_stdio_on_both_sides(tmp_path: Path, mode: str) -> None:
+    params = gateway_over_stdio(tmp_path)
     with anyio.fail_after(60):
         async with Client(params, mode=mode, sampling_callback=sample) as client:
             await until_listed(client, "asking__ask_model")
@@ -197,6 +205,45 @@ async def test_a_2026_era_client_answers_sampling_and_elicitation_through_input_
         assert await call(client, "ask_user") == "accept: Ada"
         outcomes = [row.outcome for row in await gateway.audit.recent()]
     assert "sampling" in outcomes and "elicitation" in outcomes
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [("info", ["working 0", "working 1", "working 2"]), ("warning", []), (None, [])],
+)
+async def test_a_2026_era_call_carries_its_server_s_log_messages_at_the_level_its_request_asks(
+    tmp_path: Path, level: types.LoggingLevel | None, expected: list[str]
+) -> None:
+    logged: list[Any] = []
+
+    async def keep(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+
+    options: dict[str, Any] = {"mode": "2026-07-28", "logging_callback": keep, "log_level": level}
+    async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()}), **options) as (_, client):
+        assert await call(client, "chatty", {"count": 3}) == "done"
+    # Request-scoped: each message went out on the call's stream, ahead of its answer.
+    assert logged == expected
+
+
+async def test_a_2026_era_client_gets_the_log_messages_over_stdio_that_a_direct_connection_gets(
+    tmp_path: Path,
+) -> None:
+    async def logs_of(server: StdioServerParameters, tool: str) -> list[Any]:
+        logged: list[Any] = []
+
+        async def keep(params: types.LoggingMessageNotificationParams) -> None:
+            logged.append(params.data)
+
+        with anyio.fail_after(60):
+            async with Client(server, mode="2026-07-28", logging_callback=keep, log_level="debug") as client:
+                await until_listed(client, tool)
+                assert text(await client.call_tool(tool, {"count": 3})) == "done"
+        return logged
+
+    direct = await logs_of(ASKING_STDIO, "chatty")
+    assert direct == ["working 0", "working 1", "working 2"]
+    assert await logs_of(gateway_over_stdio(tmp_path), "asking__chatty") == direct
 
 
 async def test_a_2026_era_client_without_sampling_gets_an_error_not_a_hang(tmp_path: Path) -> None:

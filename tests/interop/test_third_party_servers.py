@@ -14,11 +14,13 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from mcp.client.session import LoggingFnT
 
 from gateway.catalog.naming import exposed_name
 from gateway.upstreams.tasking import send_as_is
 from tests.support.harness import http_gateway, make_config
 from tests.support.node import require_node_command
+from tests.support.probe import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -174,6 +176,36 @@ async def test_server_everything_s_research_runs_as_a_task_through_the_gateway(t
     assert status["status"] in ("working", "input_required") and done["status"] == "completed"
     assert len(asked) == 1 and "Research Report: python (technical)" in result["content"][0]["text"]
     assert sorted(outcomes) == ["elicitation", "ok"]
+
+
+async def test_server_everything_s_log_message_reaches_a_2026_era_client_on_its_call_s_stream(tmp_path: Path) -> None:
+    tool = "toggle-simulated-logging"
+    direct_logged: list[Any] = []
+    async with Client(EVERYTHING.launch(), mode="legacy", logging_callback=keeper(direct_logged)) as direct:
+        await direct.call_tool(tool, {})
+        await wait_until(lambda: bool(direct_logged))
+        await direct.call_tool(tool, {})
+    config = make_config(tmp_path, {EVERYTHING.name: _entry(EVERYTHING)})
+    async with http_gateway(config) as (_, url):
+        for level, expected in (("debug", 1), (None, 0)):
+            logged: list[Any] = []
+            options: dict[str, Any] = {"logging_callback": keeper(logged), "log_level": level}
+            async with Client(f"{url}/mcp", mode="2026-07-28", **options) as client:
+                await client.call_tool(exposed_name(EVERYTHING.name, tool), {})  # starts the server's logging
+                # Sent during the call, it travels on the call's stream, before its answer; only
+                # to a request that asked for log messages.
+                assert len(logged) == expected, level
+                await client.call_tool(exposed_name(EVERYTHING.name, tool), {})  # stops it
+    assert len(direct_logged) >= 1
+
+
+def keeper(kept: list[Any]) -> LoggingFnT:
+    """A logging callback that keeps each message's data."""
+
+    async def keep(params: types.LoggingMessageNotificationParams) -> None:
+        kept.append(params.data)
+
+    return keep
 
 
 def _task_request(method: str, task_id: str) -> types.Request[dict[str, Any], str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -134,3 +135,29 @@ async def test_a_direct_call_fails_as_closed_when_its_connection_ends() -> None:
     assert failed.value.error.code == types.CONNECTION_CLOSED
     with pytest.raises(MCPError):
         await direct.call("echo", {})
+
+
+async def test_a_direct_call_answered_after_a_notification_returns_once_the_session_took_it() -> None:
+    direct = DirectCalls()
+    sent: list[dict[str, Any]] = []
+
+    async def send(line: bytes) -> None:
+        sent.append(json.loads(line))
+
+    direct.attach(send)
+    outcome: list[dict[str, Any]] = []
+
+    async def call() -> None:
+        outcome.append(await direct.call("echo", {"text": "hi"}))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        await wait_until(lambda: bool(sent))
+        # The server logged, then answered: the reader handed the session the log message first.
+        direct.handed()
+        assert direct.take(response(sent[0]["id"], result={"content": []}))
+        for _ in range(10):
+            await anyio.lowlevel.checkpoint()
+        assert outcome == []
+        direct.seen()
+    assert outcome == [{"content": []}]
