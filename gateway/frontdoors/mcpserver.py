@@ -24,7 +24,6 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
-    ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
     ServerEvent,
@@ -43,6 +42,7 @@ from gateway.clients.tasks import TASK_NOTE
 from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors import tasks
 from gateway.frontdoors.clientrequests import ClientOfRequest, RequestStream
+from gateway.frontdoors.listen import listen_handler
 from gateway.frontdoors.listingcache import ListingCache
 from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists, ProgressThrottle
 from gateway.frontdoors.parked import ParkedCall
@@ -445,7 +445,7 @@ def build_server(
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_completion=complete,
-            on_subscriptions_listen=ListenHandler(bus),
+            on_subscriptions_listen=listen_handler(gateway.resources, bus, lambda ctx: session_of(gateway, ctx)),
             on_subscribe_resource=subscribe,
             on_unsubscribe_resource=unsubscribe,
             on_set_logging_level=set_level,

@@ -43,14 +43,17 @@ LEVELS: tuple[types.LoggingLevel, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Subscription:
-    """One session's subscription to a resource: the URI it knows, and where the resource lives."""
+    """One subscription to a resource: the session's, the URI it knows, where the resource lives,
+    and how its updates reach the client (by default the session's back channel; a 2026-era
+    `subscriptions/listen` stream has a `send` of its own, one for each stream)."""
 
     session: SessionContext
     exposed: str
     server: str
     original: str
+    send: Deliver | None = None
 
 
 class LogThrottle:
@@ -179,9 +182,10 @@ class PassThrough:
         for subscription in list(self._subscriptions.get((server, notice.params.uri), ())):
             if owner is not None and subscription.session is not owner:
                 continue
-            if self.deliver is not None:
+            deliver = subscription.send or self.deliver
+            if deliver is not None:
                 params = notice.params.model_copy(update={"uri": subscription.exposed})
-                await self.deliver(subscription.session, types.ResourceUpdatedNotification(params=params))
+                await deliver(subscription.session, types.ResourceUpdatedNotification(params=params))
 
     async def _task_status(
         self, server: str, params: types.TaskStatusNotificationParams, owner: SessionContext | None
@@ -194,19 +198,31 @@ class PassThrough:
             await self.deliver(entry.session, types.TaskStatusNotification(params=told))
 
     def subscribe(self, subscription: Subscription) -> bool:
-        """Record a subscription; True when it is the first to that resource, which the server must be told of."""
+        """Record a subscription; True when it is the first to that resource, which the server must be told of.
+
+        A session subscribes once over its back channel, however often it asks, until it ends; a
+        subscription with a `send` of its own lasts until `drop`ped."""
         key = (subscription.server, subscription.original)
         subscribers = self._subscriptions.setdefault(key, [])
         first = not subscribers
-        if not any(s.session is subscription.session for s in subscribers):
+        if subscription.send is not None:
+            subscribers.append(subscription)
+        elif not any(s.session is subscription.session and s.send is None for s in subscribers):
             subscribers.append(subscription)
             subscription.session.on_close(self._forget(subscription.session, key))
         return first
 
     def unsubscribe(self, session: SessionContext, server: str, original: str) -> bool:
-        """Drop a session's subscription; True when it was the last, and the server may stop sending."""
-        key = (server, original)
-        subscribers = [s for s in self._subscriptions.get(key, ()) if s.session is not session]
+        """Drop a session's subscription over its back channel; True when it was the last to the
+        resource, and the server may stop sending."""
+        return self._keep((server, original), lambda s: s.session is not session or s.send is not None)
+
+    def drop(self, subscription: Subscription) -> bool:
+        """Drop one subscription; True when it was the last to the resource."""
+        return self._keep((subscription.server, subscription.original), lambda s: s is not subscription)
+
+    def _keep(self, key: tuple[str, str], kept: Callable[[Subscription], bool]) -> bool:
+        subscribers = [s for s in self._subscriptions.get(key, ()) if kept(s)]
         if subscribers:
             self._subscriptions[key] = subscribers
             return False

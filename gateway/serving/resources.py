@@ -4,15 +4,20 @@ completions routed to the server (or the session's own instance of it) under ori
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
 import mcp_types as types
 
 from gateway.auth.visibility import Visibility
 from gateway.catalog.merged import Catalog
 from gateway.clients.session import SessionContext
-from gateway.errors import ProtocolError, clip
-from gateway.serving.passthrough import PassThrough, Subscription
+from gateway.errors import GatewayError, ProtocolError, clip
+from gateway.serving.passthrough import Deliver, PassThrough, Subscription
 from gateway.serving.routing import Router
 from gateway.skills.host import SKILL_SCHEME, SkillHost
+
+Unfollow = Callable[[], Awaitable[None]]
 
 
 class Resources:
@@ -66,6 +71,32 @@ class Resources:
             raise ProtocolError(f"Server '{route.source}' does not offer subscriptions to resource: {clip(uri)}")
         if self._passthrough.subscribe(Subscription(session, uri, route.source, route.original)):
             await upstream.subscribe(route.original, True)
+
+    async def follow(self, session: SessionContext, uri: str, send: Deliver) -> Unfollow | None:
+        """Have `send` told of the updates of an exposed resource, subscribing on its server if no
+        one else is; how to stop, or None when the session may not see the resource or its server
+        offers no subscriptions (what a 2026-era `subscriptions/listen` stream does not get)."""
+        try:
+            route = self._visibility.route(session, self._catalog.resource_route(uri), f"resource: {clip(uri)}")
+            upstream = await self._router.upstream(session, route)
+        except GatewayError:
+            return None
+        if not upstream.supports_subscriptions():
+            return None
+        subscription = Subscription(session, uri, route.source, route.original, send)
+        if self._passthrough.subscribe(subscription):
+            try:
+                await upstream.subscribe(route.original, True)
+            except GatewayError:
+                self._passthrough.drop(subscription)
+                return None
+
+        async def unfollow() -> None:
+            if self._passthrough.drop(subscription):
+                with suppress(GatewayError):  # a server gone or restarted holds no subscription anyway
+                    await upstream.subscribe(route.original, False)
+
+        return unfollow
 
     async def get_prompt(
         self, session: SessionContext, name: str, arguments: dict[str, str] | None

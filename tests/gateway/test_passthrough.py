@@ -13,7 +13,8 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
-from mcp.server import Server
+from mcp.server import MCPServer, Server
+from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gateway.serving.passthrough import LogThrottle
@@ -148,6 +149,64 @@ async def test_a_subscriber_is_told_of_updates_under_the_exposed_uri(tmp_path: P
         assert updates == [exposed]
         await client.unsubscribe_resource(exposed)
         assert await call(client, "subscriptions") == "none"
+
+
+def plain_resources() -> MCPServer:
+    """A server with a resource and no subscriptions."""
+    server = MCPServer("plain")
+
+    @server.resource("plain://fixed")
+    def fixed() -> str:
+        """A resource that never changes."""
+        return "fixed"
+
+    return server
+
+
+async def updates(client: Client, uri: str, tool: str, *others: str) -> tuple[list[str], list[str]]:
+    """Listen for updates of `uri` (and `others`), call `tool`, and wait for the first update: the
+    URIs the stream's acknowledgment honoured, and the updated URI."""
+    async with client.listen(resource_subscriptions=[uri, *others]) as stream:
+        honored = list(stream.honored.resource_subscriptions or [])
+        await client.call_tool(tool, {})
+        with anyio.fail_after(30):
+            async for event in stream:
+                assert isinstance(event, ResourceUpdated)
+                return honored, [event.uri]
+    raise AssertionError("the stream ended without an update")
+
+
+async def test_a_2026_era_listen_stream_gets_resource_updates_as_a_direct_connection_does(tmp_path: Path) -> None:
+    async with Client(asking(), mode="2026-07-28") as direct:
+        assert await updates(direct, NOTE_URI, "touch") == ([NOTE_URI], [NOTE_URI])
+    cfg = make_config(tmp_path, placeholder(["asking", "plain"]))
+    transports = in_memory({"asking": asking(), "plain": plain_resources()})
+    async with gateway_client(cfg, transports=transports, mode="2026-07-28") as (_, client):
+        # Left out of the acknowledgment: a resource whose server takes no subscriptions, and one of no server.
+        honored, updated = await updates(client, NOTE, "asking__touch", "plain+plain://fixed", "nowhere://at-all")
+        assert (honored, updated) == ([NOTE], [NOTE])
+        # The stream subscribed the server; once it ends, the gateway unsubscribes it.
+        with anyio.fail_after(30):
+            while await call(client, "subscriptions") != "none":
+                await anyio.sleep(0.05)
+
+
+async def test_a_listen_stream_holds_the_server_s_subscription_while_it_is_open(tmp_path: Path) -> None:
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(config(tmp_path), transports=transports, mode="2026-07-28") as (_, client):
+        async with client.listen(resource_subscriptions=[NOTE]), client.listen(resource_subscriptions=[NOTE]):
+            assert await call(client, "subscriptions") == NOTE_URI
+        with anyio.fail_after(30):
+            while await call(client, "subscriptions") != "none":
+                await anyio.sleep(0.05)
+
+
+async def test_a_2026_era_listen_stream_follows_its_session_s_instance_of_a_session_scoped_server(
+    tmp_path: Path,
+) -> None:
+    cfg = make_config(tmp_path, {"asking": {"command": "unused", "scope": "session"}})
+    async with gateway_client(cfg, transports=in_memory({"asking": asking()}), mode="2026-07-28") as (_, client):
+        assert await updates(client, NOTE, "asking__touch") == ([NOTE], [NOTE])
 
 
 async def test_the_gateway_advertises_resource_subscriptions(tmp_path: Path) -> None:

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.client.session import LoggingFnT
+from mcp.server.subscriptions import ResourceUpdated
 
 from gateway.catalog.naming import exposed_name
 from gateway.upstreams.tasking import send_as_is
@@ -197,6 +199,39 @@ async def test_server_everything_s_log_message_reaches_a_2026_era_client_on_its_
                 assert len(logged) == expected, level
                 await client.call_tool(exposed_name(EVERYTHING.name, tool), {})  # stops it
     assert len(direct_logged) >= 1
+
+
+async def test_server_everything_s_resource_updates_reach_a_2026_era_listen_stream_through_the_gateway(
+    tmp_path: Path,
+) -> None:
+    toggle = "toggle-subscriber-updates"
+    direct_updates: list[str] = []
+
+    async def direct_handler(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            direct_updates.append(message.params.uri)
+
+    async with Client(EVERYTHING.launch(), mode="legacy", message_handler=direct_handler) as direct:
+        original = (await direct.list_resources()).resources[0].uri
+        await direct.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original)), types.EmptyResult
+        )
+        await direct.call_tool(toggle, {})
+        await wait_until(lambda: bool(direct_updates))
+        await direct.call_tool(toggle, {})
+    config = make_config(tmp_path, {EVERYTHING.name: _entry(EVERYTHING)})
+    exposed = f"{EVERYTHING.name}+{original}"
+    async with http_gateway(config) as (_, url), Client(f"{url}/mcp", mode="2026-07-28") as client:
+        discovered = await client.session.send_discover("2026-07-28")
+        async with client.listen(resource_subscriptions=[exposed]) as stream:
+            await client.call_tool(exposed_name(EVERYTHING.name, toggle), {})
+            with anyio.fail_after(30):
+                event = await anext(aiter(stream))
+            await client.call_tool(exposed_name(EVERYTHING.name, toggle), {})
+    assert direct_updates[0] == original
+    assert discovered["capabilities"]["resources"]["subscribe"] is True
+    assert stream.honored.resource_subscriptions == [exposed]
+    assert event == ResourceUpdated(uri=exposed)
 
 
 def keeper(kept: list[Any]) -> LoggingFnT:

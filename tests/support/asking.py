@@ -10,6 +10,7 @@ import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 NOTE_URI = "note://today"
 
@@ -65,8 +66,12 @@ def build_server(name: str = "asking") -> MCPServer:
 
     @server.tool(structured_output=False)
     async def touch(ctx: Context) -> str:
-        """Say that the note changed."""
-        await ctx.session.send_resource_updated(NOTE_URI)
+        """Say that the note changed: to a handshake-era client subscribed to it, and on the
+        2026-era listen streams that name it."""
+        if ctx.request_context.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_resource_updated(NOTE_URI)
+        else:
+            await ctx.session.send_resource_updated(NOTE_URI)
         return "touched"
 
     @server.resource(NOTE_URI)
