@@ -413,6 +413,7 @@ def _server(
             tool: _tool(settings, (*path, "tools", tool), problems) for tool, settings in raw.get("tools", {}).items()
         },
         scope=_scope(raw, path, problems),
+        roots=_roots(raw, path, base_dir, env, problems),
         on_tool_change=raw.get("on_tool_change"),
     )
 
@@ -423,6 +424,20 @@ def _scope(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> S
     if scope == "shared" and WORKSPACE_REFERENCE in json.dumps(raw):
         problems.append(((*path, "scope"), "${WORKSPACE} is only known per session: set scope: session"))
     return scope
+
+
+def _roots(
+    raw: Mapping[str, Any], path: JsonPath, base_dir: Path, env: Mapping[str, str], problems: list[Problem]
+) -> tuple[str, ...]:
+    """The directories a shared server is given as its roots, as `file://` URIs."""
+    texts: list[str] = raw.get("roots", [])
+    if texts and raw.get("scope") == "session":
+        problems.append(
+            ((*path, "roots"), "a session's own instance gets its client's roots: roots is for shared servers")
+        )
+    return tuple(
+        local_path(text, base_dir, env, (*path, "roots", index), problems).as_uri() for index, text in enumerate(texts)
+    )
 
 
 def _tool(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> ToolSettings:

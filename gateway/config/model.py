@@ -79,6 +79,9 @@ class ServerConfig:
     risk: Risk | None = None
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
     scope: Scope = "shared"
+    roots: tuple[str, ...] = ()
+    """The `file://` URIs of the directories a shared server is given when it asks for roots,
+    whoever calls it; a session's own instance gets its client's roots instead."""
     on_tool_change: OnToolChange | None = None
     """What a changed tool definition meets; None: the default of where the server is defined
     (`gateway.catalog.pinning`)."""

@@ -3,10 +3,13 @@
 The gateway declares sampling, elicitation and roots to every upstream (a server may hide tools
 from a client without them) and puts each such request to the client whose request caused it
 (`gateway.clients.downstream`). A client that cannot be told, or does not support the request, makes
-the server get the protocol's error at once. Roots outside any request are the instance's
-workspace, if it has one. Log messages and resource updates go to the client of the request in
-flight, or, outside one, to `notices`, which knows the sessions that can see the server; so do
-task status notifications, which `notices` gives the session that created the task.
+the server get the protocol's error at once. Roots depend on whose server it is: a shared server
+gets the roots its entry configures (`roots`, none by default), whoever calls it, since it serves
+every client at once and may keep what it was told (docs/decisions/0060-roots-of-shared-servers.md);
+a session's own instance gets its client's roots during a request, else its workspace. Log
+messages and resource updates go to the client of the request in flight, or, outside one, to
+`notices`, which knows the sessions that can see the server; so do task status notifications,
+which `notices` gives the session that created the task.
 
 A log message is matched to its request as it arrives (`intercept`, before the session resolves
 any response read after it): a client that takes log messages in order (a 2026-era call) gets it
@@ -16,7 +19,7 @@ then, so it goes out ahead of the answer of the request it belongs to, not after
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import Context
 from pathlib import Path
 from typing import Any
@@ -54,14 +57,29 @@ def workspace_roots(workspace: Path | None) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[root])
 
 
+def configured_roots(uris: Sequence[str]) -> types.ListRootsResult:
+    """The roots the operator gives a shared server: each directory's `file://` URI, named by its last part."""
+    roots = [types.Root.model_validate({"uri": uri, "name": uri.rstrip("/").rsplit("/", 1)[-1]}) for uri in uris]
+    return types.ListRootsResult(roots=roots)
+
+
 class ClientSide:
     """The callbacks of one upstream's `ClientSession`, routing to the client of each request."""
 
-    def __init__(self, server: str, *, notices: NoticeHandler | None = None, workspace: Path | None = None) -> None:
+    def __init__(
+        self,
+        server: str,
+        *,
+        notices: NoticeHandler | None = None,
+        workspace: Path | None = None,
+        roots: types.ListRootsResult | None = None,
+    ) -> None:
         self.server = server
         self.in_flight = InFlight()
         self._notices = notices or _nobody
         self._workspace = workspace
+        self._roots_given = roots
+        """A shared server's roots, the same for every caller; None for a session's own instance."""
 
     def session_options(self) -> dict[str, Any]:
         """The `ClientSession` keyword arguments that declare the capabilities and install the callbacks."""
@@ -128,6 +146,8 @@ class ClientSide:
         return answer
 
     async def _roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        if self._roots_given is not None:
+            return self._roots_given
         if self.in_flight.caller() is None:
             return workspace_roots(self._workspace)
         answer = await self._ask(types.ListRootsRequest())

@@ -44,7 +44,7 @@ from gateway.runtime.backoff import Backoff
 from gateway.runtime.datadir import private_dirs
 from gateway.upstreams import faults, tasking
 from gateway.upstreams.addresses import Resolver, system_resolver
-from gateway.upstreams.clientside import ClientSide, NoticeHandler
+from gateway.upstreams.clientside import ClientSide, NoticeHandler, configured_roots
 from gateway.upstreams.directcalls import DirectCalls, parse_result
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, all_pages, paged, records_for
@@ -136,7 +136,9 @@ class Upstream:
         self.config = config
         # Shared by a gateway's upstreams; one's own otherwise.
         self._listing_slots = listing_slots or ListingSlots()
-        self.client_side = ClientSide(config.name, notices=notices, workspace=workspace)
+        # A session's own instance runs in its workspace; a shared server has the roots of its entry.
+        roots = configured_roots(config.roots) if workspace is None else None
+        self.client_side = ClientSide(config.name, notices=notices, workspace=workspace, roots=roots)
         self._settings = settings
         self._clock = clock
         self._wall_clock = wall_clock

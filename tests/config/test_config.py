@@ -173,6 +173,12 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
     assert config.servers[0].cwd == str(tmp_path / "work")
 
 
+def test_a_shared_server_s_roots_are_directories_read_as_file_uris(tmp_path: Path) -> None:
+    path = write(tmp_path, "g.yaml", "servers: {s: {command: x, roots: [./project, ~/notes]}}\n")
+    roots = load_config(path, ENV).servers[0].roots
+    assert roots == ((tmp_path / "project").as_uri(), "file:///home/tester/notes")
+
+
 def test_a_file_with_only_defaults_gets_every_default(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "g.yaml", "{}\n"), ENV)
     assert config.settings == GatewaySettings(data_dir=tmp_path / "data")
@@ -278,6 +284,7 @@ def test_tool_settings_fall_back_to_the_server() -> None:
         ("servers:\n  s: {command: x, transport: sse}\n", "servers.s.transport", "needs a url"),
         ("servers:\n  s: {url: 'http://h', env: {A: b}}\n", "servers.s.env", "only to servers started by command"),
         ("servers:\n  s: {command: x, sandbox: {memory: 64m}}\n", "servers.s.sandbox.tmpfs", "smaller than memory"),
+        ("servers:\n  s: {command: x, scope: session, roots: [a]}\n", "servers.s.roots", "roots is for shared"),
         ("gateway: {loop_window: 3, loop_repeat_limit: 4}\n", "gateway.loop_repeat_limit", "loop_window"),
         ("gateway: {allowed_origins: ['example.com']}\n", "gateway.allowed_origins[0]", "not an origin"),
         ("servers:\n  1: {command: x}\n", "servers.1", "must be text; quote it"),

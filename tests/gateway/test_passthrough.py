@@ -101,12 +101,28 @@ async def test_sampling_counts_against_the_caller_s_budget(tmp_path: Path) -> No
     assert "refused:budget" in [row.outcome for row in rows]
 
 
-async def test_roots_are_the_client_s_own_or_else_the_session_s_workspace(tmp_path: Path) -> None:
-    transports = in_memory({"asking": asking()})
-    async with gateway_client(config(tmp_path), transports=transports, list_roots_callback=my_roots) as (_, client):
-        assert await call(client, "roots") == "file:///home/ada/project"
-    async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()})) as (_, client):
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_shared_server_gets_the_roots_its_entry_configures_whoever_calls_it(tmp_path: Path, mode: str) -> None:
+    project = tmp_path / "project"
+    configured = make_config(tmp_path, {"asking": {"command": "unused", "roots": [str(project)]}})
+    options: dict[str, Any] = {"mode": mode, "list_roots_callback": my_roots}
+    async with gateway_client(configured, transports=in_memory({"asking": asking()}), **options) as (_, client):
+        assert await call(client, "roots") == project.as_uri()
+    async with gateway_client(config(tmp_path), transports=in_memory({"asking": asking()}), **options) as (_, client):
         assert await call(client, "roots") == "no roots"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_session_s_own_instance_gets_its_client_s_roots_or_else_its_workspace(
+    tmp_path: Path, mode: str
+) -> None:
+    scoped = make_config(tmp_path, {"asking": {"command": "unused", "scope": "session"}})
+    transports = in_memory({"asking": asking()})
+    async with gateway_client(scoped, transports=transports, mode=mode, list_roots_callback=my_roots) as (_, client):
+        assert await call(client, "roots") == "file:///home/ada/project"
+    async with gateway_client(scoped, transports=in_memory({"asking": asking()}), mode=mode) as (_, client):
+        workspace = await call(client, "roots")
+        assert workspace.startswith((tmp_path / "data").as_uri()) and "workspaces" in workspace
 
 
 async def test_log_messages_reach_the_calling_client_and_a_flood_is_throttled(tmp_path: Path) -> None:

@@ -234,6 +234,40 @@ async def test_server_everything_s_resource_updates_reach_a_2026_era_listen_stre
     assert event == ResourceUpdated(uri=exposed)
 
 
+async def _roots_tool(client: Client, tool: str) -> str:
+    return text_of(await client.call_tool(tool, {}))
+
+
+async def _project_roots(context: ClientRequestContext) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root.model_validate({"uri": "file:///home/ada/project", "name": "ada"})])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_server_everything_s_roots_tool_names_the_roots_the_rule_gives_it_through_the_gateway(
+    tmp_path: Path, mode: str
+) -> None:
+    async with Client(EVERYTHING.launch(), mode="legacy", list_roots_callback=_project_roots) as direct:
+        said_directly = await _roots_tool(direct, "get-roots-list")
+    assert "file:///home/ada/project" in said_directly
+    tool = exposed_name(EVERYTHING.name, "get-roots-list")
+    configured = tmp_path / "configured"
+    # Shared: the roots its entry configures, whichever client calls (docs/decisions/0060-roots-of-shared-servers.md).
+    shared = make_config(tmp_path, {EVERYTHING.name: {**_entry(EVERYTHING), "roots": [str(configured)]}})
+    async with (
+        http_gateway(shared) as (_, url),
+        Client(f"{url}/mcp", mode=mode, list_roots_callback=_project_roots) as client,
+    ):
+        said_shared = await _roots_tool(client, tool)
+    assert configured.as_uri() in said_shared and "/home/ada" not in said_shared
+    # A session's own instance: its client's roots, as directly.
+    scoped = make_config(tmp_path, {EVERYTHING.name: {**_entry(EVERYTHING), "scope": "session"}})
+    async with (
+        http_gateway(scoped) as (_, url),
+        Client(f"{url}/mcp", mode=mode, list_roots_callback=_project_roots) as client,
+    ):
+        assert await _roots_tool(client, tool) == said_directly
+
+
 def keeper(kept: list[Any]) -> LoggingFnT:
     """A logging callback that keeps each message's data."""
 
@@ -241,6 +275,10 @@ def keeper(kept: list[Any]) -> LoggingFnT:
         kept.append(params.data)
 
     return keep
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 def _task_request(method: str, task_id: str) -> types.Request[dict[str, Any], str]:
