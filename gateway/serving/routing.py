@@ -13,6 +13,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway.catalog.merged import Route
+from gateway.catalog.tools import ToolRecord
 from gateway.clients.session import SessionContext
 from gateway.clients.tasks import TASK_NOTE, TaskEntry, TaskOrder
 from gateway.config.model import ServerConfig
@@ -119,6 +120,9 @@ class Router:
                 task = await source.create_task(call.tool, call.arguments, order.metadata)
                 if task is not None:
                     return order.placed(task)
+            elif isinstance(source, Upstream) and _task_only(call.tool):
+                # A plain call of it passed the front door: its caller holds no tasks (2026 era, Use_Tool).
+                return await source.call_as_task(call.tool, call.arguments)
             return await source.call_tool(call.tool, call.arguments, call.progress)
 
     async def upstream(self, session: SessionContext, route: Route) -> Upstream:
@@ -138,3 +142,8 @@ class Router:
         if upstream is None:
             raise GatewayError(f"No server '{route.source}'")
         return upstream
+
+
+def _task_only(tool: ToolRecord) -> bool:
+    """Whether the tool's server runs it only as a task."""
+    return tool.execution is not None and tool.execution.task_support == "required"

@@ -13,8 +13,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -53,6 +53,9 @@ from gateway.upstreams.stdio import RESULT_TOO_LARGE
 from gateway.upstreams.transports import LoggedTransportFactory, TransportFactory, WatchedStream, transport_for
 
 log = logging.getLogger(__name__)
+
+TASK_CANCEL_TIMEOUT = 10.0
+"""How long a task run for a caller who stopped waiting waits for its server to take the cancellation."""
 
 _TAIL_BYTES = 4096
 _TAIL_LINES = 3
@@ -483,10 +486,35 @@ class Upstream:
         (`directcalls`), others the SDK's session; either way the result is checked against the
         tool's output schema here, once (the session keeps no schemas: `listing.UpstreamSession`).
         """
-        # Counted so that a connection being replaced can let its calls finish (`drained`).
+        with self._counted():
+            return await self._call_tool(tool, arguments, progress)
+
+    async def call_as_task(self, tool: ToolRecord, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        """Run `tool`, which its server runs only as a task (`taskSupport: required`), for a caller
+        that holds no tasks (the 2026 era has none; `Use_Tool`): the task is created, its result
+        waited for, and the task cancelled on the server when the caller stops waiting. A server
+        that runs no tasks gets a plain call."""
+        with self._counted():
+            task = await self.create_task(tool, arguments, types.TaskMetadata())
+            if task is None:
+                return await self._call_tool(tool, arguments, None)
+            try:
+                answer = await self.send_as_is(tasking.result_request(task.task_id))
+            except anyio.get_cancelled_exc_class():
+                with anyio.move_on_after(TASK_CANCEL_TIMEOUT, shield=True), suppress(GatewayError):
+                    await self.send_as_is(tasking.cancel_request(task.task_id))
+                raise
+            result = tasking.task_result(self.name, answer)
+        if tool.output_schema is not None and not result.is_error:
+            self._outputs.check(tool.original_name, tool.output_schema, result)
+        return result
+
+    @contextmanager
+    def _counted(self) -> Iterator[None]:
+        """Count a call running, so that a connection being replaced can let its calls finish (`drained`)."""
         self._calls += 1
         try:
-            return await self._call_tool(tool, arguments, progress)
+            yield
         finally:
             self._calls -= 1
             if not self._calls and self._drained is not None:

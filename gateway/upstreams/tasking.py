@@ -16,6 +16,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions
 from pydantic import ValidationError
 
+from gateway.clients.tasks import RELATED_TASK
 from gateway.errors import ProtocolError
 
 
@@ -49,3 +50,24 @@ def created_task(server: str, answer: Mapping[str, Any]) -> types.Task:
         return types.CreateTaskResult.model_validate(answer, by_name=False).task
     except ValidationError:
         raise ProtocolError(f"Server '{server}' did not answer a task-augmented call with a task") from None
+
+
+def result_request(task_id: str) -> types.GetTaskPayloadRequest:
+    """The `tasks/result` request for the server's task `task_id`: answered once the task ends."""
+    return types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
+
+
+def cancel_request(task_id: str) -> types.CancelTaskRequest:
+    """The `tasks/cancel` request for the server's task `task_id`."""
+    return types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
+
+
+def task_result(server: str, answer: Mapping[str, Any]) -> types.CallToolResult:
+    """The result of a task a server ran for a plain call: the call's result, without the `_meta`
+    that names the server's task (the caller knows of no task)."""
+    try:
+        result = types.CallToolResult.model_validate(answer, by_name=False)
+    except ValidationError:
+        raise ProtocolError(f"Server '{server}' did not answer tasks/result with a tool result") from None
+    meta = {key: value for key, value in (result.meta or {}).items() if key != RELATED_TASK}
+    return result.model_copy(update={"meta": meta or None})

@@ -180,6 +180,32 @@ async def test_server_everything_s_research_runs_as_a_task_through_the_gateway(t
     assert sorted(outcomes) == ["elicitation", "ok"]
 
 
+async def test_server_everything_s_task_only_tool_answers_a_plain_2026_era_call_through_the_gateway(
+    tmp_path: Path,
+) -> None:
+    asked: list[str] = []
+
+    async def clarify(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"interpretation": "technical"})
+
+    config = make_config(tmp_path, {EVERYTHING.name: _entry(EVERYTHING)})
+    tool = exposed_name(EVERYTHING.name, "simulate-research-query")
+    async with (
+        http_gateway(config) as (_, url),
+        Client(f"{url}/mcp", mode="2026-07-28", elicitation_callback=clarify) as client,
+    ):
+        discovered = await client.session.send_discover("2026-07-28")
+        # The gateway runs the task on the server and answers the call with its result; the
+        # server's question during the task reaches the client as input required.
+        result = await client.call_tool(tool, {"topic": "python", "ambiguous": True})
+    # That era has no tasks, and the gateway offers none.
+    assert "tasks" not in discovered["capabilities"] and not discovered["capabilities"].get("extensions")
+    assert not result.is_error, result.content
+    assert len(asked) == 1 and "Research Report: python (technical)" in text_of(result)
+    assert not (result.meta or {}).get("io.modelcontextprotocol/related-task")
+
+
 async def test_server_everything_s_log_message_reaches_a_2026_era_client_on_its_call_s_stream(tmp_path: Path) -> None:
     tool = "toggle-simulated-logging"
     direct_logged: list[Any] = []
