@@ -75,15 +75,15 @@ def listen_handler(
     async def listen(ctx: Context, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
         if streams[0] >= MAX_STREAMS:
             raise MCPError(code=types.INTERNAL_ERROR, message="Subscription limit reached")
-        streams[0] += 1
+        session = session_of(ctx)
         own = InMemorySubscriptionBus()
 
         async def send(session: SessionContext, notice: Any) -> None:
             await own.publish(ResourceUpdated(uri=notice.params.uri))
 
-        session = session_of(ctx)
         wanted = params.notifications
         followed: list[tuple[str, Unfollow]] = []
+        streams[0] += 1
         try:
             for uri in dict.fromkeys(wanted.resource_subscriptions or ()):
                 if len(followed) == MAX_RESOURCES:

@@ -17,6 +17,7 @@ from mcp.server import MCPServer, Server
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from gateway.frontdoors.listen import MAX_RESOURCES
 from gateway.serving.passthrough import LogThrottle
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.asking import NOTE_URI
@@ -215,6 +216,16 @@ async def test_a_listen_stream_holds_the_server_s_subscription_while_it_is_open(
         with anyio.fail_after(30):
             while await call(client, "subscriptions") != "none":
                 await anyio.sleep(0.05)
+
+
+async def test_a_listen_stream_follows_at_most_a_hundred_resources(tmp_path: Path) -> None:
+    uris = [f"asking+note://{number}" for number in range(MAX_RESOURCES + 1)]
+    transports = in_memory({"asking": asking()})
+    async with (
+        gateway_client(config(tmp_path), transports=transports, mode="2026-07-28") as (_, client),
+        client.listen(resource_subscriptions=uris) as stream,
+    ):
+        assert stream.honored.resource_subscriptions == uris[:MAX_RESOURCES] and MAX_RESOURCES == 100
 
 
 async def test_a_2026_era_listen_stream_follows_its_session_s_instance_of_a_session_scoped_server(
