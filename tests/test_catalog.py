@@ -238,3 +238,24 @@ def test_a_source_joining_leaves_the_exposed_records_of_the_others_as_they_were(
     assert catalog.tool("a__x") is before
     catalog.update(listing("a", "x"))  # listed again: new records, exposed anew
     assert catalog.tool("a__x") is not before and catalog.tool("a__x") == before
+
+
+def test_a_view_a_tool_names_is_exposed_inside_its_scheme_and_routes_back_to_its_source() -> None:
+    catalog = Catalog(order=["apps", "other"])
+    meta = {"ui": {"resourceUri": "ui://clock/view.html"}, "ui/resourceUri": "ui://clock/view.html", "k": 1}
+    clock = ToolRecord(name="clock", source="apps", original_name="clock", meta=meta)
+    catalog.update(SourceListing(source="apps", namespace="apps", tools=(clock,)))
+    catalog.update(listing("other", resources=(types.Resource(uri="ui://clock/view.html", name="view"),)))
+    exposed = catalog.tool("apps__clock")
+    assert exposed is not None and exposed.meta == {
+        "ui": {"resourceUri": "ui://apps+clock/view.html"},
+        "ui/resourceUri": "ui://apps+clock/view.html",
+        "k": 1,
+    }
+    assert clock.meta is meta and meta["ui"] == {"resourceUri": "ui://clock/view.html"}
+    assert [resource.uri for resource in catalog.resources] == ["ui://other+clock/view.html"]
+    assert catalog.resource_route("ui://apps+clock/view.html") == Route("apps", "ui://clock/view.html")
+    assert catalog.resource_route("apps+ui://clock/view.html") == Route("apps", "ui://clock/view.html")
+    assert catalog.resource_route("ui://other+clock/view.html") == Route("other", "ui://clock/view.html")
+    catalog.update(listing("other"))  # the other source leaves: the exposed record is kept
+    assert catalog.tool("apps__clock") is exposed

@@ -194,6 +194,8 @@ def tool_routes(api: Api) -> list[Route]:
             "input_schema": dict(tool.input_schema),
             "output_schema": dict(tool.output_schema) if tool.output_schema is not None else None,
             "annotations": annotations,
+            "icons": [icon.model_dump(mode="json", by_alias=True, exclude_none=True) for icon in tool.icons or ()],
+            "_meta": dict(tool.meta) if tool.meta is not None else None,
             "skills": found.skills,
             "groups": found.groups,
         }

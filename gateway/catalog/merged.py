@@ -17,6 +17,7 @@ from typing import TypeVar
 import mcp_types as types
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
+from gateway.catalog.apps import UI_SCHEME, view_of, with_view
 from gateway.catalog.naming import Clash, assign, exposed_name, fit_name, suffixed
 from gateway.catalog.ownership import NameBook, Withheld
 from gateway.catalog.tools import ToolRecord
@@ -112,16 +113,17 @@ class Catalog:
     def resource_route(self, uri: str) -> Route:
         """The source and original URI behind an exposed resource URI (templates included).
 
-        A listed URI or template maps back exactly; `<namespace>+<uri>` goes to that namespace's
-        source; a URI of a source without a prefix goes to the first whose templates match it, else
-        to the first such source that lists resources (it answers for URIs it does not list).
+        A listed URI or template (or a view a tool names) maps back exactly; `<namespace>+<uri>`
+        (`ui://<namespace>+<rest>` for a view) goes to that namespace's source; a URI of a source
+        without a prefix goes to the first whose templates match it, else to the first such source
+        that lists resources (it answers for URIs it does not list).
         """
         route = self._resources.get(uri) or self._templates.get(uri)
         if route is not None:
             return route
-        namespace, sep, original = uri.partition(URI_JOIN)
-        source = self._namespaces.get(namespace) if sep else None
-        if source is not None:
+        namespace, original = split_uri(uri)
+        source = self._namespaces.get(namespace) if original is not None else None
+        if source is not None and original is not None:
             return Route(source, original)
         for source, template in self._matchers:
             if template.match(uri) is not None:
@@ -144,13 +146,13 @@ class Catalog:
         if prefix is None:
             return uri  # a source that offers no resources: nothing could read it back
         if prefix:
-            return f"{prefix}{URI_JOIN}{uri}"
+            return joined_uri(prefix, uri)
         try:
             if self.resource_route(uri).source == source:
                 return uri
         except ProtocolError:
             pass
-        return f"{self._fallbacks[source]}{URI_JOIN}{uri}"
+        return joined_uri(self._fallbacks[source], uri)
 
     def exposed_links(self, source: str, result: types.CallToolResult) -> types.CallToolResult:
         """`result` with each resource link's and embedded resource's URI exposed, so a client can read it back."""
@@ -181,6 +183,8 @@ class Catalog:
 
     def _rebuild(self) -> None:
         listings = self._ordered()
+        # Resources first: a tool naming a view is exposed with the view's exposed URI.
+        resource_clashes = self._expose_resources(listings)
         records: list[ToolRecord] = []
         self.tools, self.withheld = [], []
         self._tools = {}
@@ -211,7 +215,7 @@ class Catalog:
         for (source, prompt), name in zip(prompts, prompt_names, strict=True):
             self.prompts.append(prompt.model_copy(update={"name": name}))
             self._prompts[name] = Route(source, prompt.name)
-        self.clashes = prompt_clashes + self._expose_resources(listings)
+        self.clashes = prompt_clashes + resource_clashes
 
     def _refusal(self, source: str, original: str, name: str) -> Withheld | None:
         if name in self._reserved:
@@ -224,18 +228,33 @@ class Catalog:
 
     def _exposed_record(self, record: ToolRecord, name: str) -> ToolRecord:
         floor = self.names.floor(name)
+        view = view_of(record.meta)
+        exposed_view = None if view is None else self.exposed_uri(record.source, view)
         kept = self._renamed.get(id(record))
-        if kept is not None and kept[0] is record and kept[1].name == name and kept[1].risk_floor == floor:
+        if (
+            kept is not None
+            and kept[0] is record
+            and kept[1].name == name
+            and kept[1].risk_floor == floor
+            and (view is None or view_of(kept[1].meta) == exposed_view)
+        ):
             return kept[1]
-        return replace(record, name=name, risk_floor=floor)
+        if record.meta is None or exposed_view is None or exposed_view == view:
+            return replace(record, name=name, risk_floor=floor)
+        return replace(record, name=name, risk_floor=floor, meta=with_view(record.meta, exposed_view))
 
     def _expose_resources(self, listings: list[SourceListing]) -> list[Clash]:
-        """Expose every source's resources and templates: `<namespace>+<uri>`, or as the source has
-        them when its namespace is empty. Where such a URI is taken already (config order decides),
-        the later source's is exposed as `<source name>+<uri>`."""
+        """Expose every source's resources, templates and the views its tools name: `<namespace>+<uri>`
+        (`ui://<namespace>+<rest>` for a `ui://` URI), or as the source has them when its namespace is
+        empty. Where such a URI is taken already (config order decides), the later source's is exposed
+        under its source name instead of its namespace. A view a tool names is routed like a listed
+        resource but listed only if its server lists it (MCP Apps lets servers leave views out)."""
+        views = {listing.source: _views(listing) for listing in listings}
         # Only a source that offers resources can answer a read of a URI it names in a result.
         self._prefixes = {
-            listing.source: listing.namespace for listing in listings if listing.resources or listing.templates
+            listing.source: listing.namespace
+            for listing in listings
+            if listing.resources or listing.templates or views[listing.source]
         }
         self._namespaces = {listing.namespace: listing.source for listing in listings if listing.namespace}
         self._fallbacks = {}
@@ -253,7 +272,12 @@ class Catalog:
             if template is not None
         ]
         self._answers_unknown = next(
-            (listing.source for listing in unprefixed if listing.resources or listing.templates), None
+            (
+                listing.source
+                for listing in unprefixed
+                if listing.resources or listing.templates or views[listing.source]
+            ),
+            None,
         )
         self._exposed = {}
         self.resources, self._resources = [], {}
@@ -269,24 +293,53 @@ class Catalog:
                 pattern = self._claim(listing, template.uri_template, self._templates, clashes)
                 if pattern is not None:
                     self.templates.append(template.model_copy(update={"uri_template": pattern}))
+            for view in views[listing.source]:
+                if (listing.source, view) not in self._exposed:
+                    uri = self._claim(listing, view, self._resources, clashes)
+                    if uri is not None:
+                        self._exposed[(listing.source, view)] = uri
         return clashes
 
     def _claim(
         self, listing: SourceListing, original: str, routes: dict[str, Route], clashes: list[Clash]
     ) -> str | None:
         """The exposed form of `original` for `listing`, entered in `routes`; None when it cannot be exposed."""
-        wanted = f"{listing.namespace}{URI_JOIN}{original}" if listing.namespace else original
+        wanted = joined_uri(listing.namespace, original) if listing.namespace else original
         exposed: str | None = wanted
         owner = routes.get(wanted)
         if owner is not None and owner.source != listing.source:
             fallback = self._fallbacks.get(listing.source)
             # A prefixed URI taken by a source without a prefix has nowhere else to go: it stays unlisted.
-            exposed = f"{fallback}{URI_JOIN}{original}" if fallback else None
+            exposed = joined_uri(fallback, original) if fallback else None
             moved = ((f"{listing.source}/{original}", exposed or "(not listed)"),)
             clashes.append(Clash(wanted, f"{owner.source}/{owner.original}", moved))
         if exposed is not None:
             routes.setdefault(exposed, Route(listing.source, original))
         return exposed
+
+
+def joined_uri(prefix: str, uri: str) -> str:
+    """`uri` exposed under `prefix`: `<prefix>+<uri>`, or `ui://<prefix>+<rest>` for a `ui://` URI,
+    which MCP Apps hosts require to keep its scheme."""
+    if uri.startswith(UI_SCHEME):
+        return f"{UI_SCHEME}{prefix}{URI_JOIN}{uri[len(UI_SCHEME) :]}"
+    return f"{prefix}{URI_JOIN}{uri}"
+
+
+def split_uri(uri: str) -> tuple[str, str | None]:
+    """The prefix and original URI of a URI `joined_uri` made; (uri, None) when it has no prefix."""
+    inner = uri[len(UI_SCHEME) :] if uri.startswith(UI_SCHEME) else ""
+    # The prefix is in a view's authority, before its path.
+    if URI_JOIN in inner.partition("/")[0]:
+        prefix, _, rest = inner.partition(URI_JOIN)
+        return prefix, f"{UI_SCHEME}{rest}"
+    prefix, sep, rest = uri.partition(URI_JOIN)
+    return (prefix, rest) if sep else (uri, None)
+
+
+def _views(listing: SourceListing) -> list[str]:
+    """The views the source's tools name, each once, in listing order."""
+    return list(dict.fromkeys(view for record in listing.tools if (view := view_of(record.meta)) is not None))
 
 
 def _parsed_template(template: types.ResourceTemplate) -> UriTemplate | None:

@@ -51,6 +51,11 @@ class ToolRecord:
     timeout: float | None = None
     execution: types.ToolExecution | None = None
     """How the server runs the tool (`taskSupport`: whether calls may be task-augmented), passed on as listed."""
+    icons: tuple[types.Icon, ...] | None = None
+    """The icons a client may show for the tool, passed on as listed."""
+    meta: Mapping[str, Any] | None = None
+    """The tool's `_meta` as listed, every key kept; in the catalog, the view an MCP Apps tool names
+    (`gateway.catalog.apps`) is under its exposed URI."""
 
     @property
     def read_only(self) -> bool:
@@ -76,4 +81,6 @@ class ToolRecord:
             output_schema=dict(self.output_schema) if self.output_schema is not None else None,
             annotations=self.annotations,
             execution=self.execution,
+            icons=list(self.icons) if self.icons is not None else None,
+            _meta=dict(self.meta) if self.meta is not None else None,
         )

@@ -97,6 +97,8 @@ class Status:
     """When the server was last pinged (epoch seconds); None before the first ping."""
     withheld: tuple[Withheld, ...] = ()
     """Its tools left out of the catalog because their names are another's (`gateway.catalog.ownership`)."""
+    icons: tuple[types.Icon, ...] = ()
+    """The icons the server gave for itself when it connected (`serverInfo.icons`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -114,6 +116,7 @@ class Status:
             "prompts": self.prompts,
             "last_health_check": self.last_health_check,
             "withheld": [withheld.as_dict() for withheld in self.withheld],
+            "icons": [icon.model_dump(mode="json", by_alias=True, exclude_none=True) for icon in self.icons],
         }
 
 
@@ -164,6 +167,7 @@ class Upstream:
         self._failures = 0
         self._was_ready = False
         self._last_health_check: float | None = None
+        self._icons: tuple[types.Icon, ...] = ()
         self._resume_at: float | None = None
         self._unimplemented: set[str] = set()
         """The list methods the server answered "Method not found", each logged once."""
@@ -198,6 +202,7 @@ class Upstream:
             resources=self._resources,
             prompts=self._prompts,
             last_health_check=self._last_health_check,
+            icons=self._icons,
         )
 
     async def run(self) -> None:
@@ -285,6 +290,7 @@ class Upstream:
                 self.first_attempt.set()
                 raise UpstreamUnavailableError(self._error) from None
             self._session = session
+            self._icons = tuple(session.server_info.icons or ()) if session.server_info is not None else ()
             self._direct = direct if direct.open else None
             self._state = State.READY
             self._error = None

@@ -6,8 +6,8 @@ Tools are read as the JSON the server sent (`UpstreamSession.tool_page`), not th
 then the result's) and keeps each tool's output schema in the session for checking results,
 which the gateway does itself (`gateway.upstreams.outputs`). For 2,000 tools that is thousands of
 models built and dropped among the records the gateway keeps, and the memory they leave half used
-stays with the process. The SDK's types stay at the edges: a record's annotations and
-execution are its models, and resources and prompts are listed the SDK's way.
+stays with the process. The SDK's types stay at the edges: a record's annotations,
+execution and icons are its models (its `_meta` stays JSON), and resources and prompts are listed the SDK's way.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ def records_for(config: ServerConfig, tools: Sequence[Any]) -> tuple[ToolRecord,
                 sandbox=_sandbox_kind(settings.sandbox or config.sandbox),
                 timeout=settings.timeout or config.timeout,
                 execution=_model(types.ToolExecution, fields["execution"], shapes, models),
+                icons=_icons(fields["icons"], shapes, models),
+                meta=None if fields["_meta"] is None else shared(fields["_meta"], shapes),
             )
         )
     return tuple(records)
@@ -115,6 +117,8 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "outputSchema": (dict, type(None)),
     "annotations": (dict, type(None)),
     "execution": (dict, type(None)),
+    "icons": (list, type(None)),
+    "_meta": (dict, type(None)),
 }
 
 
@@ -148,6 +152,23 @@ def _model(
             raise ToolExecutionError(f"server listed a tool with malformed {model.__name__}: {error}") from None
     found: M = models[key]
     return found
+
+
+def _icons(
+    value: list[Any] | None, shapes: dict[Hashable, Any], models: dict[Hashable, Any]
+) -> tuple[types.Icon, ...] | None:
+    """A tool's icons as SDK models, one tuple for equal lists (a server often gives all its tools the same)."""
+    if value is None:
+        return None
+    value = shared(value, shapes)
+    key = (types.Icon, id(value))
+    if key not in models:
+        try:
+            models[key] = tuple(types.Icon.model_validate(icon, by_name=False) for icon in value)
+        except ValidationError as error:
+            raise ToolExecutionError(f"server listed a tool with malformed icons: {error}") from None
+    icons: tuple[types.Icon, ...] = models[key]
+    return icons
 
 
 def shared(value: Any, shapes: dict[Hashable, Any]) -> Any:
