@@ -161,6 +161,18 @@ class Catalog:
             return result
         return result.model_copy(update={"content": content})
 
+    def exposed_prompt(self, source: str, result: types.GetPromptResult) -> types.GetPromptResult:
+        """`result` with the URI of each message's resource link or embedded resource exposed, as `exposed_links`."""
+        messages = [
+            message
+            if (block := self._exposed_block(source, message.content)) is message.content
+            else message.model_copy(update={"content": block})
+            for message in result.messages
+        ]
+        if all(new is old for new, old in zip(messages, result.messages, strict=True)):
+            return result
+        return result.model_copy(update={"messages": messages})
+
     def _exposed_block(self, source: str, block: types.ContentBlock) -> types.ContentBlock:
         if isinstance(block, types.ResourceLink):
             uri = self.exposed_uri(source, block.uri)

@@ -101,9 +101,10 @@ class Resources:
     async def get_prompt(
         self, session: SessionContext, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
-        """Get an exposed prompt from the server behind it."""
+        """Get an exposed prompt from the server behind it, its resources under the URIs a client reads them by."""
         route = self._visibility.route(session, self._catalog.prompt_route(name), f"prompt: {clip(name)}")
-        return await (await self._router.upstream(session, route)).get_prompt(route.original, arguments)
+        result = await (await self._router.upstream(session, route)).get_prompt(route.original, arguments)
+        return self._catalog.exposed_prompt(route.source, result)
 
     async def complete(self, session: SessionContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         """Forward argument completion for an exposed prompt or resource template."""
