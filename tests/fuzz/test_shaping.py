@@ -1,4 +1,5 @@
-"""Result shaping keeps any result within the text budget, leaves structured content alone and never fails."""
+"""Result shaping keeps any result within the text budget, cuts structured content over it without losing
+a key or growing it, and never fails."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import mcp_types as types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.pipeline.shaping import shape_result
+from gateway.pipeline.shaping import SHAPED_KEY, json_size, shape_result
 
 from . import RUNS, TEXT, json_values
 
@@ -55,9 +56,19 @@ def test_shaped_text_stays_within_the_limit_plus_markers(runs: settings) -> None
     def check(blocks: list[Any], structured: Any, max_text: int, max_binary: int, is_error: bool) -> None:
         result = types.CallToolResult(content=blocks, structured_content=structured, is_error=is_error)
         shaped = shape_result(result, max_text_chars=max_text, max_binary_bytes=max_binary)
-        assert len(shaped.content) == len(blocks)
-        assert shaped.structured_content is structured and shaped.is_error == is_error
-        out = texts(shaped)
+        said = (shaped.meta or {}).get(SHAPED_KEY, {}).get("structuredContent")
+        assert len(shaped.content) == len(blocks) + (said is not None)
+        assert shaped.is_error == is_error
+        if structured is None or json_size(structured) <= max_text:
+            assert shaped.structured_content is structured and said is None
+        elif said is not None:
+            # Cut: every key kept, never longer than it was, and the result says by how much.
+            assert shaped.structured_content is not None and set(shaped.structured_content) == set(structured)
+            assert said == {"chars": json_size(structured), "kept": json_size(shaped.structured_content)}
+            assert said["kept"] < said["chars"]
+        else:
+            assert shaped.structured_content is structured  # nothing that could be cut shorter
+        out = texts(shaped.model_copy(update={"content": shaped.content[: len(blocks)]}))
         # Each cut block gains one marker and at most two newlines around it.
         allowance = sum(len(marker.group()) + 2 for text in out for marker in MARKER.finditer(text))
         assert sum(map(len, out)) <= max_text + allowance or out == texts(result)
