@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.service import Gateway
-from gateway.web import account, approvals, audit, catalog, changes, connect, servers, skills, tool
+from gateway.web import account, approvals, apps, audit, catalog, changes, connect, servers, skills, tool
 from gateway.web.headers import SecurityHeaders
 from gateway.web.pages import Web
 
@@ -27,6 +27,7 @@ def web_app(gateway: Gateway, web: Web | None = None) -> ASGIApp:
         *account.routes(web),
         *catalog.routes(web),
         *tool.routes(web),
+        *apps.routes(web),
         *servers.routes(web),
         *skills.routes(web),
         *connect.routes(web),

@@ -1,4 +1,7 @@
-"""The security headers of every web response: a CSP without inline script, no framing, no sniffing."""
+"""The security headers of every web response: a CSP without inline script, no framing, no sniffing.
+
+A response that sets one of them itself keeps its own: only an MCP App's view does
+(`gateway.web.apps`), with a stricter policy of its own that lets the tool page frame it."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
+                    headers.setdefault(name, value)
             await send(message)
 
         await self._app(scope, receive, sending)

@@ -27,6 +27,7 @@ from gateway.errors import ConfigError, GatewayError, OperationError
 from gateway.service import Gateway
 from gateway.stores import DatabaseError
 from gateway.web import csrf
+from gateway.web.icons import icon_url
 from gateway.web.signin import COOKIE, WebSession, WebSessions, signed
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class Web:
         )
         # Upstream text with the characters a browser would not show written out (`<U+200B>`).
         self.templates.filters["visible"] = visible
+        self.templates.filters["icon"] = icon_url
 
     @property
     def open(self) -> bool:

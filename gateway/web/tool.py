@@ -1,5 +1,6 @@
-"""A tool's page: description, parameter table, output schema, annotations, risk, where it comes from,
-who carries and sees it, its recent calls, and the try-it form that calls it as the signed-in person."""
+"""A tool's page: its icon, description, parameter table, output schema, annotations, risk, where it
+comes from, who carries and sees it, its recent calls, and the try-it form that calls it as the
+signed-in person, beside the result its MCP Apps view if it names one (`gateway.web.apps`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from starlette.routing import Route
 
 from gateway.api.tools import tool_detail
 from gateway.auth.policy import derive_risk
+from gateway.catalog.apps import view_of
 from gateway.errors import NotFoundError, UnknownToolError
+from gateway.web.apps import host_data
 from gateway.web.pages import Person, Web, form_of
 from gateway.web.results import shown
 from gateway.web.schema import RAW_FIELD, FormProblems, arguments_from_form, as_json, form_fields, parameters
@@ -44,6 +47,7 @@ def routes(web: Web) -> list[Route]:
         annotations = {key: as_json(value) for key, value in declared.items()}
         values: dict[str, Any] = {
             "tool": tool,
+            "view": view_of(tool.meta),
             "risk": derive_risk(tool).value,
             "flags": gateway.flags.of(tool),
             "params": parameters(tool.input_schema),
@@ -61,6 +65,7 @@ def routes(web: Web) -> list[Route]:
             "values": {},
             "problems": {},
             "result": None,
+            "app": None,
         }
         values.update(extra)
         return web.render(request, person, "tool.html", **values)
@@ -80,7 +85,8 @@ def routes(web: Web) -> list[Route]:
             result = await gateway.call_tool(web.context(person), name, arguments)
         except UnknownToolError as error:
             raise NotFoundError(f"No such tool: {name!r}") from error
-        return await view(request, person, values=values, result=shown(result))
+        app = host_data(tool, arguments, result) if view_of(tool.meta) is not None else None
+        return await view(request, person, values=values, result=shown(result), app=app)
 
     return [
         Route("/tools/{name}", web.page(page), methods=["GET"]),

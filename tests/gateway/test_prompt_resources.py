@@ -28,4 +28,3 @@ async def test_a_prompt_s_embedded_resource_and_link_read_back_through_the_gatew
     assert again.contents[0].text == "note about tides"  # type: ignore[union-attr]
     assert linked.contents[0].text == "note about tides-more"  # type: ignore[union-attr]
     assert prompt.messages[0].content == types.TextContent(text="Brief me on tides.")
-

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from gateway.catalog.naming import exposed_name
-from tests.support.faithful import APP_MIME, SERVER_ICON, UNLISTED_VIEW, VIEW, VIEW_CSP
+from tests.support.faithful import APP_MIME, ICON, SERVER_ICON, UNLISTED_VIEW, VIEW, VIEW_CSP
 from tests.support.faithful import build_server as faithful
 from tests.support.harness import gateway_client, in_memory, make_config
 
@@ -59,9 +59,7 @@ async def test_every_field_of_a_listed_tool_passes_through_its_view_under_the_ex
             tool = {**tool, "_meta": meta}
         assert through[exposed] == {**tool, "name": exposed}
     clock = through["clock" if namespace == "" else "faithful__clock"]
-    assert clock["icons"] == [
-        {"src": "data:image/png;base64,iVBORw0KGgo=", "mimeType": "image/png", "sizes": ["16x16"]}
-    ]
+    assert clock["icons"] == [ICON.model_dump(mode="json", by_alias=True, exclude_none=True)]
     assert clock["_meta"]["com.example/owner"] == {"team": "clocks", "tier": 2}
 
 

@@ -12,7 +12,12 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import EmbeddedResource, Icon, ResourceLink, TextResourceContents, ToolAnnotations
 from pydantic import BaseModel, Field
 
-ICON = Icon(src="data:image/png;base64,iVBORw0KGgo=", mime_type="image/png", sizes=["16x16"])
+# A 16-pixel blue square.
+ICON = Icon(
+    src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAFklEQVR42mPgDr9AEmIY1TCqYfhqAADpbTIQSUZltQAAAABJRU5ErkJggg==",
+    mime_type="image/png",
+    sizes=["16x16"],
+)
 SERVER_ICON = Icon(src="https://example.com/faithful.svg", mime_type="image/svg+xml", theme="light")
 VIEW = "ui://clock/view.html"
 UNLISTED_VIEW = "ui://clock-hidden/view.html"
@@ -25,7 +30,7 @@ TOOL_META: dict[str, Any] = {
 }
 VIEW_HTML = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>Clock view</title></head>
-<body><p id="time">waiting for the host</p>
+<body><p id="time">waiting for the host</p><p id="called">no call yet</p>
 <script>
 let next = 1;
 const pending = {};
@@ -40,6 +45,11 @@ window.addEventListener("message", (event) => {
   if (message.method === "ui/notifications/tool-result") {
     const result = message.params || {};
     document.getElementById("time").textContent = "rendered: " + ((result.structuredContent || {}).time || "?");
+    // A view calls its own server's tools by the names that server gives them.
+    send("tools/call", { name: "hidden_clock", arguments: {} }).then((reply) => {
+      const time = reply.result ? (reply.result.structuredContent || {}).time : "error " + reply.error.message;
+      document.getElementById("called").textContent = "called: " + time;
+    });
   }
 });
 send("ui/initialize", { appInfo: { name: "clock", version: "1" }, appCapabilities: {}, protocolVersion: "2026-01-26" })
