@@ -68,17 +68,22 @@ async def test_every_field_of_a_listed_tool_passes_through_its_view_under_the_ex
 async def test_a_tool_s_view_reads_back_through_the_uri_its_meta_names(
     tmp_path: Path, mode: str, namespace: str | None
 ) -> None:
+    async with Client(faithful(), mode=mode) as direct:
+        expected = [resource.model_dump(exclude={"uri"}) for resource in (await direct.list_resources()).resources]
     async with gateway_client(
         _config(tmp_path, namespace), transports=in_memory({"faithful": faithful()}), mode=mode
     ) as (_, client):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         meta = tools["clock" if namespace == "" else "faithful__clock"].meta or {}
         uri = meta["ui"]["resourceUri"]
-        listed = [resource.uri for resource in (await client.list_resources()).resources]
+        resources = (await client.list_resources()).resources
+        listed = [resource.uri for resource in resources]
         read = await client.read_resource(uri)
         flat = await client.read_resource(meta["ui/resourceUri"])
     assert uri == _exposed_view(namespace, VIEW) and uri.startswith("ui://")
     assert listed == [uri]
+    # Every other field of the listed view (its name, type, `_meta`) as the server lists it.
+    assert [resource.model_dump(exclude={"uri"}) for resource in resources] == expected
     content = read.contents[0]
     assert isinstance(content, types.TextResourceContents) and content.uri == uri
     assert content.mime_type == APP_MIME and content.meta == {"ui": {"csp": VIEW_CSP}}
