@@ -177,7 +177,10 @@ def document() -> dict[str, Any]:
     tools["properties"] |= {"next_cursor": {"type": ["string", "null"]}, "total": {"type": "integer"}}
     tool = _wrapped(
         "tool",
-        {"allOf": [_ref("Tool")], "description": "plus input_schema, output_schema, annotations, skills, groups"},
+        {
+            "allOf": [_ref("Tool")],
+            "description": "plus input_schema, output_schema, annotations, icons, _meta, skills, groups",
+        },
     )
     name = ("name",)
     paths: dict[str, Any] = {

@@ -115,3 +115,17 @@ async def test_the_page_shows_a_tool_s_data_icon_and_says_it_has_a_view(tmp_path
     assert "example.com/faithful.svg" not in servers.text
     assert 'id="app-view" data-src="/tools/faithful__clock/app" sandbox="allow-scripts"' in tried.text
     assert '"structuredContent": {"time": "12:00"}' in tried.text
+
+
+async def test_the_admin_api_gives_a_tool_s_icons_and_meta_and_a_server_s_icons(tmp_path: Path) -> None:
+    headers = {"Authorization": f"Bearer {ANALYST}"}
+    async with served(tmp_path) as (_, url), web_client(url) as page:
+        tool = (await page.get("/api/v1/tools/faithful__clock", headers=headers)).json()["tool"]
+        servers = (await page.get("/api/v1/servers", headers=headers)).json()["servers"]
+    assert tool["icons"] == [ICON.model_dump(mode="json", by_alias=True, exclude_none=True)]
+    assert tool["_meta"]["ui"]["resourceUri"] == "ui://faithful+clock/view.html"
+    assert tool["_meta"]["com.example/owner"] == {"team": "clocks", "tier": 2}
+    faithful_server = next(server for server in servers if server["name"] == "faithful")
+    assert faithful_server["icons"] == [
+        {"src": "https://example.com/faithful.svg", "mimeType": "image/svg+xml", "theme": "light"}
+    ]
