@@ -29,14 +29,13 @@ from starlette.routing import Route
 from gateway.api.tools import tool_detail
 from gateway.catalog.apps import MIME_TYPE, UI_KEY, app_may_call, view_of
 from gateway.catalog.tools import ToolRecord
-from gateway.errors import GatewayError, NotFoundError
+from gateway.errors import GatewayError, NotFoundError, clip
 from gateway.web.pages import Person, Web, form_of
 
 # An origin as the extension's `csp` lists them: a scheme, a host (a leading `*.` allowed) and a
 # port. Anything else (a quote, a semicolon, a keyword) would change the policy, and is dropped.
 ORIGIN = re.compile(r"(https?|wss?)://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?")
 CSP_KEYS = ("resourceDomains", "connectDomains", "frameDomains", "baseUriDomains")
-METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 NONE = "'none'"
 
@@ -134,7 +133,7 @@ def routes(web: Web) -> list[Route]:
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
-            return _error(INVALID_PARAMS, "arguments must be a JSON object")
+            return _refused("arguments must be a JSON object")
         # The view names its own server's tools as that server does; no other server's.
         wanted = form.get("name", "")
         target = next(
@@ -142,13 +141,13 @@ def routes(web: Web) -> list[Route]:
             None,
         )
         if target is None or not gateway.visibility.may_see(person.caller.session(), target):
-            return _error(INVALID_PARAMS, f"Unknown tool: {wanted[:100]}")
+            return _refused(f"Unknown tool: {clip(wanted)}")
         if not app_may_call(target.meta):
-            return _error(INVALID_PARAMS, f"Tool {wanted[:100]} is not callable by apps")
+            return _refused(f"Tool {clip(wanted)} is not callable by apps")
         try:
             result = await gateway.call_tool(web.context(person), target.name, arguments)
         except GatewayError as error:
-            return _error(INVALID_PARAMS, gateway.redact(error.client_text()))
+            return _refused(gateway.redact(error.client_text()))
         return JSONResponse({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)})
 
     return [
@@ -157,5 +156,6 @@ def routes(web: Web) -> list[Route]:
     ]
 
 
-def _error(code: int, message: str) -> Response:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=400)
+def _refused(message: str) -> Response:
+    """A view's call refused, as the JSON-RPC error the page's script hands the view."""
+    return JSONResponse({"error": {"code": INVALID_PARAMS, "message": message}}, status_code=400)

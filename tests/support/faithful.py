@@ -83,6 +83,11 @@ def build_server(name: str = "faithful") -> MCPServer:
         """The time, shown by a view the server does not list."""
         return {"time": "12:01"}
 
+    @server.tool(meta={"ui": {"resourceUri": VIEW, "visibility": ["model"]}})
+    async def reset_clock() -> str:
+        """Set the clock back; the model may call it, its view may not."""
+        return "reset"
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def report(rows: int, note_chars: int = 0) -> dict[str, Any]:
         """`rows` rows of figures and a note of `note_chars` characters."""

@@ -94,11 +94,15 @@ async def test_a_view_calls_its_own_server_s_tools_by_their_names_there_through_
         status, answer = await _view_call(page, "hidden_clock")
         other_status, other = await _view_call(page, "echo", json.dumps({"text": "hi"}))
         bad_status, bad = await _view_call(page, "hidden_clock", "[1]")
+        model_status, model_only = await _view_call(page, "reset_clock")
         audited = [entry.tool for entry in await gateway.audit.recent()]
     assert status == 200 and answer["result"]["structuredContent"] == {"time": "12:01"}
     assert "faithful__hidden_clock" in audited
     assert other_status == 400 and other["error"]["message"] == "Unknown tool: echo"
     assert bad_status == 400 and "JSON object" in bad["error"]["message"]
+    # Its `_meta.ui.visibility` is ["model"]: the extension asks hosts to refuse a view's call of it.
+    assert model_status == 400 and model_only["error"]["message"] == "Tool reset_clock is not callable by apps"
+    assert "faithful__reset_clock" not in audited
 
 
 async def test_the_page_shows_a_tool_s_data_icon_and_says_it_has_a_view(tmp_path: Path) -> None:
