@@ -289,6 +289,9 @@ class Gateway:
         self._stack.push_async_callback(self.sandboxes.close)
         await self.sandboxes.start(self.background, owner=self._serving)
         await self.workspaces.start(self.background, owner=self._serving)
+        if self._serving:
+            # Spare workspaces are made once workspaces know whether they are size-limited.
+            self.sandboxes.warm_sessions(self.workspaces)
         self._stack.push_async_callback(self._close_sessions)
         self._stack.callback(self._group.cancel_scope.cancel)
         self.servers.start(self._group, self.registrations)

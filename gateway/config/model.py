@@ -155,6 +155,7 @@ class GatewaySettings:
     stdio_role: str | None = None
     sandbox_image: str = "mcp-gateway-sandbox:latest"
     sandbox_warm: int = 2
+    sandbox_session_warm: int = 1
     http_json_responses: bool = False
     workspace_size: int = DEFAULT_WORKSPACE_SIZE
     workspace_retention: float = 86400

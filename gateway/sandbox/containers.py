@@ -59,6 +59,8 @@ class SandboxContainer:
     socket: socket.socket
     keepalive: Any  # docker-py's socket wrapper; it holds the HTTP response the socket belongs to
     expires_at: float
+    workspace: Path | None = None
+    """The spare workspace a container started ahead of its session mounts, until a session adopts it."""
 
     @property
     def id(self) -> str:

@@ -23,7 +23,8 @@ class WarmPool:
 
     A container is handed out at most once; `acquire` starts a replacement in a background
     thread and falls back to a cold start when none is ready. Containers with less than
-    `min_remaining` seconds of life left are discarded rather than handed out.
+    `min_remaining` seconds of life left are discarded rather than handed out; `dispose` (blocking)
+    removes what the pool discards or still holds when closed.
     """
 
     def __init__(
@@ -33,6 +34,7 @@ class WarmPool:
         *,
         min_remaining: float = 60.0,
         wall_clock: Callable[[], float] = time.time,
+        dispose: Callable[[SandboxContainer], None] = destroy,
     ) -> None:
         if size < 0:
             raise ValueError(f"pool size must be zero or more, not {size}")
@@ -40,6 +42,7 @@ class WarmPool:
         self._factory = factory
         self._min_remaining = min_remaining
         self._wall_clock = wall_clock
+        self._dispose = dispose
         self._ready: deque[SandboxContainer] = deque()
         self._pending: set[Future[SandboxContainer]] = set()
         self._lock = threading.Lock()
@@ -62,7 +65,7 @@ class WarmPool:
             for handle in stale:
                 self._ready.remove(handle)
             for handle in stale:
-                self._executor.submit(destroy, handle)
+                self._executor.submit(self._dispose, handle)
             for _ in range(self.size - len(self._ready) - len(self._pending)):
                 future = self._executor.submit(self._factory)
                 self._pending.add(future)
@@ -82,17 +85,22 @@ class WarmPool:
             # No retry here: the next acquire cold-starts and surfaces the real error to its caller.
             logger.warning("warm sandbox container could not be started: %s", error)
         else:
-            destroy(future.result())
+            self._dispose(future.result())
 
     async def acquire(self) -> SandboxContainer:
         """A never-used started container: a warm one when ready, else a cold start."""
+        handle = self.take()
+        if handle is not None:
+            return handle
+        return await anyio.to_thread.run_sync(self._factory)
+
+    def take(self) -> SandboxContainer | None:
+        """A never-used started container when one is ready (a replacement starts in the background)."""
         self.fill()
         with self._lock:
             handle = self._ready.popleft() if self._ready else None
         self.fill()
-        if handle is not None:
-            return handle
-        return await anyio.to_thread.run_sync(self._factory)
+        return handle
 
     async def wait_full(self) -> None:
         """Wait until `size` containers are ready (start-up warming); bound it with `anyio.fail_after`."""
@@ -114,7 +122,7 @@ class WarmPool:
             # Queued launches are dropped; running ones finish and `_created` removes what they made.
             await anyio.to_thread.run_sync(functools.partial(self._executor.shutdown, wait=True, cancel_futures=True))
             for handle in handles:
-                await anyio.to_thread.run_sync(destroy, handle)
+                await anyio.to_thread.run_sync(self._dispose, handle)
 
 
 def _wait_one(futures: list[Future[SandboxContainer]]) -> None:

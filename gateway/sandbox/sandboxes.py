@@ -31,9 +31,10 @@ from gateway.runtime.background import Background
 from gateway.runtime.metrics import Metrics
 from gateway.sandbox.hardening import parse_size
 from gateway.upstreams.transports import Streams, TransportFactory
-from gateway.upstreams.workspaces import workspace_owner
+from gateway.upstreams.workspaces import Workspaces, workspace_owner
 
 if TYPE_CHECKING:
+    from gateway.sandbox.containers import SandboxContainer
     from gateway.sandbox.source import DockerSandbox
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,35 @@ def sandbox_scope(settings: GatewaySettings) -> str:
     return "gw-" + hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:12]
 
 
+class WarmStart:
+    """A session container started ahead on a spare workspace, taken for one session's first use."""
+
+    def __init__(self, handle: SandboxContainer, workspaces: Workspaces) -> None:
+        self.handle = handle
+        self._workspaces = workspaces
+        self.discarded = False
+
+    @property
+    def workspace(self) -> Path:
+        """The spare workspace the container mounts."""
+        assert self.handle.workspace is not None
+        return self.handle.workspace
+
+    async def discard(self) -> None:
+        """Not adopted: remove the container and its spare workspace."""
+        from gateway.sandbox.containers import destroy
+
+        self.discarded = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(destroy, self.handle)
+            await anyio.to_thread.run_sync(self._workspaces.discard, self.workspace)
+
+
+def warms_sessions(server: ServerConfig) -> bool:
+    """Whether `server` runs in a container per client session, which can be started ahead."""
+    return server.sandbox is not None and server.sandbox.mode == "per-session"
+
+
 class Sandboxes:
     """The gateway's Docker sandbox, created only when some tool needs one."""
 
@@ -106,6 +136,8 @@ class Sandboxes:
         # The workspace's owner, so the container reaches it through ownership, not a world-writable mode.
         self._user = workspace_owner()
         self._started: tuple[Background, bool] | None = None
+        self._servers = list(config.servers)
+        self._workspaces: Workspaces | None = None
 
     def _docker(self) -> DockerSandbox:
         # docker-py (and requests) load only for a configuration whose tools use the sandbox.
@@ -129,6 +161,40 @@ class Sandboxes:
         if self._started is not None:
             background, owner = self._started
             await self.start(background, owner=owner)
+
+    def warm_sessions(self, workspaces: Workspaces) -> None:
+        """Start `sandbox_session_warm` containers ahead, each on a spare workspace of `workspaces`,
+        for every server sandboxed per session, once Docker answered (as the data directory's owner)."""
+        self._workspaces = workspaces
+        if self.docker is None or not self._state[0] or self._settings.sandbox_session_warm == 0:
+            return
+        for server in self._servers:
+            if warms_sessions(server):
+                self._session_pool(server)
+
+    def _session_pool(self, server: ServerConfig) -> None:
+        assert self.docker is not None and server.sandbox is not None and self._workspaces is not None
+        command = container_command(server, server.sandbox)
+        limits = limits_of(server.sandbox, self._user)
+        workspaces = self._workspaces
+        self.docker.session_pool(
+            command, limits, self._settings.sandbox_session_warm, workspaces.spare, workspaces.discard
+        )
+
+    def claim(self, server: ServerConfig) -> WarmStart | None:
+        """A container started ahead for `server`, when one is ready; a server first seen now gets
+        its pool started for the sessions after this one."""
+        docker, workspaces = self.docker, self._workspaces
+        if docker is None or workspaces is None or server.sandbox is None or not self._state[0]:
+            return None
+        if self._settings.sandbox_session_warm == 0:
+            return None
+        command = container_command(server, server.sandbox)
+        handle = docker.take_session(command, limits_of(server.sandbox, self._user))
+        if handle is None:
+            self._session_pool(server)
+            return None
+        return WarmStart(handle, workspaces)
 
     def availability(self) -> tuple[bool, str]:
         """Whether sandboxed tools can run now, and why not (as of the last check)."""
@@ -202,19 +268,27 @@ class Sandboxes:
             self._metrics.sandbox_run(outcome, started)
 
     def transport(
-        self, owner: str, server: ServerConfig, workspace: Path | None, errlog: TextIO | None = None
+        self,
+        owner: str,
+        server: ServerConfig,
+        workspace: Path | None,
+        errlog: TextIO | None = None,
+        warm: WarmStart | None = None,
     ) -> TransportFactory:
-        """The transport to `owner`'s container of a server sandboxed as a whole (one per session);
-        its stderr is written to `errlog` too, when given."""
+        """The transport to `owner`'s container of a server sandboxed as a whole (one per session),
+        the one `warm` started ahead when given; its stderr is written to `errlog` too, when given."""
         docker = self.docker
         assert docker is not None and server.sandbox is not None
         key = f"{owner}/{server.name}"
         command = container_command(server, server.sandbox)
         limits = limits_of(server.sandbox, self._user)
+        # Taken on the first connection only: a reconnection starts a fresh container.
+        ahead = [warm.handle] if warm is not None and not warm.discarded else []
 
         @asynccontextmanager
         async def open_container() -> AsyncIterator[Streams]:
-            async with docker.session_transport(key, command, limits, workspace, errlog) as streams:
+            started = ahead.pop() if ahead else None
+            async with docker.session_transport(key, command, limits, workspace, errlog, started) as streams:
                 try:
                     yield streams
                 finally:

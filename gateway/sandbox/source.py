@@ -27,6 +27,7 @@ from gateway.sandbox.containers import (
     ContainerStdio,
     Reaper,
     SandboxContainer,
+    destroy,
     launch,
     unavailable,
 )
@@ -42,6 +43,10 @@ _PREWARM_TIMEOUT = 120.0
 SANDBOX_START = "sandbox start"
 """The span of taking a container for a call: a warm one from the pool, or one started now."""
 PoolKey = tuple[tuple[str, ...], SandboxLimits, Path | None]
+SessionPoolKey = tuple[tuple[str, ...], SandboxLimits]
+SESSION_WARM_AGE = 300.0
+"""Seconds a session container started ahead may wait for its session before it is replaced, so
+that a session taking it keeps nearly the whole `lifetime` of a container started for it."""
 
 
 class DockerSandbox:
@@ -76,6 +81,7 @@ class DockerSandbox:
         self._docker: DockerClient | None = None
         self._pools: OrderedDict[PoolKey, WarmPool] = OrderedDict()
         self._sessions: dict[str, ContainerStdio] = {}
+        self._session_pools: dict[SessionPoolKey, WarmPool] = {}
         self._reaper = Reaper()
         self._output_validators = OutputValidators()
 
@@ -141,16 +147,20 @@ class DockerSandbox:
         limits: SandboxLimits,
         workspace: Path | None,
         errlog: TextIO | None = None,
+        started: SandboxContainer | None = None,
     ) -> ContainerStdio:
-        """The MCP transport to a container kept for this client session (started when entered); the
-        server's stderr is written to `errlog` too, when given."""
+        """The MCP transport to a container kept for this client session (started when entered, or
+        `started` ahead, from `take_session`); the server's stderr is written to `errlog` too, when given."""
         current = self._sessions.get(session_id)
         if current is not None and current.container_id is not None:
             raise ValueError(f"session {session_id} already has a sandbox container; close it first")
         labels = {LABEL_SESSION: session_id}
+        ahead = [started] if started is not None else []
 
         async def acquire() -> SandboxContainer:
             with tracing.span(SANDBOX_START):
+                if ahead:
+                    return ahead.pop()
                 return await anyio.to_thread.run_sync(self._launch, command, limits, workspace, labels)
 
         transport = ContainerStdio(
@@ -158,6 +168,52 @@ class DockerSandbox:
         )
         self._sessions[session_id] = transport
         return transport
+
+    def session_pool(
+        self,
+        command: Sequence[str],
+        limits: SandboxLimits,
+        size: int,
+        spare: Callable[[], Path],
+        discard: Callable[[Path], None],
+    ) -> WarmPool:
+        """The pool of containers started ahead of their session, each on a spare workspace from
+        `spare` (blocking), which `discard` removes when no session took it; filled in the background."""
+        key: SessionPoolKey = (tuple(command), limits)
+        pool = self._session_pools.get(key)
+        if pool is None:
+
+            def start() -> SandboxContainer:
+                workspace = spare()
+                try:
+                    handle = self._launch(command, limits, workspace, {})
+                except BaseException:
+                    discard(workspace)
+                    raise
+                handle.workspace = workspace
+                return handle
+
+            def dispose(handle: SandboxContainer) -> None:
+                destroy(handle)
+                if handle.workspace is not None:
+                    discard(handle.workspace)
+
+            remaining = max(limits.lifetime - SESSION_WARM_AGE, limits.deadline + 10.0)
+            pool = WarmPool(size, start, min_remaining=remaining, wall_clock=self._wall_clock, dispose=dispose)
+            self._session_pools[key] = pool
+        pool.fill()
+        return pool
+
+    async def sessions_warm(self) -> None:
+        """Wait until every pool of containers started ahead of their session is full."""
+        with anyio.fail_after(_PREWARM_TIMEOUT):
+            for pool in list(self._session_pools.values()):
+                await pool.wait_full()
+
+    def take_session(self, command: Sequence[str], limits: SandboxLimits) -> SandboxContainer | None:
+        """A container started ahead on a spare workspace for `command`, when one is ready (never blocks)."""
+        pool = self._session_pools.get((tuple(command), limits))
+        return pool.take() if pool is not None else None
 
     async def close_session(self, session_id: str) -> None:
         """Destroy the session's container; its client then sees the connection end."""
@@ -198,7 +254,7 @@ class DockerSandbox:
             except (SandboxUnavailableError, *DOCKER_ERRORS) as error:
                 logger.warning("sandbox maintenance could not sweep: %s", error)
             await self.close_idle(self._clock())
-            for pool in list(self._pools.values()):
+            for pool in [*self._pools.values(), *self._session_pools.values()]:
                 pool.fill()
             await anyio.sleep(interval)
 
@@ -209,6 +265,8 @@ class DockerSandbox:
                 await self.close_session(session_id)
             while self._pools:
                 await self._pools.popitem()[1].close()
+            while self._session_pools:
+                await self._session_pools.popitem()[1].close()
             await self._reaper.close()
             docker_client, self._docker = self._docker, None
             if docker_client is not None:

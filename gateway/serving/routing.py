@@ -19,7 +19,7 @@ from gateway.clients.tasks import TASK_NOTE, TaskEntry, TaskOrder
 from gateway.config.model import ServerConfig
 from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
-from gateway.sandbox.sandboxes import Sandboxes
+from gateway.sandbox.sandboxes import Sandboxes, WarmStart
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
@@ -130,14 +130,22 @@ class Router:
         scoped = self._session_scoped(route.source)
         if scoped is not None:
             assert self.group is not None
-            transport = None
+            transport = spare = None
             if scoped.sandbox is not None:
                 sandboxes = self._sandboxes
+                # A container started ahead serves the session when its workspace comes with it.
+                claimed: list[WarmStart] = []
+
+                def spare() -> WarmStart | None:
+                    taken = sandboxes.claim(scoped)
+                    claimed.extend([taken] if taken is not None else [])
+                    return taken
 
                 def transport(workspace: Path, server: ServerConfig = scoped) -> TransportFactory:
-                    return sandboxes.transport(session.id, server, workspace)
+                    warm = claimed.pop() if claimed else None
+                    return sandboxes.transport(session.id, server, workspace, warm=warm)
 
-            return await self._workspaces.upstream(session, scoped, self.group, transport)
+            return await self._workspaces.upstream(session, scoped, self.group, transport, spare)
         upstream = self._upstreams.get(route.source)
         if upstream is None:
             raise GatewayError(f"No server '{route.source}'")

@@ -55,6 +55,14 @@ def mount(image: Path, directory: Path) -> None:
     os.chmod(directory, 0o700)
 
 
+def move(source: Path, target: Path) -> None:
+    """Move the file system on `source` to `target` (an empty directory): bound there, then detached
+    from `source`; a container that bound `source` before keeps seeing the same file system."""
+    # A bind keeps the mount's nosuid, nodev and noexec; `mount --move` would fail under a shared parent.
+    _run("mount", "--bind", str(source), str(target))
+    _run("umount", "--lazy", str(source))
+
+
 def unmount(directory: Path) -> None:
     """Detach the file system on `directory`; a process still inside keeps it until it leaves."""
     _run("umount", "--lazy", str(directory))

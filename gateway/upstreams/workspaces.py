@@ -19,10 +19,11 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -45,6 +46,8 @@ from gateway.upstreams.transports import TransportFactory
 log = logging.getLogger(__name__)
 
 DISCOVERY = ".discovery"
+# Workspaces made ahead of their session, each mounted by a container started on it (`Spare`).
+SPARES = ".spare"
 PROBE = ".probe"
 IMAGE = ".img"
 ENDED = ".ended"
@@ -98,6 +101,17 @@ def with_workspace(server: ServerConfig, workspace: Path) -> ServerConfig:
         url=fill(server.url) if server.url else None,
         headers=fill_map(server.headers),
     )
+
+
+class Spare(Protocol):
+    """A workspace made ahead of its session, with a container already started on it."""
+
+    @property
+    def workspace(self) -> Path:
+        """The spare workspace's directory (under `.spare`) until a session adopts it."""
+
+    async def discard(self) -> None:
+        """Not adopted: remove the container and the spare workspace."""
 
 
 async def _ignore(listing: SourceListing) -> None:
@@ -156,15 +170,23 @@ class Workspaces:
             await anyio.to_thread.run_sync(self._recover)
             background.start("workspace_sweep", self._sweep_periodically)
 
-    async def open(self, session: SessionContext) -> Path:
-        """The session's workspace directory, made (and mounted) on first use, released with the session."""
+    async def open(self, session: SessionContext, spare: Callable[[], Spare | None] | None = None) -> Path:
+        """The session's workspace directory, made (and mounted) on first use, released with the session.
+
+        On first use `spare` may offer a workspace made ahead, with a container started on it: the
+        session adopts it (under the same caps as a new one) unless it comes back to a workspace of its own.
+        """
         key = WORKSPACE_KEY
         # Concurrent first calls of one session must mount its file system once.
         async with session.state.setdefault(f"{key}.lock", anyio.Lock()):
             directory: Path | None = session.state.get(key)
             if directory is None:
                 directory = self.root / _digest(session.caller) / _digest(session.id)
-                await anyio.to_thread.run_sync(self._prepare, directory)
+                taken = spare() if spare is not None else None
+                if taken is None:
+                    await anyio.to_thread.run_sync(self._prepare, directory)
+                else:
+                    await self._adopt_or_prepare(taken, directory)
                 session.state[key] = directory
 
                 async def end(path: Path = directory) -> None:
@@ -174,6 +196,58 @@ class Workspaces:
 
                 session.on_close(end)
         return directory
+
+    async def _adopt_or_prepare(self, taken: Spare, directory: Path) -> None:
+        try:
+            adopted = await anyio.to_thread.run_sync(self._adopt, taken.workspace, directory)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await taken.discard()
+            raise
+        if not adopted:
+            await taken.discard()
+            await anyio.to_thread.run_sync(self._prepare, directory)
+
+    def spare(self) -> Path:
+        """A fresh workspace that is no session's yet, made as a session's would be (blocking)."""
+        directory = self.root / SPARES / uuid.uuid4().hex
+        with self._disk:
+            _private_dir(self.root)
+            _private_dir(directory.parent)
+            directory.with_suffix(OWNER).write_text(owners.own_token())
+            _private_dir(directory, self.owner)
+            if self.unlimited is None:
+                image = directory.with_suffix(IMAGE)
+                volumes.create(image, self.size, self.owner)
+                volumes.mount(image, directory)
+        return directory
+
+    def discard(self, spare: Path) -> None:
+        """Remove a spare workspace no session adopted (blocking)."""
+        with self._disk:
+            remove(spare)
+
+    def _adopt(self, spare: Path, directory: Path) -> bool:
+        """Make `spare` the workspace at `directory`, under the caps a new one meets; False when
+        `directory` exists already (its session came back to it)."""
+        with self._disk:
+            if directory.exists():
+                return False
+            self._make_room(directory.parent, self.size)
+            _private_dir(self.root)
+            _private_dir(directory.parent)
+            directory.with_suffix(ENDED).unlink(missing_ok=True)
+            directory.with_suffix(OWNER).write_text(owners.own_token())
+            if os.path.ismount(spare):
+                # A mount point cannot be renamed; its file system moves, and its image with it.
+                _private_dir(directory, self.owner)
+                volumes.move(spare, directory)
+                spare.with_suffix(IMAGE).rename(directory.with_suffix(IMAGE))
+                spare.rmdir()
+            else:
+                spare.rename(directory)
+            spare.with_suffix(OWNER).unlink(missing_ok=True)
+        return True
 
     def _notices_of(self, session: SessionContext) -> NoticeHandler:
         async def tell(server: str, notice: Notice) -> None:
@@ -260,6 +334,9 @@ class Workspaces:
     def _recover(self) -> None:
         """At start-up: no session of a gateway that is gone lives on, so its mounts go and its
         workspaces count as ended now. Those of a gateway still running here are left alone."""
+        for spare in _children(self.root / SPARES):
+            if spare.is_dir() and not _in_use(spare):
+                remove(spare)
         in_use = {workspace.path.resolve() for workspace in self.entries() if _in_use(workspace.path)}
         for point in volumes.mounted_under(self.root):
             # Not the probe of a gateway that only inspects (check), which may run meanwhile.
@@ -290,16 +367,18 @@ class Workspaces:
         server: ServerConfig,
         group: TaskGroup,
         transport: Callable[[Path], TransportFactory] | None = None,
+        spare: Callable[[], Spare | None] | None = None,
     ) -> Upstream:
         """The session's own instance of `server`, started on first use and stopped with the session.
 
         `transport` makes the transport to the instance from the session's workspace (a sandbox
-        container); without it the instance is the configured process.
+        container); without it the instance is the configured process. `spare` offers a workspace
+        made ahead, as `open` takes it.
         """
         key = f"gateway.upstream.{server.name}"
         upstream: Upstream | None = session.state.get(key)
         if upstream is None:
-            workspace = await self.open(session)
+            workspace = await self.open(session, spare)
             upstream = Upstream(
                 with_workspace(server, workspace),
                 self._settings,

@@ -27,6 +27,7 @@ from gateway.sandbox.sandboxes import sandbox_scope
 from gateway.sandbox.source import LABEL_SESSION
 from gateway.sandbox.sweeper import scope_filter
 from gateway.service import Gateway
+from gateway.upstreams.workspaces import SPARES
 from tests.sandbox.conftest import COUNTER_SERVER, IMAGE, WAIT
 from tests.support.harness import REPO, make_config, until_listed
 from tests.support.metrics import growth, parse
@@ -152,7 +153,9 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 async def sandboxed(docker_client: DockerClient, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sandboxed]:
     """One gateway over the sandboxed servers; when it closes, none of its containers may remain."""
-    config = sandboxed_config(tmp_path_factory.mktemp("sandboxed"), sandbox_warm=1)
+    # Session containers start on first use here, so that each test sees only its own sessions'
+    # (tests/sandbox/test_warm_sessions.py covers those started ahead).
+    config = sandboxed_config(tmp_path_factory.mktemp("sandboxed"), sandbox_warm=1, sandbox_session_warm=0)
     scope = sandbox_scope(config.settings)
     async with Gateway(config) as gateway:
         assert {status.name: status.error for status in gateway.statuses()} == dict.fromkeys(
@@ -410,8 +413,9 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
     servers = {name: entry for name, entry in sandboxed_servers().items() if name in ("python", "counter")}
     config_file.write_text(yaml.safe_dump({"gateway": settings, "servers": servers}))
     scope = sandbox_scope(load_config(config_file).settings)
-    # The listing container, this session's counter, and two warm containers for its next call.
-    held = 4
+    # The listing container, this session's counter, two warm containers for its next call, and a
+    # counter started ahead (on a spare workspace) for the next session.
+    held = 5
     async with stdio_gateway(config_file, pid_file) as client:
         await until_listed(client, "python__run_python")
         await until_listed(client, "counter__increment")
@@ -420,10 +424,14 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
             assert text_of(await client.call_tool("counter__increment", {})) == "1"
         await wait_until(lambda: len(_running(docker_client, scope)) == held, WAIT)
         old = set(containers(docker_client, scope))
+        spare_dir = tmp_path / "data" / "workspaces" / SPARES
+        old_spares = {path for path in spare_dir.iterdir() if path.is_dir()}
+        assert len(old_spares) == 1
         os.kill(int(pid_file.read_text()), signal.SIGKILL)  # no cleanup code of the gateway runs
     assert set(containers(docker_client, scope)) >= old
     async with stdio_gateway(config_file, pid_file) as client:
         assert not set(containers(docker_client, scope)) & old
+        assert not any(path.exists() for path in old_spares)
         await until_listed(client, "python__run_python")
         assert stdout_of(await run(client, "print(6 * 7)")) == "42\n"
     await wait_until(lambda: not containers(docker_client, scope), WAIT)
