@@ -6,6 +6,11 @@ sandbox image built. It starts `python -m gateway serve` with the bundled `pytho
 (one session: its first call starts the session's pool), waits `--settle` seconds before each
 timed call so that the pool has refilled, and prints p50/p90; then the same call on a
 `DockerSandbox` warm pool in-process (what `benchmarks.sandbox_latency` calls "warm pool").
+
+`--sessions N` measures instead the first sandboxed call of each of N new sessions: `files__write_file`
+on the files server sandboxed per session (as in the default configuration), its second call beside
+it, with session containers started ahead (`sandbox_session_warm: 1`) and without (`0`, each first
+call starts its container), `--settle` seconds before each new session.
 """
 
 from __future__ import annotations
@@ -36,15 +41,24 @@ def arguments(n: int) -> dict[str, str]:
 TARGET_P50_MS = 100.0
 
 
-def config(directory: Path, image: str) -> Path:
-    """One server, `python`, whose `run_python` runs per call in the sandbox; low risk, so no confirmation."""
+def config(directory: Path, image: str, session_warm: int = 1) -> Path:
+    """`python`, whose `run_python` runs per call in the sandbox, and `files`, sandboxed per session;
+    low risk, so no confirmation."""
     path = directory / "gateway.yaml"
     path.write_text(
         "gateway:\n"
         f"  data_dir: {directory / 'data'}\n"
         f"  sandbox_image: {image}\n"
         "  sandbox_warm: 2\n"
+        f"  sandbox_session_warm: {session_warm}\n"
         "servers:\n"
+        "  files:\n"
+        f"    command: {sys.executable}\n"
+        "    args: [-m, servers.files, --root, '${WORKSPACE}']\n"
+        f"    cwd: {REPO}\n"
+        "    scope: session\n"
+        "    risk: low\n"
+        "    sandbox: {mode: per-session, command: [python3, -m, servers.files, --root, /workspace]}\n"
         "  python:\n"
         f"    command: {sys.executable}\n"
         "    args: [-m, servers.python]\n"
@@ -81,6 +95,40 @@ async def through_gateway(url: str, runs: int, settle: float) -> list[float]:
     return samples
 
 
+async def first_calls(url: str, sessions: int, settle: float) -> tuple[list[float], list[float]]:
+    """Milliseconds of the first and of the second sandboxed call of each of `sessions` new sessions."""
+    first, second = [], []
+    for n in range(sessions):
+        await anyio.sleep(settle)
+        async with Client(url, mode="legacy") as client:
+            for samples, attempt in ((first, 0), (second, 1)):
+                note = {"path": f"note-{n}-{attempt}.txt", "content": "buy milk\n"}
+                begun = time.perf_counter()
+                result = await client.call_tool("files__write_file", note)
+                samples.append((time.perf_counter() - begun) * 1000)
+                if result.is_error:
+                    raise SystemExit(f"write_file failed: {result.content}")
+    return first, second
+
+
+def measure_sessions(image: str, sessions: int, settle: float) -> None:
+    """Print the first and second call of new sessions, with session containers started ahead and without."""
+    print(f"first sandboxed call of {sessions} new sessions, load average {os.getloadavg()[0]:.2f} before the run")
+    for session_warm in (1, 0):
+        with tempfile.TemporaryDirectory(prefix="sandbox-gateway-") as temp:
+            directory = Path(temp)
+            port = free_port()
+            log = directory / "gateway.log"
+            command = [sys.executable, "-m", "gateway", "--log-level", "warning", "serve"]
+            command += ["--config", str(config(directory, image, session_warm)), "--port", str(port)]
+            with started(command, log=log) as gateway:
+                wait_until_ready(gateway, f"http://127.0.0.1:{port}/readyz", log)
+                first, second = anyio.run(first_calls, f"http://127.0.0.1:{port}/mcp", sessions, settle)
+        print(summary(f"first call, ahead={session_warm}", first))
+        print(summary(f"second call, ahead={session_warm}", second))
+    print(f"load average {os.getloadavg()[0]:.2f} after the run")
+
+
 async def sandbox_alone(image: str, runs: int, settle: float) -> list[float]:
     """The same call on a warm pool in this process, no gateway (as `benchmarks.sandbox_latency`)."""
     box = DockerSandbox(image, warm_size=2)
@@ -104,7 +152,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--settle", type=float, default=1.0, help="seconds for the pool to refill before a call")
     parser.add_argument("--image", default=DEFAULT_IMAGE)
+    parser.add_argument("--sessions", type=int, default=0, help="measure the first call of this many new sessions")
     args = parser.parse_args()
+    if args.sessions:
+        measure_sessions(args.image, args.sessions, args.settle)
+        return
     print(f"run_python per call, {args.runs} runs, load average {os.getloadavg()[0]:.2f} before the run")
     with tempfile.TemporaryDirectory(prefix="sandbox-gateway-") as temp:
         directory = Path(temp)
