@@ -97,7 +97,8 @@ async def through_gateway(url: str, runs: int, settle: float) -> list[float]:
 
 async def first_calls(url: str, sessions: int, settle: float) -> tuple[list[float], list[float]]:
     """Milliseconds of the first and of the second sandboxed call of each of `sessions` new sessions."""
-    first, second = [], []
+    first: list[float] = []
+    second: list[float] = []
     for n in range(sessions):
         await anyio.sleep(settle)
         async with Client(url, mode="legacy") as client:
