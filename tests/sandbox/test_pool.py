@@ -12,7 +12,7 @@ from docker import DockerClient
 from mcp import Client
 
 from gateway.config.limits import SandboxLimits
-from gateway.sandbox.containers import ContainerStdio, SandboxContainer, destroy_now, launch
+from gateway.sandbox.containers import ContainerStdio, SandboxContainer, destroy, destroy_now, launch
 from gateway.sandbox.hardening import container_kwargs
 from gateway.sandbox.pool import WarmPool
 from tests.sandbox.conftest import IMAGE, LABELS, WAIT, sandbox_ids
@@ -68,3 +68,28 @@ async def test_containers_near_their_end_of_life_are_replaced_not_handed_out(doc
             await destroy_now(handle)
     finally:
         await pool.close()
+
+
+async def test_take_hands_out_the_ready_container_and_close_disposes_of_its_replacement(
+    docker_client: DockerClient,
+) -> None:
+    disposed: list[str] = []
+
+    def dispose(handle: SandboxContainer) -> None:
+        disposed.append(handle.id)
+        destroy(handle)
+
+    pool = WarmPool(1, functools.partial(echo_factory, docker_client), dispose=dispose)
+    try:
+        with anyio.fail_after(WAIT):
+            await pool.wait_full()
+            (ready,) = sandbox_ids(docker_client)
+            taken = pool.take()
+            assert taken is not None and taken.id == ready
+            await destroy_now(taken)
+            await pool.wait_full()
+            (replacement,) = sandbox_ids(docker_client)
+    finally:
+        await pool.close()
+    assert disposed == [replacement]
+    assert sandbox_ids(docker_client) == set()
