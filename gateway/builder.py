@@ -40,6 +40,7 @@ from gateway.stores import StoreSettings
 from gateway.stores.names import NameStore
 from gateway.stores.pins import PinStore
 from gateway.stores.registrations import RegistrationStore
+from gateway.stores.vectors import VectorStore
 from gateway.upstreams.addresses import Resolver
 from gateway.upstreams.clientside import Notice
 from gateway.upstreams.connection import Upstream
@@ -123,7 +124,7 @@ def sources(
 @dataclass(frozen=True)
 class Stores:
     """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations,
-    pinned tool definitions, the owners of exposed tool names."""
+    pinned tool definitions, the owners of exposed tool names, Find_Tools' embeddings."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
@@ -131,6 +132,7 @@ class Stores:
     registrations: RegistrationStore
     pins: PinStore
     names: NameStore
+    vectors: VectorStore
 
 
 def open_stores(
@@ -151,7 +153,9 @@ def open_stores(
     stack.callback(pins.close)
     names = NameStore.open(settings, data_dir)
     stack.callback(names.close)
-    return Stores(audit, confirmations, approvals, registrations, pins, names)
+    vectors = VectorStore.open(settings, data_dir)
+    stack.callback(vectors.close)
+    return Stores(audit, confirmations, approvals, registrations, pins, names, vectors)
 
 
 def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> SharedState:

@@ -262,6 +262,7 @@ class Gateway:
         )
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations, self.name_store = stores.registrations, stores.names
+        self.skills.vectors = stores.vectors
         self.pins.start(stores.pins)
         self.catalog.names.load(await anyio.to_thread.run_sync(self.name_store.rows))
         self._stack.push_async_callback(self.shared.aclose)

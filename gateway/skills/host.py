@@ -14,6 +14,7 @@ import base64
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
@@ -28,6 +29,11 @@ from gateway.runtime.metrics import Metrics
 from gateway.skills.disclosure import ActiveSkills
 from gateway.skills.folder import Skill, SkillSet
 from gateway.skills.search import SearchItem, SemanticRanker, ToolIndex, parameter_text
+from gateway.stores.database import DatabaseError
+
+if TYPE_CHECKING:
+    # Only for its type: the module needs the `semantic` extra, imported when an index is built.
+    from gateway.skills.semantic import VectorCache
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +77,8 @@ class SkillHost:
         self._index: ToolIndex | None = None
         self.semantic_problem: str | None = None
         """Why Find_Tools ranks by word matching alone, when the semantic model would not load."""
+        self.vectors: VectorCache | None = None
+        """Where the tools' embeddings outlive an index build (the gateway's store, once opened)."""
         self._generation = 0
         self._building = anyio.Lock()
         self.replace(skills)
@@ -213,8 +221,8 @@ class SkillHost:
         try:
             from gateway.skills.semantic import EmbeddingRanker, load_embedder
 
-            ranker = EmbeddingRanker(load_embedder(), items)
-        except (ImportError, OSError, MemoryError, ValueError) as error:
+            ranker = EmbeddingRanker(load_embedder(), items, cache=self.vectors)
+        except (ImportError, OSError, MemoryError, ValueError, DatabaseError) as error:
             model = self._settings.find_tools_model
             problem = f"semantic model {model} not loaded ({error.__class__.__name__}: {error})"
             if problem != self.semantic_problem:

@@ -13,8 +13,9 @@ falls back to word matching when the import or the model fails.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -53,6 +54,14 @@ class _UseMultilingual:
         return np.asarray(self._model.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
+class VectorCache(Protocol):
+    """Where vectors outlive an index build: by model and text fingerprint (`gateway.stores.vectors`)."""
+
+    def get(self, model: str, fingerprints: Sequence[str]) -> dict[str, bytes]: ...
+
+    def put(self, model: str, vectors: Mapping[str, bytes]) -> None: ...
+
+
 @functools.cache
 def load_embedder() -> Embedder:
     """The shipped model, loaded once per process (it is read-only and about 130 MB in memory).
@@ -71,13 +80,40 @@ def document_text(item: SearchItem) -> str:
     return f"{words}: {item.description[:DESCRIPTION_CHARS]}"
 
 
+def fingerprint(text: str) -> str:
+    """The key of a text's vector: the SHA-256 of the text, in hex."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None) -> NDArray[np.float32]:
+    """The vectors of `texts`, row by row: those `cache` holds read from it, the others embedded and stored."""
+    keys = [fingerprint(text) for text in texts]
+    stored = cache.get(MODEL, keys) if cache is not None else {}
+    known = {key: np.frombuffer(vector, dtype="<f4") for key, vector in stored.items()}
+    missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in known}
+    if missing:
+        made = embedder.embed(list(missing.values()))
+        known |= dict(zip(missing, made, strict=True))
+        if cache is not None:
+            rows = zip(missing, made, strict=True)
+            cache.put(MODEL, {key: np.asarray(vector, dtype="<f4").tobytes() for key, vector in rows})
+    return np.stack([known[key] for key in keys]).astype(np.float32)
+
+
 class EmbeddingRanker:
     """A `SemanticRanker`: tools by cosine similarity of their vector to the query's."""
 
-    def __init__(self, embedder: Embedder, items: Sequence[SearchItem], floor: float = MIN_SIMILARITY) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        items: Sequence[SearchItem],
+        floor: float = MIN_SIMILARITY,
+        cache: VectorCache | None = None,
+    ) -> None:
+        """Embed `items`, reading and storing their vectors in `cache` when given."""
         self._embedder = embedder
         self._floor = floor
-        self._vectors = embedder.embed([document_text(item) for item in items]) if items else None
+        self._vectors = embed_cached(embedder, [document_text(item) for item in items], cache) if items else None
 
     def rank(self, query: str, limit: int) -> list[int]:
         """Item numbers, most similar first, at most `limit` of them, none below the floor."""

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
+from numpy.typing import NDArray
 
 from gateway.cli.main import main
 from gateway.config.loading import parse_config
@@ -43,16 +45,18 @@ def _server(name: str, tools: dict[str, str]) -> MCPServer:
 
 
 @asynccontextmanager
-async def meaning_gateway(tmp_path: Path, **sections: Any) -> AsyncIterator[tuple[Gateway, Client]]:
-    """A gateway over the servers of `TOOLS`, all extended, one skill per server."""
+async def meaning_gateway(
+    tmp_path: Path, tools: dict[str, dict[str, str]] = TOOLS, **sections: Any
+) -> AsyncIterator[tuple[Gateway, Client]]:
+    """A gateway over the servers of `tools`, all extended, one skill per server."""
     root = tmp_path / "skills"
-    for name in TOOLS:
+    for name in tools:
         write_skill(root, f"{name}-work", f"{name}__*")
-    servers = {name: {**entry, "layer": "extended"} for name, entry in placeholder(list(TOOLS)).items()}
+    servers = {name: {**entry, "layer": "extended"} for name, entry in placeholder(list(tools)).items()}
     gateway = {"data_dir": str(tmp_path / "data"), "skill_dirs": [str(root)], **sections.pop("gateway", {})}
     document = {"gateway": gateway, "servers": servers, **sections}
     config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
-    transports = in_memory({name: _server(name, tools) for name, tools in TOOLS.items()})
+    transports = in_memory({name: _server(name, offered) for name, offered in tools.items()})
     async with gateway_client(config, transports=transports) as pair:
         yield pair
 
@@ -110,6 +114,31 @@ async def test_a_tool_hidden_from_the_caller_is_never_found_by_meaning(tmp_path:
         names = await found(client, "lucky and unlucky days in the traditional calendar, then the weather forecast")
         assert "weather__forecast" in names and "zh__huangli" not in names
         assert "zh__huangli" not in await found(client, "获取指定日期的黄历信息")
+
+
+async def test_a_restart_embeds_only_the_tools_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = semantic.load_embedder()
+    embedded: list[str] = []
+
+    class Watched:
+        """The real model, the tool texts it is given written down (a tool's text has a colon, no query here has)."""
+
+        def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+            embedded.extend(text for text in texts if ":" in text)
+            return model.embed(texts)
+
+    monkeypatch.setattr(semantic, "load_embedder", Watched)
+    async with meaning_gateway(tmp_path) as (_, client):
+        assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
+    assert len(embedded) == sum(len(offered) for offered in TOOLS.values())
+    embedded.clear()
+    async with meaning_gateway(tmp_path) as (_, client):
+        assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
+    assert embedded == []
+    changed = {**TOOLS, "cars": {"rent_car": "Book a rental car at an airport, by the day or the week."}}
+    async with meaning_gateway(tmp_path, changed) as (_, client):
+        assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
+    assert embedded == ["cars rent car: Book a rental car at an airport, by the day or the week."]
 
 
 def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
