@@ -98,3 +98,33 @@ class LiveGroups:
                 await listener(name)
             except Exception:  # a client that went away must not fail the change
                 log.debug("group listener failed", exc_info=True)
+
+    def on_group_change(self, listener: GroupListener) -> None:
+        """Call `listener` with a group's name when that group is added or removed (to tell its sessions)."""
+        self.live_groups.on_change(listener)
+
+    def groups(self) -> list[Group]:
+        """Every group: the configuration file's, then those registered through the API."""
+        return list(self.live_groups.set)
+
+    def group(self, name: str) -> Group:
+        """The group `name`; `NotFoundError` when there is none."""
+        return self.live_groups.set.require(name)
+
+    async def add_group(self, entry: Mapping[str, Any]) -> Group:
+        """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
+        (`ConfigError`), kept across restarts; `ConflictError` when the name is taken."""
+        group = await self.live_groups.add(entry, self.registrations)
+        await self.shared.announce()
+        return group
+
+    async def remove_group(self, name: str) -> None:
+        """Remove a group registered through the API (`ConflictError` for the file's); its sessions
+        are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
+        await self.live_groups.remove(name, self.registrations)
+        await self.shared.announce()
+
+    def group_tools(self, name: str, role: str | None) -> list[ToolRecord]:
+        """The catalog tools of group `name` that `role` may see, in catalog order (meta-tools aside)."""
+        self.live_groups.set.require(name)
+        return [tool for tool in self.catalog.tools if self.visibility.allows(role, name, tool)]

@@ -178,3 +178,13 @@ class LivePins:
                 detail=f"{detail} ({event.old_fingerprint[:12]} -> {event.new_fingerprint[:12]})",
             )
         )
+
+    async def tool_changes(self) -> list[Change]:
+        """Every changed tool definition on record, newest first."""
+        return await anyio.to_thread.run_sync(self.pins.store.changes)
+
+    async def decide_tool_change(self, change_id: str, accept: bool, decided_by: str) -> Change:
+        """Accept (re-pin; clients get the new definition) or reject (it stays hidden) a pending change."""
+        change = await self.pins.decide(change_id, accept, decided_by)
+        await self.shared.announce()
+        return change

@@ -69,3 +69,58 @@ async def reload_on_hangup(reload: Reload) -> None:
         async for _ in signals:
             log.info("SIGHUP: reloading the configuration")
             await reload()
+
+
+class Reloader:
+    """The configuration in force, and its edits applied live."""
+
+    async def reload_from_file(self) -> bool:
+        """Read `config.path` again and apply it; an invalid file is logged and kept in
+        `reload_errors`, and the running configuration stays. True when it applied."""
+        if self.config.path is None:
+            return False
+        try:
+            config = await anyio.to_thread.run_sync(load_config, self.config.path)
+        except ConfigError as error:
+            self.reload_errors = tuple(error.message.splitlines())
+            for line in self.reload_errors:
+                log.error("configuration not reloaded: %s", line)
+            return False
+        self.reload_errors = ()
+        await self.reload(config)
+        return True
+
+    async def reload(self, config: GatewayConfig) -> None:
+        """Apply an edited configuration live: servers, roles and skills; settings that only a
+        restart applies are named in a warning and keep their running values."""
+        await self._started.wait()
+        for name in needs_restart(self.config, config):
+            log.warning("configuration: %s changed; it applies only after a restart", name)
+        # Against what this process started with: an edit undone needs no restart any more.
+        self.pending_restart = tuple(needs_restart(self._started_with, config))
+        async with self.servers.lock:
+            # Before the servers: registrations that were skipped may name a secret offered only now.
+            self.config = replace(self.config, secrets=config.secrets)
+            self.redact.learn(config.secrets.values.values())
+            await self.servers.follow_file(config.servers)
+            self.policy = self.visibility.policy = config.policy
+            if config.auth.enabled == self.authenticator.settings.enabled:
+                # Keys, JWT settings and the roles a token may name take effect with the next request.
+                self.authenticator.settings = config.auth
+                self.redact.learn(config.auth.plain_keys)
+            # Read again whether or not the list changed: the watcher also reloads when a folder's files change.
+            self.skills.replace(await anyio.to_thread.run_sync(load_skills, config.settings.skill_dirs))
+            settings = replace(self.config.settings, skill_dirs=config.settings.skill_dirs)
+            self.config = replace(
+                self.config,
+                servers=config.servers,
+                policy=config.policy,
+                groups=config.groups,
+                settings=settings,
+                registration=config.registration,
+                auth=self.authenticator.settings,
+            )
+            self._members_changed()
+        await self.live_groups.follow_file(config.groups)
+        await self._catalog_changed()
+        log.info("configuration reloaded from %s", config.path)

@@ -242,3 +242,11 @@ def dropped_notice(server: str, dropped: int) -> types.LoggingMessageNotificatio
         logger="gateway",
         data=f"{dropped} messages dropped from server '{server}': more than {LogThrottle.RATE} a second",
     )
+
+    async def set_logging_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
+        """Send the session log messages of `level` and above; ask each server it can see for them."""
+        self.passthrough.set_level(session, level)
+        for name in sorted(self.visibility.sources(session)):
+            upstream = self.upstreams.get(name)
+            if upstream is not None:
+                await upstream.set_logging_level(level)
