@@ -4,7 +4,7 @@ the server itself takes to be connected and listed.
 Run `python -m benchmarks.registration_latency [--runs N]` from the repository root. The echo
 server runs over streamable HTTP in a subprocess; the gateway runs in this process with one
 handshake-era client connected in memory. Each run registers the server under a new name
-(`Gateway.add_server`), waits for the client's tools/list_changed notification and lists the
+(`ServerAdmin.add`), waits for the client's tools/list_changed notification and lists the
 tools again until the new tool is there, then removes the server. The reference is a fresh SDK
 client connecting to the same server and listing its tools: the least any registration costs.
 The gateway's share is the difference; the budget is 100 ms.
@@ -43,7 +43,7 @@ async def reference(url: str) -> float:
 
 
 async def registrations(url: str, runs: int, data_dir: Path) -> tuple[list[float], list[float]]:
-    """Per run, milliseconds from `add_server` to the client listing the new tool, and the reference."""
+    """Per run, milliseconds from `servers.add` to the client listing the new tool, and the reference."""
     config = parse_config({"gateway": {"data_dir": str(data_dir)}}, source="benchmark", base_dir=data_dir)
     gateway = Gateway(config)
     changed = anyio.Event()
@@ -62,7 +62,7 @@ async def registrations(url: str, runs: int, data_dir: Path) -> tuple[list[float
             changed = anyio.Event()
             with anyio.fail_after(RUN_TIMEOUT):
                 start = time.perf_counter()
-                await gateway.add_server({"name": name, "url": url})
+                await gateway.servers.add({"name": name, "url": url})
                 while True:
                     await changed.wait()
                     changed = anyio.Event()
@@ -70,7 +70,7 @@ async def registrations(url: str, runs: int, data_dir: Path) -> tuple[list[float
                     if any(tool.name.startswith(f"{name}__") for tool in listed.tools):
                         break
                 joined.append((time.perf_counter() - start) * 1000)
-                await gateway.remove_server(name)
+                await gateway.servers.remove(name)
     return joined, references
 
 

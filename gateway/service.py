@@ -2,17 +2,18 @@
 
 `Gateway` owns every resource it starts; `async with gateway.running()` opens the stores, starts
 the upstreams without waiting for them and closes them all (`async with gateway` also waits for
-each upstream's first attempt to connect). `gateway.builder` wires the parts; visibility and routing live
-with their concepts (`auth.visibility`, `gateway.serving.routing`).
+each upstream's first attempt to connect). Between those it is the parts' home: each concern
+lives in its own module and is reached as an attribute, `sessions` (`gateway.serving.sessions`),
+`listing` and `calls` (`gateway.serving`), `servers` and `groups` (their administration,
+`gateway.live`), `reloader` (the configuration in force); `gateway.builder` wires the pipeline.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,74 +23,60 @@ from anyio.abc import TaskGroup
 
 from gateway import builder
 from gateway.auth.authenticator import Authenticator
-from gateway.auth.groups import Group, GroupSet
-from gateway.auth.identity import Identity, caller_key
-from gateway.auth.policy import derive_risk
+from gateway.auth.groups import GroupSet
+from gateway.auth.identity import Identity
+from gateway.auth.policy import Policy
 from gateway.auth.visibility import Visibility
-from gateway.catalog.merged import Catalog, SourceListing, wanted_tool_name
-from gateway.catalog.naming import SEPARATOR, near_misses
-from gateway.catalog.ownership import Withheld
-from gateway.catalog.pinning import OnToolChange, policy_for
-from gateway.catalog.poisoning import Flags
-from gateway.catalog.tools import ToolRecord
-from gateway.clients.session import SessionContext, SessionRegistry, Transport
-from gateway.config.loading import load_config
-from gateway.config.model import GatewayConfig, ServerConfig
-from gateway.config.secrets import secrets_of, server_secrets
-from gateway.errors import (
-    ConfigError,
-    ConflictError,
-    ServerNotConnectedError,
-    ToolHeldError,
-    UnknownToolError,
-    describe_error,
-)
-from gateway.live.groups import GroupListener, LiveGroups
+from gateway.catalog.merged import Catalog, SourceListing
+from gateway.clients.session import SessionContext
+from gateway.config.model import GatewayConfig
+from gateway.config.secrets import secrets_of
+from gateway.errors import describe_error
+from gateway.live.catalog import LiveCatalog
+from gateway.live.groups import LiveGroups
 from gateway.live.pins import LivePins
-from gateway.live.reload import needs_restart, watch
+from gateway.live.reload import Reloader, watch
+from gateway.live.replicas import REGISTRATIONS, Replicas
+from gateway.live.serveradmin import ServerAdmin
 from gateway.live.servers import LiveServers, Member
 from gateway.pipeline import audit
 from gateway.pipeline.approvals import ApprovalStore
-from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
+from gateway.pipeline.audit import AuditStore
 from gateway.pipeline.budgets import Budgets
-from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
-from gateway.pipeline.confirmation import ConfirmationStore, strip_confirmation
-from gateway.runtime import requestid
+from gateway.pipeline.chain import Pipeline, ProgressFn
+from gateway.pipeline.confirmation import ConfirmationStore
 from gateway.runtime.background import Background
 from gateway.runtime.datadir import make_private
 from gateway.runtime.hostaccess import HostAccess
-from gateway.runtime.metrics import REFUSED, Metrics, Readings
+from gateway.runtime.metrics import Metrics, Readings
 from gateway.runtime.redaction import Redactor
 from gateway.runtime.tracing import Tracing
+from gateway.serving.calls import Calls
+from gateway.serving.listing import Listing
 from gateway.serving.passthrough import PassThrough
 from gateway.serving.resources import Resources
+from gateway.serving.sessions import Sessions
 from gateway.shared import state
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
-from gateway.stores import DatabaseError
 from gateway.stores.names import NameStore
-from gateway.stores.pins import Change
 from gateway.stores.registrations import RegistrationStore
 from gateway.upstreams import children
 from gateway.upstreams.addresses import Resolver, system_resolver
-from gateway.upstreams.connection import State, Status, Upstream
-from gateway.upstreams.listing import records_for
+from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.transports import TransportFactory
 
 log = logging.getLogger(__name__)
 
 # The connect timeout bounds a server's handshake; starting its process or container comes before.
 START_GRACE = 5.0
-REGISTRATIONS = "registrations"
-"""The name of the loop applying what other replicas registered, in `/readyz`."""
-ChangeListener = Callable[[], Awaitable[None]]
-SessionListener = Callable[[SessionContext], Awaitable[None]]
 
 
 class Gateway:
-    """Everything behind the front doors: the facade they call; `builder` wires its parts."""
+    """Everything behind the front doors: its lifespan, and its parts as attributes for the front
+    doors to take the one they need; `builder` wires the pipeline."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
@@ -97,6 +84,7 @@ class Gateway:
     registrations: RegistrationStore
     name_store: NameStore
     pipeline: Pipeline
+    replicas: Replicas
 
     def __init__(
         self,
@@ -111,7 +99,6 @@ class Gateway:
         resolver: Resolver = system_resolver,
         host_access: HostAccess | None = None,
     ) -> None:
-        self.config = config
         self.host_access = host_access
         """The host token and sign-in link of a gateway that `serve` runs (`gateway.runtime.hostaccess`)."""
         # A gateway that only inspects (check, catalog) must not sweep the containers of one that serves.
@@ -126,8 +113,10 @@ class Gateway:
         """Why the service ended while its process goes on, if it did: nothing is served any more."""
         self.ended = anyio.Event()
         """Set when the service ended that way; the process should exit."""
-        # Set when another replica announced a change of the registrations not applied here yet.
-        self._stale = anyio.Event()
+        self._started = anyio.Event()
+        self.settled = anyio.Event()
+        """Set once every server the gateway started with has connected or failed its first attempt
+        (or the start-up wait of `wait_for_upstreams` ran out); it stays set."""
         self.data_dir = Path(settings.data_dir)
         make_private(self.data_dir)
         self.metrics = Metrics(clock)
@@ -136,31 +125,6 @@ class Gateway:
         sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics, resolver)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
-        # Every server's listing passes its pins on the way to the catalog.
-        self.pins = LivePins(self.tool_change_policy, self._publish, lambda: self.audit, self.metrics, wall_clock)
-        self.servers = LiveServers(
-            sources.upstream,
-            self.router,
-            self.sandboxes,
-            self.pins.listed,
-            self._source_removed,
-            file=str(config.path or "the config file"),
-            base_dir=config.path.parent if config.path else Path.cwd(),
-            secrets=lambda: self.config.secrets.for_registrations(),
-            registration=config.registration,
-            drain_timeout=settings.call_timeout,
-            vet_names=self._vet_names,
-            reserved_namespaces=[entry.namespace for entry in config.local_tools],
-        )
-        for server in config.servers:
-            self.servers.enlist(Member(server, "file"))
-        self.upstreams = self.servers.upstreams
-        self.reload_errors: tuple[str, ...] = ()
-        """Why the last edit of the config file was rejected; empty once one applies."""
-        self.pending_restart: tuple[str, ...] = ()
-        """What the config file now says that only a restart applies (for `/readyz` and the API)."""
-        self._started_with = config
-        self.policy = config.policy
         self.authenticator = Authenticator(config.auth, host_access)
         if host_access is not None:
             self.redact.learn([host_access.token, host_access.link_code or ""])
@@ -168,52 +132,120 @@ class Gateway:
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
         self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True)])
-        self._told_withheld: set[Withheld] = set()
-        self.live_groups = LiveGroups(GroupSet(config.groups))
-        self.visibility = Visibility(self.policy, self.catalog, self.live_groups.set)
+        group_set = GroupSet(config.groups)
+        self.visibility = Visibility(config.policy, self.catalog, group_set)
+        self.shared = builder.shared_state(config, clock, wall_clock)
+        self.sessions = Sessions(settings, clock, wall_clock, lambda: self.audit, self.metrics)
         self.skills = SkillHost(
             load_skills(settings.skill_dirs),
             self.catalog,
             settings,
             self.visibility.may_see,
             self.visibility.may_see_skill,
-            self._session_changed,
+            self.sessions.changed,
             self.metrics,
         )
-        self._members_changed()
-        self.sessions = SessionRegistry(settings.session_idle_timeout)
-        self.shared = builder.shared_state(config, clock, wall_clock)
-        # Through the facade, so that a reloaded `roles` section applies to budgets at once.
-        self.budgets = Budgets(lambda role: self.policy.budget(role), clock, self.shared.budgets)
+        self.listing = Listing(self.catalog, self.visibility, group_set, self.skills, settings, self.settled)
+        """What each session may list."""
+        self.live_catalog = LiveCatalog(
+            self.catalog, self.skills, self.listing, config, self.local_sources, self.redact, serving=serving
+        )
+        self.flags = self.live_catalog.flags
+        # Every server's listing passes its pins on the way to the catalog.
+        self.pins = LivePins(
+            lambda name: self.servers.tool_change_policy(name),
+            self.live_catalog.publish,
+            self.live_catalog.withdraw,
+            lambda: self.audit,
+            self.metrics,
+            wall_clock,
+            self.shared.announce,
+        )
+        live = LiveServers(
+            sources.upstream,
+            self.router,
+            self.sandboxes,
+            self.pins.listed,
+            self.pins.removed,
+            file=str(config.path or "the config file"),
+            base_dir=config.path.parent if config.path else Path.cwd(),
+            secrets=lambda: self.config.secrets.for_registrations(),
+            registration=config.registration,
+            drain_timeout=settings.call_timeout,
+            vet_names=self.live_catalog.vet_names,
+            reserved_namespaces=[entry.namespace for entry in config.local_tools],
+        )
+        for server in config.servers:
+            live.enlist(Member(server, "file"))
+        self.servers = ServerAdmin(
+            live, self.live_catalog, self.shared.announce, self.redact, lambda: self.config.registration
+        )
+        """The live server set and its administration."""
+        self.upstreams = live.upstreams
+        self.servers.members_changed()
+        self.groups = LiveGroups(group_set, self.catalog, self.visibility, self.shared.announce)
+        """The live tool groups and their administration."""
+        self.reloader = Reloader(
+            config,
+            self.servers,
+            self.groups,
+            self.live_catalog,
+            self.visibility,
+            self.authenticator,
+            self.skills,
+            self.redact,
+            self._started,
+        )
+        # Through the visibility rules, so that a reloaded `roles` section applies to budgets at once.
+        self.budgets = Budgets(lambda role: self.visibility.policy.budget(role), clock, self.shared.budgets)
         self.passthrough = PassThrough(
-            self.budgets, lambda: self.audit, self.sessions.live, self.visibility.sources, clock, wall_clock
+            self.budgets,
+            lambda: self.audit,
+            self.sessions.live,
+            self.visibility.sources,
+            self.upstreams,
+            clock,
+            wall_clock,
         )
         self.workspaces.notices = self.passthrough.notice
         self.tasks = self.passthrough.tasks
         self.tasks.abandon = self.router.cancel_abandoned
         self.resources = Resources(self.visibility, self.catalog, self.router, self.skills, self.passthrough)
         """Resources, templates, prompts and completion as each session may see them."""
-        self._listeners: list[ChangeListener] = []
-        self._session_listeners: list[SessionListener] = []
+        self.calls = Calls(
+            self.listing, self.catalog, self.visibility, self.pins.held, self.upstreams, settings, wall_clock
+        )
+        """Each session's tool calls, resolved and run through the pipeline."""
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
-        self._started = anyio.Event()
-        self.flags = Flags()
-        """What in each tool's model-visible text looks aimed at the model (tool poisoning): flagged, never blocked."""
-        self.settled = anyio.Event()
-        """Set once every server the gateway started with has connected or failed its first attempt
-        (or the start-up wait of `wait_for_upstreams` ran out); it stays set."""
         self.metrics.watch(
-            Readings(self.statuses, tuple(State), self.sessions.live, self._pending_approvals, self.flags.per_source)
+            Readings(self.servers.statuses, tuple(State), self.sessions.live, self._pending, self.flags.per_source)
         )
+
+    @property
+    def config(self) -> GatewayConfig:
+        """The configuration in force (`Reloader`)."""
+        return self.reloader.config
+
+    @property
+    def policy(self) -> Policy:
+        """The role rules in force, reloaded live."""
+        return self.visibility.policy
+
+    async def call_tool(
+        self,
+        session: SessionContext,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        progress: ProgressFn | None = None,
+        notes: Mapping[str, Any] | None = None,
+    ) -> types.CallToolResult:
+        """One call of `session` through the pipeline (`Calls.call_tool`)."""
+        return await self.calls.call_tool(session, name, arguments, progress, notes)
 
     def wall_now(self) -> float:
         """Now, in epoch seconds, by the gateway's wall clock (what audit rows and approvals are stamped with)."""
         return self._wall_clock()
-
-    def sandbox_availability(self) -> tuple[bool, str]:
-        """Whether sandboxed tools can run now, and why not."""
-        return self.sandboxes.availability()
 
     async def __aenter__(self) -> Gateway:
         await self._start()
@@ -233,8 +265,8 @@ class Gateway:
             stop = anyio.Event()
             # Closed before the task group is cancelled: a watch ends at once when told, not at its next timeout.
             self._stack.callback(stop.set)
-            skill_dirs = self.config.settings.skill_dirs
-            self.background.start("config_watch", watch, self.config.path, skill_dirs, self.reload_from_file, stop)
+            reload, skill_dirs = self.reloader.reload_from_file, self.config.settings.skill_dirs
+            self.background.start("config_watch", watch, self.config.path, skill_dirs, reload, stop)
         try:
             yield self
         finally:
@@ -260,9 +292,9 @@ class Gateway:
         self.registrations, self.name_store = stores.registrations, stores.names
         self.skills.vectors = stores.vectors
         self.pins.start(stores.pins)
-        self.catalog.names.load(await anyio.to_thread.run_sync(self.name_store.rows))
+        await self.live_catalog.load_names(self.name_store)
         self._stack.push_async_callback(self.shared.aclose)
-        self.live_groups.load_stored(self.registrations)
+        self.groups.load_stored(self.registrations)
         share = builder.share_step(self.config, self.shared, self.budgets.charge_of, holds_attempts=True)
         self.pipeline = builder.pipeline(
             self.config,
@@ -275,13 +307,15 @@ class Gateway:
             self.metrics,
             self.router.execute,
         )
-        meta = MetaTools(self.skills, self.call_tool)
+        meta = MetaTools(self.skills, self.calls.call_tool)
         meta_share = builder.share_step(self.config, self.shared, write_through=True)
-        self._meta_pipeline = builder.meta_pipeline(stores, meta_share, self._wall_clock, self.metrics, meta.run)
+        meta_pipeline = builder.meta_pipeline(stores, meta_share, self._wall_clock, self.metrics, meta.run)
+        self.calls.start(self.pipeline, meta_pipeline, self.audit)
         for name, source in self.local_sources.items():
             self.catalog.update(SourceListing(source=name, namespace=name, tools=tuple(source.records)))
-        self._flag_new_tools()
+        self.live_catalog.flag_new_tools()
         self._group = self.router.group = await self._stack.enter_async_context(anyio.create_task_group())
+        self.sessions.group = self.live_catalog.group = self._group
         self.background.attach(self._group)
         self._stack.push_async_callback(self.sandboxes.close)
         await self.sandboxes.start(self.background, owner=self._serving)
@@ -289,19 +323,29 @@ class Gateway:
         if self._serving:
             # Spare workspaces are made once workspaces know whether they are size-limited.
             self.sandboxes.warm_sessions(self.workspaces)
-        self._stack.push_async_callback(self._close_sessions)
+        self._stack.push_async_callback(self.sessions.close_all)
         self._stack.callback(self._group.cancel_scope.cancel)
         self.servers.start(self._group, self.registrations)
-        self._members_changed()
-        await self._keep_names()
+        self.servers.members_changed()
+        await self.live_catalog.keep_names()
         self._group.start_soon(self._settle, list(self.upstreams.values()))
         report = self.background.report
-        self.background.start("idle_sessions", self._expire_idle_sessions)
+        self.background.start("idle_sessions", self.sessions.expire_idle)
         self.background.start(audit.SHIPPING, self.audit.maintain, report)
         self.background.start(state.WRITES, self.shared.write_behind, report)
+        self.replicas = Replicas(
+            self.servers,
+            self.groups,
+            self.live_catalog,
+            self.pins,
+            self.registrations,
+            self.name_store,
+            self.background,
+            self._started,
+        )
         if self._serving:
-            self.background.start(state.CHANGES, self.shared.follow, self._registrations_changed, report)
-            self.background.start(REGISTRATIONS, self._apply_registrations)
+            self.background.start(state.CHANGES, self.shared.follow, self.replicas.registrations_changed, report)
+            self.background.start(REGISTRATIONS, self.replicas.apply_registrations)
         self._started.set()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -329,13 +373,14 @@ class Gateway:
         required = [upstream for upstream in self.upstreams.values() if upstream.config.required]
         await self.wait_for_upstreams(required)
         timeout = self.config.settings.upstream_connect_timeout
-        for status in self.statuses():
+        for status in self.servers.statuses():
             if status.required and status.enabled and status.state != State.READY:
                 reason = status.error or f"not connected after {timeout + START_GRACE:g} s"
                 return f"required server '{status.name}' did not connect: {reason}"
         return None
 
-    def _pending_approvals(self) -> int:
+    def _pending(self) -> int:
+        """How many approvals are pending, for the metrics."""
         return len(self.approvals.pending())
 
 

@@ -28,7 +28,9 @@ def passthrough(
     """A pass-through over `sessions`, each seeing the servers `sees` names, and what it delivered."""
     store = AuditStore.open(StoreSettings(), tmp_path)
     clock = lambda: 0.0  # noqa: E731
-    route = PassThrough(Budgets(lambda role: None), lambda: store, lambda: sessions, lambda s: sees[s.id], clock, clock)
+    route = PassThrough(
+        Budgets(lambda role: None), lambda: store, lambda: sessions, lambda s: sees[s.id], {}, clock, clock
+    )
     delivered: list[Any] = []
 
     async def deliver(to: SessionContext, notice: Any) -> None:

@@ -12,30 +12,29 @@ from starlette.routing import Route
 
 from gateway.api.common import Api, Caller
 from gateway.errors import ConflictError, NotFoundError
-from gateway.service import Gateway
+from gateway.live.pins import LivePins
 from gateway.stores.pins import Change, ChangeClosedError, ChangeNotFoundError
 
 API_PATH = "/api/v1/changes"
 
 
-async def decide(gateway: Gateway, caller: Caller, change_id: str, *, accept: bool, channel: str) -> Change:
+async def decide(pins: LivePins, caller: Caller, change_id: str, *, accept: bool, channel: str) -> Change:
     """Accept or reject a pending change as `caller` (an admin), through `channel` (`api`, `web`)."""
     caller.require_admin()
     try:
-        return await gateway.decide_tool_change(change_id, accept, f"{channel}:{caller.identity.key}")
+        return await pins.decide(change_id, accept, f"{channel}:{caller.identity.key}")
     except ChangeNotFoundError as error:
         raise NotFoundError(error.message) from error
     except ChangeClosedError as error:
         raise ConflictError(error.message) from error
 
 
-def change_routes(api: Api) -> list[Route]:
-    """The routes of `/api/v1/changes`."""
-    gateway = api.gateway
+def change_routes(api: Api, pins: LivePins) -> list[Route]:
+    """The routes of `/api/v1/changes`, over the live `pins`."""
 
     async def listing(request: Request) -> Response:
         api.caller(request).require_admin("reading the changed tool definitions")
-        changes = await gateway.tool_changes()
+        changes = await pins.changes()
         return JSONResponse({"changes": [change.as_dict() for change in changes]})
 
     async def accept(request: Request) -> Response:
@@ -46,7 +45,7 @@ def change_routes(api: Api) -> list[Route]:
 
     async def answer(request: Request, *, accept: bool) -> Response:
         change_id: str = request.path_params["change_id"]
-        decided = await decide(gateway, api.caller(request), change_id, accept=accept, channel="api")
+        decided = await decide(pins, api.caller(request), change_id, accept=accept, channel="api")
         return JSONResponse({"change": decided.as_dict()})
 
     item = API_PATH + "/{change_id}"

@@ -10,16 +10,16 @@ from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, Caller, json_object, read_json
 from gateway.auth.groups import Group
+from gateway.live.groups import LiveGroups
 
 PATH = f"{API_PREFIX}/groups"
 
 
-def group_routes(api: Api) -> list[Route]:
-    """The routes of `/api/v1/groups`."""
-    gateway = api.gateway
+def group_routes(api: Api, groups: LiveGroups) -> list[Route]:
+    """The routes of `/api/v1/groups`, over the live `groups`."""
 
     def shown(group: Group, caller: Caller, *, names: bool = False) -> dict[str, Any]:
-        tools = gateway.group_tools(group.name, caller.identity.role)
+        tools = groups.tools(group.name, caller.identity.role)
         row: dict[str, Any] = {
             "name": group.name,
             "description": group.description,
@@ -33,21 +33,21 @@ def group_routes(api: Api) -> list[Route]:
 
     async def listing(request: Request) -> Response:
         caller = api.caller(request)
-        return JSONResponse({"groups": [shown(group, caller) for group in gateway.groups()]})
+        return JSONResponse({"groups": [shown(group, caller) for group in groups.all()]})
 
     async def detail(request: Request) -> Response:
         caller = api.caller(request)
-        return JSONResponse({"group": shown(gateway.group(request.path_params["name"]), caller, names=True)})
+        return JSONResponse({"group": shown(groups.require(request.path_params["name"]), caller, names=True)})
 
     async def add(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
-        group = await gateway.add_group(json_object(await read_json(request)))
+        group = await groups.add(json_object(await read_json(request)))
         return JSONResponse({"group": shown(group, caller, names=True)}, status_code=201)
 
     async def remove(request: Request) -> Response:
         api.caller(request).require_admin()
-        await gateway.remove_group(request.path_params["name"])
+        await groups.remove(request.path_params["name"])
         return Response(status_code=204)
 
     item = PATH + "/{name}"

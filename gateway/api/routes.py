@@ -30,13 +30,13 @@ def api_routes(
         return JSONResponse(spec)
 
     return [
-        *server_routes(api),
+        *server_routes(api, gateway.servers, gateway.reloader, gateway.visibility),
         *tool_routes(api),
         *skill_routes(api),
-        *group_routes(api),
+        *group_routes(api, gateway.groups),
         *approval_routes(api),
-        *change_routes(api),
-        *session_routes(api, end_transport),
+        *change_routes(api, gateway.pins),
+        *session_routes(api, gateway.sessions, gateway.shared.sessions, end_transport),
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]
 

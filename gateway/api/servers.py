@@ -15,14 +15,16 @@ from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, Caller, json_object, read_json
 from gateway.api.formats import registrations
+from gateway.auth.visibility import Visibility
 from gateway.errors import ConflictError, NotFoundError
-from gateway.service import Gateway
+from gateway.live.reload import Reloader
+from gateway.live.serveradmin import ServerAdmin
 from gateway.upstreams.connection import Status
 
 PATH = f"{API_PREFIX}/servers"
 
 
-def shown(gateway: Gateway, status: Status, caller: Caller) -> dict[str, Any]:
+def shown(servers: ServerAdmin, status: Status, caller: Caller) -> dict[str, Any]:
     """A server's state as `caller` may read it: its last error, its tools left out (which name the
     servers holding their names), and its headers and env with their values masked
     (`${secret:NAME}` references as written), for admins only."""
@@ -30,52 +32,52 @@ def shown(gateway: Gateway, status: Status, caller: Caller) -> dict[str, Any]:
     if not caller.admin:
         row.pop("error", None)
         row.pop("withheld", None)
-    elif status.name in gateway.servers.members:
-        row.update(gateway.servers.credentials(status.name))
+    elif status.name in servers.members:
+        row.update(servers.credentials(status.name))
     return row
 
 
-def visible_statuses(gateway: Gateway, caller: Caller) -> list[Status]:
+def visible_statuses(servers: ServerAdmin, visibility: Visibility, caller: Caller) -> list[Status]:
     """The servers `caller` may see: all without roles or for admins, else those with a tool its role sees."""
-    statuses = gateway.statuses()
-    if caller.admin or gateway.policy.roles is None:
+    statuses = servers.statuses()
+    if caller.admin or visibility.policy.roles is None:
         return statuses
-    sources = {tool.source for tool in gateway.visibility.tools(caller.session())}
+    sources = {tool.source for tool in visibility.tools(caller.session())}
     return [status for status in statuses if status.name in sources]
 
 
-async def register(gateway: Gateway, caller: Caller, body: dict[str, Any]) -> list[Status]:
+async def register(servers: ServerAdmin, caller: Caller, body: dict[str, Any]) -> list[Status]:
     """Add the servers of a registration body (any of the three forms), all or none; admins only."""
     caller.require_admin()
     wanted = registrations(body)
-    taken = {status.name for status in gateway.statuses()}
+    taken = {status.name for status in servers.statuses()}
     names = [registration.name for registration in wanted]
     for registration in wanted:
         if registration.name in taken or names.count(registration.name) > 1:
             raise ConflictError(f"a server named {registration.name!r} exists already")
     # Every server is judged before any is added, so a refused one leaves nothing half-registered.
-    policy = gateway.config.registration
+    policy = servers.registration
     admitted = [(registration.name, policy.admit(registration.name, registration.entry)) for registration in wanted]
-    return [await gateway.add_server({"name": name, **entry}) for name, entry in admitted]
+    return [await servers.add({"name": name, **entry}) for name, entry in admitted]
 
 
-async def change(gateway: Gateway, caller: Caller, name: str, changes: dict[str, Any]) -> Status:
+async def change(servers: ServerAdmin, caller: Caller, name: str, changes: dict[str, Any]) -> Status:
     """Change a server's entry (`{"enabled": false}` disables it); admins only."""
     caller.require_admin()
-    stored = gateway.registrations.entries("server").get(name)
+    stored = servers.registered(name)
     if stored is not None:
         # The changed entry is judged as a new registration would be, its sandbox included.
-        merged = gateway.config.registration.admit(name, {**stored, **changes})
+        merged = servers.registration.admit(name, {**stored, **changes})
         changes = {key: value for key, value in merged.items() if key in changes or stored.get(key) != value}
-    return await gateway.change_server(name, changes)
+    return await servers.change(name, changes)
 
 
-def server_routes(api: Api) -> list[Route]:
-    """The routes of `/api/v1/servers`."""
-    gateway = api.gateway
+def server_routes(api: Api, servers: ServerAdmin, reloader: Reloader, visibility: Visibility) -> list[Route]:
+    """The routes of `/api/v1/servers`: `servers` administers the set, `reloader` says what the last
+    reload left undone, `visibility` which servers a caller may see."""
 
     def one(caller: Caller, name: str) -> Status:
-        found = next((status for status in visible_statuses(gateway, caller) if status.name == name), None)
+        found = next((status for status in visible_statuses(servers, visibility, caller) if status.name == name), None)
         if found is None:
             raise NotFoundError(f"No such server: {name!r}")
         return found
@@ -83,38 +85,38 @@ def server_routes(api: Api) -> list[Route]:
     async def listing(request: Request) -> Response:
         caller = api.caller(request)
         body: dict[str, Any] = {
-            "servers": [shown(gateway, status, caller) for status in visible_statuses(gateway, caller)]
+            "servers": [shown(servers, status, caller) for status in visible_statuses(servers, visibility, caller)]
         }
-        body["reload_errors"] = list(gateway.reload_errors) if caller.admin else []
-        body["restart_needed"] = list(gateway.pending_restart) if caller.admin else []
+        body["reload_errors"] = list(reloader.reload_errors) if caller.admin else []
+        body["restart_needed"] = list(reloader.pending_restart) if caller.admin else []
         return JSONResponse(body)
 
     async def detail(request: Request) -> Response:
         caller = api.caller(request)
-        return JSONResponse({"server": shown(gateway, one(caller, request.path_params["name"]), caller)})
+        return JSONResponse({"server": shown(servers, one(caller, request.path_params["name"]), caller)})
 
     async def add(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
-        added = await register(gateway, caller, json_object(await read_json(request)))
-        return JSONResponse({"servers": [shown(gateway, status, caller) for status in added]}, status_code=201)
+        added = await register(servers, caller, json_object(await read_json(request)))
+        return JSONResponse({"servers": [shown(servers, status, caller) for status in added]}, status_code=201)
 
     async def patch(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
         changes = json_object(await read_json(request))
-        status = await change(gateway, caller, request.path_params["name"], changes)
-        return JSONResponse({"server": shown(gateway, status, caller)})
+        status = await change(servers, caller, request.path_params["name"], changes)
+        return JSONResponse({"server": shown(servers, status, caller)})
 
     async def restart(request: Request) -> Response:
         caller = api.caller(request)
         caller.require_admin()
-        status = await gateway.restart_server(request.path_params["name"])
-        return JSONResponse({"server": shown(gateway, status, caller)}, status_code=202)
+        status = await servers.restart(request.path_params["name"])
+        return JSONResponse({"server": shown(servers, status, caller)}, status_code=202)
 
     async def remove(request: Request) -> Response:
         api.caller(request).require_admin()
-        await gateway.remove_server(request.path_params["name"])
+        await servers.remove(request.path_params["name"])
         return Response(status_code=204)
 
     item = PATH + "/{name}"

@@ -20,15 +20,18 @@ from starlette.routing import Route
 from gateway.api.common import API_PREFIX, Api
 from gateway.clients.session import SessionContext
 from gateway.errors import NotFoundError
-from gateway.shared.sessions import RemoteSession
+from gateway.serving.sessions import Sessions
+from gateway.shared.sessions import RemoteSession, SessionDirectory
 
 PATH = f"{API_PREFIX}/sessions"
 EndTransport = Callable[[str], Awaitable[None]]
 
 
-def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
-    """The routes of `/api/v1/sessions`; `end_transport` ends an HTTP session's transport by id."""
-    gateway = api.gateway
+def session_routes(
+    api: Api, sessions: Sessions, directory: SessionDirectory, end_transport: EndTransport
+) -> list[Route]:
+    """The routes of `/api/v1/sessions`: this process's `sessions`, the other replicas' in `directory`;
+    `end_transport` ends an HTTP session's transport by id."""
 
     def shown(context: SessionContext) -> dict[str, object]:
         return {
@@ -37,8 +40,8 @@ def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
             "role": context.role,
             "transport": context.transport,
             "group": context.group,
-            "created_at": gateway.wall_time(context.created_at),
-            "last_seen": gateway.wall_time(context.last_seen),
+            "created_at": sessions.wall_time(context.created_at),
+            "last_seen": sessions.wall_time(context.last_seen),
         }
 
     def shown_elsewhere(held: RemoteSession) -> dict[str, object]:
@@ -52,18 +55,18 @@ def session_routes(api: Api, end_transport: EndTransport) -> list[Route]:
 
     async def listing(request: Request) -> Response:
         api.caller(request).require_admin("reading the sessions (who is connected, from where)")
-        live = sorted(gateway.sessions.live(), key=lambda context: context.created_at)
-        elsewhere = await gateway.shared.sessions.elsewhere()
-        sessions = [shown(context) for context in live] + [shown_elsewhere(held) for held in elsewhere]
-        return JSONResponse({"sessions": sessions})
+        live = sorted(sessions.live(), key=lambda context: context.created_at)
+        elsewhere = await directory.elsewhere()
+        listed = [shown(context) for context in live] + [shown_elsewhere(held) for held in elsewhere]
+        return JSONResponse({"sessions": listed})
 
     async def end(request: Request) -> Response:
         api.caller(request).require_admin()
         session_id: str = request.path_params["session_id"]
-        if gateway.sessions.get(session_id) is not None:
+        if sessions.get(session_id) is not None:
             await end_transport(session_id)
-            await gateway.close_session(session_id)
-        elif not await gateway.shared.sessions.end_elsewhere(session_id):
+            await sessions.close(session_id)
+        elif not await directory.end_elsewhere(session_id):
             raise NotFoundError(f"No such session: {session_id!r}")
         return Response(status_code=204)
 

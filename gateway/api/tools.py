@@ -17,10 +17,12 @@ from starlette.routing import Route
 
 from gateway.api.common import API_PREFIX, Api, BadRequestError, Caller, query_int
 from gateway.auth.policy import derive_risk
-from gateway.catalog.merged import page
+from gateway.auth.visibility import Visibility
+from gateway.catalog.merged import Catalog, page
 from gateway.catalog.poisoning import Finding
 from gateway.catalog.tools import Risk, ToolRecord
 from gateway.errors import NotFoundError, ProtocolError
+from gateway.live.groups import LiveGroups
 from gateway.service import Gateway
 
 PATH = f"{API_PREFIX}/tools"
@@ -86,20 +88,20 @@ class VisibleTools:
     """The entries each role may see, worked out again only when the catalog or the policy changed:
     a search then costs one pass of plain comparisons, whatever the role's rules."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(self, catalog: Catalog, visibility: Visibility) -> None:
+        self._catalog = catalog
+        self._visibility = visibility
         self._cached: dict[str | None, tuple[object, object, list[Entry]]] = {}
 
     def entries(self, caller: Caller) -> list[Entry]:
         """What `caller`'s role may see of the catalog, in catalog order."""
-        gateway = self._gateway
         # The catalog replaces its list on every change, and a reload replaces the policy.
-        tools, policy = gateway.catalog.tools, gateway.policy
+        tools, policy = self._catalog.tools, self._visibility.policy
         role = caller.identity.role
         cached = self._cached.get(role)
         if cached is not None and cached[0] is tools and cached[1] is policy:
             return cached[2]
-        entries = [Entry.of(tool) for tool in gateway.visibility.tools(caller.session())]
+        entries = [Entry.of(tool) for tool in self._visibility.tools(caller.session())]
         self._cached[role] = (tools, policy, entries)
         return entries
 
@@ -120,7 +122,7 @@ def summary(tool: ToolRecord, flags: Iterable[Finding]) -> dict[str, Any]:
     }
 
 
-def tool_query(gateway: Gateway, caller: Caller, params: Mapping[str, str]) -> ToolQuery:
+def tool_query(groups: LiveGroups, caller: Caller, params: Mapping[str, str]) -> ToolQuery:
     """The search `params` ask for (q, server, tag, risk, layer, group); 400 naming a bad value."""
     for key, allowed in (("risk", RISKS), ("layer", LAYERS)):
         if params.get(key, allowed[0]) not in allowed:
@@ -128,7 +130,7 @@ def tool_query(gateway: Gateway, caller: Caller, params: Mapping[str, str]) -> T
     group = params.get("group")
     members = None
     if group is not None:
-        members = {tool.name for tool in gateway.group_tools(group, caller.identity.role)}
+        members = {tool.name for tool in groups.tools(group, caller.identity.role)}
     return ToolQuery(
         q=params.get("q") or None,
         server=params.get("server"),
@@ -157,8 +159,8 @@ def tool_detail(gateway: Gateway, caller: Caller, name: str) -> ToolDetail:
     skills = {skill.name for skill in gateway.skills.visible_skills(session)}
     groups = [
         group.name
-        for group in gateway.groups()
-        if any(member.name == name for member in gateway.group_tools(group.name, caller.identity.role))
+        for group in gateway.groups.all()
+        if any(member.name == name for member in gateway.groups.tools(group.name, caller.identity.role))
     ]
     return ToolDetail(tool, [skill for skill in gateway.skills.carriers(name) if skill in skills], groups)
 
@@ -166,13 +168,13 @@ def tool_detail(gateway: Gateway, caller: Caller, name: str) -> ToolDetail:
 def tool_routes(api: Api) -> list[Route]:
     """The routes of `/api/v1/tools`."""
     gateway = api.gateway
-    visible = VisibleTools(gateway)
+    visible = VisibleTools(gateway.catalog, gateway.visibility)
 
     async def listing(request: Request) -> Response:
         caller = api.caller(request)
         params = request.query_params
         limit = query_int(request, "limit", DEFAULT_LIMIT, MAX_LIMIT)
-        found = search(visible.entries(caller), tool_query(gateway, caller, params))
+        found = search(visible.entries(caller), tool_query(gateway.groups, caller, params))
         try:
             chunk, next_cursor = page(found, params.get("cursor"), limit, lambda tool: tool.name)
         except ProtocolError as error:

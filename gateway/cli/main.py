@@ -287,7 +287,7 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
             async def announce() -> None:
                 # The socket is listening already: once the lifespan has started the gateway, it serves.
                 await gateway.wait_started()
-                print(banner.serving(url, gateway.statuses()), flush=True)
+                print(banner.serving(url, gateway.servers.statuses()), flush=True)
                 # Only on this terminal and in the data directory: the person at the host becomes an admin with it.
                 print(
                     f"Admin sign-in for the web page, works once: {host_access.link()}\n"
@@ -297,13 +297,13 @@ def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 await gateway.settled.wait()
-                print(banner.settled(gateway.statuses()), flush=True)
+                print(banner.settled(gateway.servers.statuses()), flush=True)
 
             group.start_soon(hold_required)
             group.start_soon(announce)
             group.start_soon(hold_service)
             group.start_soon(
-                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reload_from_file)
+                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reloader.reload_from_file)
             )
             await server.serve(sockets=[listener])
             group.cancel_scope.cancel()
@@ -414,7 +414,7 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
             print(f"config: {config.path} (valid)")
             for note in config.notes:
                 print(f"  note: {note}")
-            for status in gateway.statuses():
+            for status in gateway.servers.statuses():
                 if not status.enabled:
                     print(f"  [off] {status.name} ({status.transport}): disabled, not started")
                     continue
@@ -431,7 +431,7 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
             for left in gateway.catalog.withheld:
                 print(f"  warning: {left.describe()}")
             if gateway.sandboxes.docker is not None:
-                ready, reason = gateway.sandbox_availability()
+                ready, reason = gateway.sandboxes.availability()
                 sandboxed = sum(1 for tool in gateway.catalog.tools if tool.sandbox)
                 unavailable = "" if ready else ", whose tools are unavailable"
                 print(f"  [{'ok' if ready else 'FAIL'}] sandbox: {reason} ({sandboxed} sandboxed tools{unavailable})")
@@ -498,7 +498,7 @@ def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
                     "layer": tool.layer,
                     "risk": derive_risk(tool).value,
                     "sandbox": tool.sandbox,
-                    "available": not tool.sandbox or gateway.sandbox_availability()[0],
+                    "available": not tool.sandbox or gateway.sandboxes.availability()[0],
                     "read_only": tool.read_only,
                     "description": tool.description,
                     "flags": [finding.as_json() for finding in gateway.flags.of(tool)],

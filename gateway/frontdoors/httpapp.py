@@ -29,6 +29,7 @@ from gateway.frontdoors.envelope import GROUP_PATH, MCP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager
 from gateway.frontdoors.mcpserver import build_server, group_endpoint, session_connection
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
+from gateway.live.groups import LiveGroups
 from gateway.runtime.metrics import CONTENT_TYPE
 from gateway.service import Gateway
 from gateway.shared.sessions import SessionLimits
@@ -80,16 +81,16 @@ class HostOriginGuard:
 
 class GroupEndpoint:
     """`/mcp/g/<group>`: one tool group's MCP endpoint, served by the session manager of `/mcp`
-    (the group travels in the request's state to the session); an unknown group is a 404."""
+    (the group travels in the request's state to the session); a group not among `groups` is a 404."""
 
-    def __init__(self, gateway: Gateway, app: ASGIApp) -> None:
-        self._gateway = gateway
+    def __init__(self, groups: LiveGroups, app: ASGIApp) -> None:
+        self._groups = groups
         self._app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name: str = scope["path_params"]["group"]
         try:
-            self._gateway.group(name)
+            self._groups.require(name)
         except NotFoundError as error:
             await JSONResponse({"error": error.message}, status_code=404)(scope, receive, send)
             return
@@ -169,7 +170,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     sessions = LimitedSessionManager(
         server,
         limits,
-        service.record_session_event,
+        service.sessions.record_event,
         service.shared.sessions,
         service.background,
         connection_of=partial(session_connection, service),
@@ -198,7 +199,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         return service.policy.is_admin(identity.role)
 
     async def readyz(request: Request) -> Response:
-        statuses = service.statuses()
+        statuses = service.servers.statuses()
         # Still connecting its servers, a replica would answer many calls "not connected yet".
         ready = service.settled.is_set()
         ready = ready and all(status.state == State.READY for status in statuses if status.required and status.enabled)
@@ -209,8 +210,8 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         if sees_detail(request):
             if audit_problem is not None:
                 body["audit"] = audit_problem
-            if service.pending_restart:
-                body["restart_needed"] = list(service.pending_restart)
+            if service.reloader.pending_restart:
+                body["restart_needed"] = list(service.reloader.pending_restart)
             body["servers"] = {status.name: status.as_dict() for status in statuses}
             # A degraded loop does not make the replica unready: its peers share the same Redis and
             # PostgreSQL, and taking every replica out of service would turn an outage of one
@@ -218,7 +219,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             conditions = service.background.conditions().items()
             body["background"] = {name: condition.as_dict() for name, condition in conditions}
             if service.sandboxes.docker is not None:
-                available, reason = service.sandbox_availability()
+                available, reason = service.sandboxes.availability()
                 body["sandbox"] = {"available": available, "reason": reason}
         return JSONResponse(body, status_code=200 if ready else 503)
 
@@ -239,7 +240,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     routes.append(metadata_route(authenticator))
     api = api_routes(service, security, sessions.end)
     routes += [*api, unmatched_route(api)]
-    routes += registry_routes(service)
+    routes += registry_routes(service.groups, authenticator, settings.registry_namespace)
     # Last: the web page answers every path no other route does.
     routes.append(Mount("", app=WebPage(service)))
     app = Starlette(routes=routes, lifespan=lifespan)
@@ -254,5 +255,5 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     # Every other path meets the same checks, in the same order, inside Starlette's error middleware.
     app.add_middleware(guarded)
-    group = GroupEndpoint(service, mcp)
+    group = GroupEndpoint(service.groups, mcp)
     return McpFront(app, ServerErrorMiddleware(guarded(mcp)), ServerErrorMiddleware(guarded(group)))

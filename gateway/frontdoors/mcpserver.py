@@ -172,7 +172,7 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
     if modern and identity.method != "anonymous":
         handle = handle or DEFAULT_HANDLE
-        return gateway.open_session(handle_key(identity, handle, group), identity, "stateless", handle, group)
+        return gateway.sessions.open(handle_key(identity, handle, group), identity, "stateless", handle, group)
     connection = _connection(ctx)
     context: SessionContext | None = connection.state.get(SESSION_KEY)
     if context is None:
@@ -180,14 +180,14 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
         # random one: a reused id would hand a later anonymous request an earlier one's workspace.
         session_id = connection.session_id or uuid4().hex
         transport: Transport = "stateless" if modern else "http" if connection.session_id else "stdio"
-        context = gateway.open_session(session_id, identity, transport, group=group)
+        context = gateway.sessions.open(session_id, identity, transport, group=group)
         context.state[CONNECTION_KEY] = connection
         connection.state[SESSION_KEY] = context
-        connection.exit_stack.push_async_callback(gateway.close_session, session_id)
+        connection.exit_stack.push_async_callback(gateway.sessions.close, session_id)
     elif caller_key(identity, context.id) != context.caller:
         raise MCPError(code=types.INVALID_REQUEST, message="Session not found")
     else:
-        gateway.open_session(context.id, identity, context.transport)
+        gateway.sessions.open(context.id, identity, context.transport)
     return context
 
 
@@ -239,12 +239,12 @@ def seen_lists(gateway: Gateway, session: SessionContext) -> Lists:
     """The tools, prompts and resources (with templates) `session` sees now."""
     resources = gateway.resources
     listed = (resources.listed(session), resources.templates(session))
-    return Lists(gateway.listed_tools(session), resources.prompts(session), listed)
+    return Lists(gateway.listing.listed_tools(session), resources.prompts(session), listed)
 
 
 def published_lists(gateway: Gateway) -> Lists:
     """What decides the lists of 2026-era clients, which are told through one stream, not told apart."""
-    visibility = (gateway.policy.roles, gateway.groups())
+    visibility = (gateway.policy.roles, gateway.groups.all())
     catalog = gateway.catalog
     return Lists(
         (catalog.tools, gateway.skills.names, visibility),
@@ -302,12 +302,12 @@ def build_server(
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         session = session_of(gateway, ctx)
-        await gateway.first_listing(session)
-        view, stamp = gateway.listing_view(session)
+        await gateway.listing.first_listing(session)
+        view, stamp = gateway.listing.listing_view(session)
         if listings.holds((ctx.protocol_version, view, _cursor(params)), stamp):
             return types.ListToolsResult(tools=[])
         with protocol_errors(gateway.redact):
-            tools, cursor = page(gateway.listed_tools(session), _cursor(params), page_size, key=_name)
+            tools, cursor = page(gateway.listing.listed_tools(session), _cursor(params), page_size, key=_name)
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
 
     async def call_tool(
@@ -342,7 +342,7 @@ def build_server(
             with requestid.bound() as request_id, protocol_errors(gateway.redact):
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
-                result = await gateway.call_tool(session, params.name, params.arguments, progress, notes)
+                result = await gateway.calls.call_tool(session, params.name, params.arguments, progress, notes)
             if progress is not None:
                 await progress.flush()
             request = notes.get(INPUT_NOTE)
@@ -418,15 +418,15 @@ def build_server(
     async def set_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
         session = session_of(gateway, ctx)
         with protocol_errors(gateway.redact):
-            await gateway.set_logging_level(session, params.level)
+            await gateway.passthrough.set_logging_level(session, params.level)
         return types.EmptyResult()
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
         identity = current_identity()
         if identity is None:
-            return gateway.input_schema(name, gateway.local_identity.role, gateway.local_group)
-        return gateway.input_schema(name, identity.role, _GROUP.get())
+            return gateway.listing.input_schema(name, gateway.local_identity.role, gateway.local_group)
+        return gateway.listing.input_schema(name, identity.role, _GROUP.get())
 
     bus = InMemorySubscriptionBus()
     # Logging, subscriptions and roots are deprecated in the 2026 era, and still what handshake-era
@@ -507,9 +507,9 @@ def build_server(
             await connection.notify(data["method"], data.get("params"))
 
     gateway.passthrough.deliver = deliver
-    gateway.on_change(changed)
-    gateway.on_group_change(group_changed)
-    gateway.on_session_change(session_changed)
+    gateway.live_catalog.on_change(changed)
+    gateway.groups.on_change(group_changed)
+    gateway.sessions.on_change(session_changed)
     return server
 
 

@@ -28,9 +28,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import Identity
 from gateway.auth.settings import AuthSettings
-from gateway.service import Gateway
+from gateway.live.groups import LiveGroups
 
 REGISTRY_PATH = "/v0.1"
 SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
@@ -52,12 +53,12 @@ class Endpoint:
     path: str
 
 
-def endpoints(gateway: Gateway, role: str | None) -> list[Endpoint]:
-    """The gateway's endpoint, then each group's in which `role` sees at least one tool, by name."""
-    namespace = gateway.config.settings.registry_namespace
+def endpoints(groups: LiveGroups, namespace: str, role: str | None) -> list[Endpoint]:
+    """The gateway's endpoint, then each group's in which `role` sees at least one tool, by name,
+    under `namespace` (`gateway.registry_namespace`)."""
     listed = [Endpoint(f"{namespace}/gateway", "MCP gateway", "Every tool of this MCP gateway at one endpoint", "/mcp")]
-    for group in gateway.groups():
-        if gateway.group_tools(group.name, role):
+    for group in groups.all():
+        if groups.tools(group.name, role):
             description = _clipped(group.description.strip() or f"The {group.name} tools of this MCP gateway")
             title = f"MCP gateway: {group.name}"
             listed.append(Endpoint(f"{namespace}/gateway.{group.name}", title, description, f"/mcp/g/{group.name}"))
@@ -120,22 +121,23 @@ def _limit(raw: str | None) -> int | None:
     return min(int(raw), MAX_LIMIT)
 
 
-def registry_routes(gateway: Gateway) -> list[Route]:
+def registry_routes(groups: LiveGroups, authenticator: Authenticator, namespace: str) -> list[Route]:
     """GET `/v0.1/servers`, `/v0.1/servers/{name}/versions` and `/v0.1/servers/{name}/versions/{version}`;
-    POST `/v0.1/publish`, which is not supported (501)."""
+    POST `/v0.1/publish`, which is not supported (501). The entries are the endpoints of the live
+    `groups` under `namespace`, with the credential `authenticator` takes."""
     version = package_version("mcp-gateway")
     published = datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
     def visible(request: Request) -> list[Endpoint]:
         identity = getattr(request.state, "identity", None)
-        return endpoints(gateway, identity.role if isinstance(identity, Identity) else None)
+        return endpoints(groups, namespace, identity.role if isinstance(identity, Identity) else None)
 
     def base_url(request: Request) -> str:
         return str(request.base_url).rstrip("/")
 
     def described(endpoint: Endpoint, request: Request) -> dict[str, Any]:
         # Read per request: a reload of the config file can turn authentication on or off.
-        headers = auth_headers(gateway.authenticator.settings)
+        headers = auth_headers(authenticator.settings)
         return entry(endpoint, base_url(request), version, published, headers)
 
     async def servers(request: Request) -> Response:

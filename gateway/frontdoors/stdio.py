@@ -40,7 +40,7 @@ async def serve_stdio(config: GatewayConfig, identity: Identity, group: str | No
 
             tasks.start_soon(hold_required)
             tasks.start_soon(
-                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reload_from_file)
+                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reloader.reload_from_file)
             )
             await server.run(read, write, server.create_initialization_options())
             tasks.cancel_scope.cancel()

@@ -14,6 +14,9 @@ from typing import Any, Literal
 import anyio
 
 from gateway.auth.groups import Group, GroupSet, parse_group
+from gateway.auth.visibility import Visibility
+from gateway.catalog.merged import Catalog
+from gateway.catalog.tools import ToolRecord
 from gateway.errors import ConfigError
 from gateway.stores import DatabaseError
 from gateway.stores.registrations import RegistrationStore
@@ -22,21 +25,32 @@ log = logging.getLogger(__name__)
 
 API_SOURCE: Literal["api"] = "api"
 GroupListener = Callable[[str], Awaitable[None]]
+Announce = Callable[[], Awaitable[None]]
 
 
 class LiveGroups:
-    """The group set of a running gateway, and who to tell when one changes."""
+    """The group set of a running gateway, and who to tell when one changes.
 
-    def __init__(self, groups: GroupSet) -> None:
+    `visibility` applies the groups to the `catalog`; `announce` tells the other replicas the
+    registrations changed. The registration store comes with `load_stored`.
+    """
+
+    def __init__(self, groups: GroupSet, catalog: Catalog, visibility: Visibility, announce: Announce) -> None:
         self.set = groups
+        self._catalog = catalog
+        self._visibility = visibility
+        self._announce = announce
         self._listeners: list[GroupListener] = []
+        self._store: RegistrationStore | None = None
 
     def on_change(self, listener: GroupListener) -> None:
         """Call `listener` with a group's name whenever that group changes."""
         self._listeners.append(listener)
 
     def load_stored(self, store: RegistrationStore) -> None:
-        """Add the groups registered through the API; a name the file uses stays the file's."""
+        """Add the groups registered through the API; a name the file uses stays the file's. The
+        groups the API registers from now on are kept in `store`."""
+        self._store = store
         for group in self._stored(store.entries("group")).values():
             self.set.add(group)
 
@@ -64,28 +78,33 @@ class LiveGroups:
             stored[name] = group
         return stored
 
-    async def add(self, entry: Mapping[str, Any], store: RegistrationStore) -> Group:
+    async def add(self, entry: Mapping[str, Any]) -> Group:
         """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
-        (`ConfigError`) and kept in `store`; `ConflictError` when the name is taken."""
+        (`ConfigError`), kept across restarts; `ConflictError` when the name is taken."""
+        assert self._store is not None
         group, stored = parse_group(entry, source_file=API_SOURCE, source=API_SOURCE)
         self.set.add(group)
         try:
-            await anyio.to_thread.run_sync(store.save, "group", group.name, stored)
+            await anyio.to_thread.run_sync(self._store.save, "group", group.name, stored)
         except DatabaseError:
             self.set.remove(group.name)
             raise
         await self._changed(group.name)
+        await self._announce()
         return group
 
-    async def remove(self, name: str, store: RegistrationStore) -> None:
-        """Remove a group registered through the API (`ConflictError` for the file's)."""
+    async def remove(self, name: str) -> None:
+        """Remove a group registered through the API (`ConflictError` for the file's); its sessions
+        are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
+        assert self._store is not None
         group = self.set.remove(name)
         try:
-            await anyio.to_thread.run_sync(store.remove, "group", name)
+            await anyio.to_thread.run_sync(self._store.remove, "group", name)
         except DatabaseError:
             self.set.add(group)
             raise
         await self._changed(name)
+        await self._announce()
 
     async def follow_file(self, groups: Mapping[str, Group]) -> None:
         """Take an edited config file's groups in place of the old ones; each changed group is told."""
@@ -99,32 +118,15 @@ class LiveGroups:
             except Exception:  # a client that went away must not fail the change
                 log.debug("group listener failed", exc_info=True)
 
-    def on_group_change(self, listener: GroupListener) -> None:
-        """Call `listener` with a group's name when that group is added or removed (to tell its sessions)."""
-        self.live_groups.on_change(listener)
-
-    def groups(self) -> list[Group]:
+    def all(self) -> list[Group]:
         """Every group: the configuration file's, then those registered through the API."""
-        return list(self.live_groups.set)
+        return list(self.set)
 
-    def group(self, name: str) -> Group:
+    def require(self, name: str) -> Group:
         """The group `name`; `NotFoundError` when there is none."""
-        return self.live_groups.set.require(name)
+        return self.set.require(name)
 
-    async def add_group(self, entry: Mapping[str, Any]) -> Group:
-        """Register a group (`entry` is a `groups` entry with a "name"), checked like the file's
-        (`ConfigError`), kept across restarts; `ConflictError` when the name is taken."""
-        group = await self.live_groups.add(entry, self.registrations)
-        await self.shared.announce()
-        return group
-
-    async def remove_group(self, name: str) -> None:
-        """Remove a group registered through the API (`ConflictError` for the file's); its sessions
-        are told their lists changed, and see no tools from now on (over HTTP its endpoint answers 404)."""
-        await self.live_groups.remove(name, self.registrations)
-        await self.shared.announce()
-
-    def group_tools(self, name: str, role: str | None) -> list[ToolRecord]:
+    def tools(self, name: str, role: str | None) -> list[ToolRecord]:
         """The catalog tools of group `name` that `role` may see, in catalog order (meta-tools aside)."""
-        self.live_groups.set.require(name)
-        return [tool for tool in self.catalog.tools if self.visibility.allows(role, name, tool)]
+        self.set.require(name)
+        return [tool for tool in self._catalog.tools if self._visibility.allows(role, name, tool)]

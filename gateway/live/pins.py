@@ -30,25 +30,32 @@ log = logging.getLogger(__name__)
 OUTCOME = "tool_change:"
 """The audit outcome of a change and of a decision: `tool_change:held`, `tool_change:accepted`, ..."""
 Publish = Callable[[SourceListing], Awaitable[None]]
+Withdraw = Callable[[str], Awaitable[None]]
+Announce = Callable[[], Awaitable[None]]
 
 
 class LivePins:
-    """Listings judged against the pin store on their way to the catalog (`publish`).
+    """Listings judged against the pin store on their way to the catalog (`publish`), and servers
+    that left taken out of it (`withdraw`).
 
     `policy_of` gives a server's `on_tool_change`; `audit` the audit store once the gateway runs;
-    `wall_clock` stamps pins, changes and audit rows.
+    `wall_clock` stamps pins, changes and audit rows; `announce` tells the other replicas of a decision.
     """
 
     def __init__(
         self,
         policy_of: Callable[[str], OnToolChange],
         publish: Publish,
+        withdraw: Withdraw,
         audit: Callable[[], AuditStore],
         metrics: Metrics,
         wall_clock: Callable[[], float],
+        announce: Announce,
     ) -> None:
         self._policy_of = policy_of
         self._publish = publish
+        self._withdraw = withdraw
+        self._announce = announce
         self._audit = audit
         self._metrics = metrics
         self._wall_clock = wall_clock
@@ -79,10 +86,11 @@ class LivePins:
             self._listings[listing.source] = listing
             await self._apply(listing)
 
-    def forget(self, source: str) -> None:
-        """The server left the catalog: nothing of it is published again."""
+    async def removed(self, source: str) -> None:
+        """The server left: nothing of it is published again, and it leaves the catalog."""
         self._listings.pop(source, None)
         self._held.pop(source, None)
+        await self._withdraw(source)
 
     def held(self, name: str) -> ToolRecord | None:
         """The held tool that would be listed as `name`, under that name; None when no tool of that name is held."""
@@ -93,8 +101,9 @@ class LivePins:
         return None
 
     async def decide(self, change_id: str, accept: bool, decided_by: str) -> Change:
-        """Accept or reject a pending change (`ChangeNotFoundError`, `ChangeClosedError`), audit it,
-        and publish its server's last listing again as the new pins say."""
+        """Accept (re-pin; clients get the new definition) or reject (it stays hidden) a pending change
+        (`ChangeNotFoundError`, `ChangeClosedError`), audit it, publish its server's last listing again
+        as the new pins say, and announce it to the other replicas."""
         now = self._wall_clock()
         change = await anyio.to_thread.run_sync(self.store.decide, change_id, accept, decided_by, now)
         decision = Decision.ACCEPTED if accept else Decision.REJECTED
@@ -115,6 +124,7 @@ class LivePins:
             "change %s of tool %r on server %r %s by %s", change.id, change.tool, change.server, decision, decided_by
         )
         await self.follow_store(change.server)
+        await self._announce()
         return change
 
     async def follow_store(self, server: str | None = None) -> None:
@@ -179,12 +189,6 @@ class LivePins:
             )
         )
 
-    async def tool_changes(self) -> list[Change]:
+    async def changes(self) -> list[Change]:
         """Every changed tool definition on record, newest first."""
-        return await anyio.to_thread.run_sync(self.pins.store.changes)
-
-    async def decide_tool_change(self, change_id: str, accept: bool, decided_by: str) -> Change:
-        """Accept (re-pin; clients get the new definition) or reject (it stays hidden) a pending change."""
-        change = await self.pins.decide(change_id, accept, decided_by)
-        await self.shared.announce()
-        return change
+        return await anyio.to_thread.run_sync(self.store.changes)

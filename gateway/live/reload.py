@@ -1,5 +1,6 @@
-"""Hot reload: what an edited configuration cannot change while the gateway runs, and the two
-ways a reload is asked for, a change of the config file or a skill folder (`watch`) and SIGHUP."""
+"""Hot reload: what an edited configuration cannot change while the gateway runs, the two ways a
+reload is asked for, a change of the config file or a skill folder (`watch`) and SIGHUP, and the
+configuration in force with each edit applied to the servers, roles, keys, skills and groups (`Reloader`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,23 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import anyio
 from watchfiles import Change, DefaultFilter, awatch
 
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.visibility import Visibility
+from gateway.config.loading import load_config
 from gateway.config.model import GatewayConfig, GatewaySettings
+from gateway.errors import ConfigError
+from gateway.live.catalog import LiveCatalog
+from gateway.live.groups import LiveGroups
+from gateway.live.serveradmin import ServerAdmin
+from gateway.runtime.redaction import Redactor
+from gateway.skills.folder import load_skills
+from gateway.skills.host import SkillHost
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +83,36 @@ async def reload_on_hangup(reload: Reload) -> None:
 
 
 class Reloader:
-    """The configuration in force, and its edits applied live."""
+    """The configuration in force, and its edits applied live to the parts that follow them;
+    `started` is set once the gateway runs (a reload waits for it)."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        servers: ServerAdmin,
+        groups: LiveGroups,
+        catalog: LiveCatalog,
+        visibility: Visibility,
+        authenticator: Authenticator,
+        skills: SkillHost,
+        redact: Redactor,
+        started: anyio.Event,
+    ) -> None:
+        self.config = config
+        """The configuration in force: what the gateway started with, and what reloads changed of it."""
+        self._started_with = config
+        self._servers = servers
+        self._groups = groups
+        self._catalog = catalog
+        self._visibility = visibility
+        self._authenticator = authenticator
+        self._skills = skills
+        self._redact = redact
+        self._started = started
+        self.reload_errors: tuple[str, ...] = ()
+        """Why the last edit of the config file was rejected; empty once one applies."""
+        self.pending_restart: tuple[str, ...] = ()
+        """What the config file now says that only a restart applies (for `/readyz` and the API)."""
 
     async def reload_from_file(self) -> bool:
         """Read `config.path` again and apply it; an invalid file is logged and kept in
@@ -98,18 +138,18 @@ class Reloader:
             log.warning("configuration: %s changed; it applies only after a restart", name)
         # Against what this process started with: an edit undone needs no restart any more.
         self.pending_restart = tuple(needs_restart(self._started_with, config))
-        async with self.servers.lock:
+        async with self._servers.live.lock:
             # Before the servers: registrations that were skipped may name a secret offered only now.
             self.config = replace(self.config, secrets=config.secrets)
-            self.redact.learn(config.secrets.values.values())
-            await self.servers.follow_file(config.servers)
-            self.policy = self.visibility.policy = config.policy
-            if config.auth.enabled == self.authenticator.settings.enabled:
+            self._redact.learn(config.secrets.values.values())
+            await self._servers.live.follow_file(config.servers)
+            self._visibility.policy = config.policy
+            if config.auth.enabled == self._authenticator.settings.enabled:
                 # Keys, JWT settings and the roles a token may name take effect with the next request.
-                self.authenticator.settings = config.auth
-                self.redact.learn(config.auth.plain_keys)
+                self._authenticator.settings = config.auth
+                self._redact.learn(config.auth.plain_keys)
             # Read again whether or not the list changed: the watcher also reloads when a folder's files change.
-            self.skills.replace(await anyio.to_thread.run_sync(load_skills, config.settings.skill_dirs))
+            self._skills.replace(await anyio.to_thread.run_sync(load_skills, config.settings.skill_dirs))
             settings = replace(self.config.settings, skill_dirs=config.settings.skill_dirs)
             self.config = replace(
                 self.config,
@@ -118,9 +158,9 @@ class Reloader:
                 groups=config.groups,
                 settings=settings,
                 registration=config.registration,
-                auth=self.authenticator.settings,
+                auth=self._authenticator.settings,
             )
-            self._members_changed()
-        await self.live_groups.follow_file(config.groups)
-        await self._catalog_changed()
+            self._servers.members_changed()
+        await self._groups.follow_file(config.groups)
+        await self._catalog.changed()
         log.info("configuration reloaded from %s", config.path)

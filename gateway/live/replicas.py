@@ -3,14 +3,51 @@ as the store holds them now, each time another replica announces a change."""
 
 from __future__ import annotations
 
+import anyio
+
+from gateway.live.catalog import LiveCatalog
+from gateway.live.groups import LiveGroups
+from gateway.live.pins import LivePins
+from gateway.live.serveradmin import ServerAdmin
+from gateway.runtime.background import Background
+from gateway.stores.names import NameStore
+from gateway.stores.registrations import RegistrationStore
+
+REGISTRATIONS = "registrations"
+"""The name of the loop applying what other replicas registered, in `/readyz`."""
+
 
 class Replicas:
-    """Applies what the other replicas registered."""
+    """Applies what the other replicas registered, kept in `registrations` (with the owners of
+    exposed tool names in `names`); `started` is set once the gateway runs."""
 
-    async def _registrations_changed(self) -> None:
+    def __init__(
+        self,
+        servers: ServerAdmin,
+        groups: LiveGroups,
+        catalog: LiveCatalog,
+        pins: LivePins,
+        registrations: RegistrationStore,
+        names: NameStore,
+        background: Background,
+        started: anyio.Event,
+    ) -> None:
+        self._servers = servers
+        self._groups = groups
+        self._catalog = catalog
+        self._pins = pins
+        self._registrations = registrations
+        self._names = names
+        self._background = background
+        self._started = started
+        # Set when another replica announced a change of the registrations not applied here yet.
+        self._stale = anyio.Event()
+
+    async def registrations_changed(self) -> None:
+        """Another replica announced a change of the registrations: `apply_registrations` applies it."""
         self._stale.set()
 
-    async def _apply_registrations(self) -> None:
+    async def apply_registrations(self) -> None:
         """Apply the registrations each time another replica changed them; a store that fails
         leaves them stale, for the next run of this loop (`Background.keep`) to apply."""
         while True:
@@ -21,17 +58,17 @@ class Replicas:
             except BaseException:
                 self._stale.set()
                 raise
-            self.background.report(REGISTRATIONS, None)
+            self._background.report(REGISTRATIONS, None)
 
     async def follow_registrations(self) -> None:
         """Apply the API registrations as stored now: another replica changed them (see `gateway.shared`).
         Servers are added, replaced or removed as the store says; groups likewise; clients are told."""
         await self._started.wait()
-        async with self.servers.lock:
-            await self.servers.follow_store()
-            self.catalog.names.load(await anyio.to_thread.run_sync(self.name_store.rows))
-            self._members_changed()
-            self.catalog.refresh()
-        await self.live_groups.follow_store(self.registrations)
-        await self.pins.follow_store()
-        await self._catalog_changed()
+        async with self._servers.live.lock:
+            await self._servers.live.follow_store()
+            await self._catalog.load_names(self._names)
+            self._servers.members_changed()
+            self._catalog.catalog.refresh()
+        await self._groups.follow_store(self._registrations)
+        await self._pins.follow_store()
+        await self._catalog.changed()

@@ -4,9 +4,61 @@ invisible alike, a tool of a server still connecting waited for), then run throu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from gateway.auth.visibility import Visibility
+from gateway.catalog.merged import Catalog
+from gateway.catalog.naming import SEPARATOR, near_misses
+from gateway.catalog.tools import ToolRecord
+from gateway.clients.session import SessionContext
+from gateway.config.model import GatewaySettings
+from gateway.errors import ServerNotConnectedError, ToolHeldError, UnknownToolError
+from gateway.pipeline.audit import AuditEntry, AuditStore, arguments_digest
+from gateway.pipeline.chain import Pipeline, ProgressFn, ToolCall
+from gateway.pipeline.confirmation import strip_confirmation
+from gateway.runtime import requestid
+from gateway.serving.listing import Listing
+from gateway.upstreams.connection import Upstream
+from gateway.upstreams.listing import records_for
+
 
 class Calls:
-    """Resolves and runs the tool calls of every session."""
+    """Resolves and runs the tool calls of every session.
+
+    `held` gives the tool held from clients under a name (a changed definition awaiting review);
+    `upstreams` the connection of each enabled server, as the live server set keeps them. The
+    pipelines and the audit store come at `start`, once the stores are open.
+    """
+
+    pipeline: Pipeline
+    _meta_pipeline: Pipeline
+    _audit: AuditStore
+
+    def __init__(
+        self,
+        listing: Listing,
+        catalog: Catalog,
+        visibility: Visibility,
+        held: Callable[[str], ToolRecord | None],
+        upstreams: Mapping[str, Upstream],
+        settings: GatewaySettings,
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self._listing = listing
+        self._catalog = catalog
+        self._visibility = visibility
+        self._held = held
+        self._upstreams = upstreams
+        self._settings = settings
+        self._wall_clock = wall_clock
+
+    def start(self, pipeline: Pipeline, meta_pipeline: Pipeline, audit: AuditStore) -> None:
+        """Run calls through `pipeline` (the meta-tools through `meta_pipeline`) and audit unknown names in `audit`."""
+        self.pipeline, self._meta_pipeline, self._audit = pipeline, meta_pipeline, audit
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
         """The tool `name` as this session may see it; unknown and invisible tools are alike.
@@ -14,13 +66,13 @@ class Calls:
         The suggestions come from the visible tools alone, so a hidden tool's name gets the
         answer it would get if that tool did not exist.
         """
-        tool = self._meta.get(name) or self.catalog.tool(name)
-        if tool is None or not self.visibility.may_see(session, tool):
+        tool = self._listing.meta.get(name) or self._catalog.tool(name)
+        if tool is None or not self._visibility.may_see(session, tool):
             self._check_not_connected(session, name)
-            held = self.pins.held(name)
-            if held is not None and self.visibility.may_see(session, held):
+            held = self._held(name)
+            if held is not None and self._visibility.may_see(session, held):
                 raise ToolHeldError(name, held.source)
-            visible = [record.name for record in self.visibility.tools(session)]
+            visible = [record.name for record in self._visibility.tools(session)]
             raise UnknownToolError(name, near_misses(name, visible))
         return tool
 
@@ -29,14 +81,14 @@ class Calls:
         nothing yet and that this session's role could see, judged by the configuration alone
         (its name, server, tags and configured risk). A server without a prefix could own any name.
         Any other name stays unknown."""
-        listed = set(self.catalog.sources())
-        for upstream in self.upstreams.values():
+        listed = set(self._catalog.sources())
+        for upstream in self._upstreams.values():
             namespace = upstream.config.prefix
             prefix = f"{namespace}{SEPARATOR}" if namespace else ""
             if upstream.name in listed or not name.startswith(prefix):
                 continue
             expected = records_for(upstream.config, [{"name": name[len(prefix) :], "inputSchema": {"type": "object"}}])
-            if any(self.visibility.may_see(session, record.renamed(name)) for record in expected):
+            if any(self._visibility.may_see(session, record.renamed(name)) for record in expected):
                 raise ServerNotConnectedError(name, upstream.name)
 
     async def _resolve_connecting(self, session: SessionContext, name: str) -> ToolRecord:
@@ -45,10 +97,10 @@ class Calls:
         try:
             return self.resolve(session, name)
         except ServerNotConnectedError as error:
-            upstream = self.upstreams.get(error.server)
+            upstream = self._upstreams.get(error.server)
             if upstream is None or upstream.first_attempt.is_set():
                 raise
-            with anyio.move_on_after(self.config.settings.first_listing_wait):
+            with anyio.move_on_after(self._settings.first_listing_wait):
                 await upstream.first_attempt.wait()
             return self.resolve(session, name)
 
@@ -70,7 +122,7 @@ class Calls:
         try:
             tool = await self._resolve_connecting(session, name)
         except UnknownToolError:
-            await self.audit.record(
+            await self._audit.record(
                 AuditEntry(
                     epoch=self._wall_clock(),
                     session=session.id,
@@ -84,8 +136,8 @@ class Calls:
             )
             raise
         call = ToolCall(session=session, tool=tool, arguments=plain, progress=progress, notes=dict(notes or {}))
-        if tool.name in self._meta:
+        if tool.name in self._listing.meta:
             return await self._meta_pipeline.run(call)
         result = await self.pipeline.run(call)
         # Resource links name the upstream's own URIs; the client reads them back through the gateway.
-        return self.catalog.exposed_links(tool.source, result)
+        return self._catalog.exposed_links(tool.source, result)

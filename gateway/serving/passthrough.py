@@ -12,7 +12,7 @@ the resource, under the URI they know it by; a task's status, the session that c
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import mcp_types as types
@@ -25,6 +25,7 @@ from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.pipeline.budgets import Budgets
 from gateway.runtime import requestid
 from gateway.upstreams.clientside import Notice
+from gateway.upstreams.connection import Upstream
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class PassThrough:
         audit: Callable[[], AuditStore],
         sessions: Callable[[], Iterable[SessionContext]],
         sources: Callable[[SessionContext], set[str]],
+        upstreams: Mapping[str, Upstream],
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
     ) -> None:
@@ -106,6 +108,7 @@ class PassThrough:
         self._audit = audit
         self._sessions = sessions
         self._sources = sources
+        self._upstreams = upstreams
         self._clock = clock
         self._wall_clock = wall_clock
         self._subscriptions: dict[tuple[str, str], list[Subscription]] = {}
@@ -163,6 +166,14 @@ class PassThrough:
     def set_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
         """Pass the session log messages of `level` and above from now on."""
         session.state[LEVEL_KEY] = level
+
+    async def set_logging_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
+        """Send the session log messages of `level` and above; ask each server it can see for them."""
+        self.set_level(session, level)
+        for name in sorted(self._sources(session)):
+            upstream = self._upstreams.get(name)
+            if upstream is not None:
+                await upstream.set_logging_level(level)
 
     def _wanted(self, session: SessionContext, level: types.LoggingLevel) -> bool:
         wanted = session.state.get(LEVEL_KEY)
@@ -242,11 +253,3 @@ def dropped_notice(server: str, dropped: int) -> types.LoggingMessageNotificatio
         logger="gateway",
         data=f"{dropped} messages dropped from server '{server}': more than {LogThrottle.RATE} a second",
     )
-
-    async def set_logging_level(self, session: SessionContext, level: types.LoggingLevel) -> None:
-        """Send the session log messages of `level` and above; ask each server it can see for them."""
-        self.passthrough.set_level(session, level)
-        for name in sorted(self.visibility.sources(session)):
-            upstream = self.upstreams.get(name)
-            if upstream is not None:
-                await upstream.set_logging_level(level)

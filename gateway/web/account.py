@@ -81,7 +81,7 @@ def routes(web: Web) -> list[Route]:
 
     async def sign_out(request: Request, person: Person) -> Response:
         web.sessions.end(person.session.id)
-        await web.gateway.close_session(person.session.context)
+        await web.gateway.sessions.close(person.session.context)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response

@@ -26,7 +26,7 @@ def routes(web: Web) -> list[Route]:
     def results(request: Request, person: Person) -> dict[str, Any]:
         params = {key: value for key, value in request.query_params.items() if value != ""}
         entries = web.visible.entries(person.caller)
-        query = tool_query(gateway, person.caller, params)
+        query = tool_query(gateway.groups, person.caller, params)
         sandboxed = params.get("sandboxed")
         if sandboxed is not None:
             if sandboxed not in ("yes", "no"):
@@ -57,7 +57,7 @@ def routes(web: Web) -> list[Route]:
             "tags": sorted({tag for entry in entries for tag in entry.tool.tags}),
             "risks": RISKS,
             "layers": LAYERS,
-            "groups": [group.name for group in gateway.groups()],
+            "groups": [group.name for group in gateway.groups.all()],
         }
         return web.render(request, person, "catalog.html", options=options, **results(request, person))
 

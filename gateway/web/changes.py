@@ -23,13 +23,13 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
 
 def routes(web: Web) -> list[Route]:
     """`/changes` and its decisions."""
-    gateway = web.gateway
+    pins, servers = web.gateway.pins, web.gateway.servers
 
     async def page(request: Request, person: Person) -> Response:
-        changes = await gateway.tool_changes()
+        changes = await pins.changes()
         pending = [(change, diff_lines(change.diff())) for change in changes if change.status == ChangeStatus.PENDING]
         decided = [change for change in changes if change.status != ChangeStatus.PENDING][:DECIDED_SHOWN]
-        policies = {change.server: gateway.tool_change_policy(change.server) for change, _ in pending}
+        policies = {change.server: servers.tool_change_policy(change.server) for change, _ in pending}
         done = request.query_params.get("done")
         return web.render(
             request, person, "changes.html", pending=pending, decided=decided, policies=policies, done=done
@@ -40,7 +40,7 @@ def routes(web: Web) -> list[Route]:
         if action not in ("accept", "reject"):
             raise PageError(404, f"No such action: {action!r}")
         change_id: str = request.path_params["change_id"]
-        decided = await decide(gateway, person.caller, change_id, accept=action == "accept", channel="web")
+        decided = await decide(pins, person.caller, change_id, accept=action == "accept", channel="web")
         return RedirectResponse(f"/changes?done={decided.status.value}", status_code=303)
 
     return [

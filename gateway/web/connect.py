@@ -57,8 +57,8 @@ def routes(web: Web) -> list[Route]:
         role = identity.role
         everything = len(web.visible.entries(person.caller))
         endpoints = [endpoint(base, None, "Every tool you may use.", everything, identity)]
-        for group in gateway.groups():
-            tools = len(gateway.group_tools(group.name, role))
+        for group in gateway.groups.all():
+            tools = len(gateway.groups.tools(group.name, role))
             if tools:
                 endpoints.append(endpoint(base, group.name, group.description, tools, identity))
         return web.render(request, person, "connect.html", endpoints=endpoints)

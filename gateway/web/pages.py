@@ -68,7 +68,7 @@ class Web:
     def __init__(self, gateway: Gateway, sessions: WebSessions | None = None) -> None:
         self.gateway = gateway
         self.sessions = sessions or WebSessions(lambda: gateway.authenticator)
-        self.visible = VisibleTools(gateway)
+        self.visible = VisibleTools(gateway.catalog, gateway.visibility)
         self.templates = Environment(
             loader=PackageLoader("gateway.web", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -87,7 +87,7 @@ class Web:
 
     def context(self, person: Person) -> SessionContext:
         """The MCP session context the person's calls run in: one per web session, like one MCP client."""
-        return self.gateway.open_session(person.session.context, person.caller.identity, "http")
+        return self.gateway.sessions.open(person.session.context, person.caller.identity, "http")
 
     def render(
         self, request: Request, person: Person | None, template: str, status: int = 200, **values: Any
@@ -95,7 +95,7 @@ class Web:
         """The page `template` filled with `values`, never cached."""
         sandbox_note = None
         if self.gateway.sandboxes.docker is not None:
-            available, reason = self.gateway.sandbox_availability()
+            available, reason = self.gateway.sandboxes.availability()
             sandbox_note = None if available else reason
         html = self.templates.get_template(template).render(
             request=request, person=person, sandbox_note=sandbox_note, path=request.url.path, **values

@@ -59,20 +59,20 @@ def field_of(path: str, form: str) -> str:
 
 def routes(web: Web) -> list[Route]:
     """`/servers`, its rows fragment, and the admin actions."""
-    gateway = web.gateway
+    servers, reloader, visibility = web.gateway.servers, web.gateway.reloader, web.gateway.visibility
 
     def listing(person: Person) -> dict[str, Any]:
-        statuses = visible_statuses(gateway, person.caller)
+        statuses = visible_statuses(servers, visibility, person.caller)
         # Values masked as the API shows them: the page never holds a credential.
         credentials = {
-            status.name: gateway.servers.credentials(status.name)
+            status.name: servers.credentials(status.name)
             for status in statuses
-            if person.admin and status.name in gateway.servers.members
+            if person.admin and status.name in servers.members
         }
         return {
             "statuses": statuses,
             "credentials": credentials,
-            "reload_errors": list(gateway.reload_errors) if person.admin else [],
+            "reload_errors": list(reloader.reload_errors) if person.admin else [],
         }
 
     async def page(request: Request, person: Person) -> Response:
@@ -89,7 +89,7 @@ def routes(web: Web) -> list[Route]:
         problems: dict[str, list[str]] = {}
         try:
             form, body = body_of(values)
-            statuses = await register(gateway, person.caller, body)
+            statuses = await register(servers, person.caller, body)
         except ConfigProblems as error:
             for path, problem in error.problems:
                 problems.setdefault(field_of(path, form), []).append(f"{path}: {problem}" if path else problem)
@@ -110,7 +110,7 @@ def routes(web: Web) -> list[Route]:
         return RedirectResponse("/servers", status_code=303)
 
     def status_of(name: str) -> Status:
-        status = next((status for status in gateway.statuses() if status.name == name), None)
+        status = next((status for status in servers.statuses() if status.name == name), None)
         if status is None:
             raise NotFoundError(f"No such server: {name!r}")
         return status
@@ -135,11 +135,11 @@ def routes(web: Web) -> list[Route]:
             # Only the confirmation page's form says yes: any other POST is asked first.
             return RedirectResponse(f"/servers/{quote(name, safe='')}/remove", status_code=303)
         if action == "restart":
-            await gateway.restart_server(name)
+            await servers.restart(name)
         elif action == "remove":
-            await gateway.remove_server(name)
+            await servers.remove(name)
         else:
-            await change(gateway, person.caller, name, {"enabled": action == "enable"})
+            await change(servers, person.caller, name, {"enabled": action == "enable"})
         person.session.flash = f"Server {name!r} was {DONE[action]}."
         return RedirectResponse("/servers", status_code=303)
 

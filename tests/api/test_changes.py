@@ -47,7 +47,7 @@ async def send(url: str, key: str | None, method: str, path: str, body: Any = No
 async def test_a_caller_without_an_admin_role_is_refused_every_change(served: Served, method: str, path: str) -> None:
     async with served() as (gateway, url):
         refused = [await send(url, key, method, path, {} if method != "GET" else None) for key in (INTERN, ANALYST)]
-        statuses = [status.name for status in gateway.statuses()]
+        statuses = [status.name for status in gateway.servers.statuses()]
     for response in refused:
         assert response.status_code == 403, response.text
         assert "admin" in response.json()["error"]
@@ -139,7 +139,7 @@ async def test_a_body_holding_what_no_server_could_start_with_is_refused_and_not
     async with served(config) as (gateway, url), api(url, ADMIN) as http:
         posted = await http.post("/api/v1/servers", content=content, headers=JSON)
         patched = await http.patch("/api/v1/servers/toy", content=content, headers=JSON)
-        names = [status.name for status in gateway.statuses()]
+        names = [status.name for status in gateway.servers.statuses()]
     for response in (posted, patched):
         assert response.status_code == 422, response.text
         assert problem in json.dumps(response.json())

@@ -270,7 +270,7 @@ async def test_a_token_the_model_sends_never_runs_the_call(setup: Setup) -> None
         session = gateway.sessions.live()[0]
         # A token the gateway really issued for exactly this call, as a 2026-era client would get it
         # as its request state: the model must not be able to redeem it through its own channels.
-        call = ToolCall(session, gateway.resolve(session, TOOL), setup.arguments())
+        call = ToolCall(session, gateway.calls.resolve(session, TOOL), setup.arguments())
         issued = await gateway.confirmations.issue(binding_of(call), time.time(), TTL)
         by_argument = await client.call_tool(TOOL, {**setup.arguments(), ARGUMENT: issued})
         forged = await client.call_tool(TOOL, {**setup.arguments(), ARGUMENT: "forged-0123456789"})

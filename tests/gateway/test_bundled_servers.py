@@ -53,7 +53,7 @@ async def bundled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bun
     # Startup is bounded by the gateway itself (upstream_connect_timeout); a deadline here would span every test.
     config = default_config(data_dir, *servers)
     async with gateway_client(config, elicitation_callback=approve) as (gateway, client):
-        assert {status.name: status.error for status in gateway.statuses()} == dict.fromkeys(servers)
+        assert {status.name: status.error for status in gateway.servers.statuses()} == dict.fromkeys(servers)
         yield gateway, client, data_dir
 
 
@@ -76,7 +76,7 @@ async def test_the_default_configuration_lists_every_bundled_server(bundled: Bun
 
 async def test_without_the_sandbox_the_default_files_server_never_starts_on_the_host(tmp_path: Path) -> None:
     async with gateway_client(default_config(tmp_path, "files")) as (gateway, client):
-        [status] = gateway.statuses()
+        [status] = gateway.servers.statuses()
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert status.name == "files" and status.error is not None
     assert ABSENT_IMAGE in status.error
@@ -125,6 +125,6 @@ async def test_the_sandboxed_python_tool_is_refused_and_never_runs_on_the_host(b
     assert "runs only in a Docker sandbox" in text_of(result)
     assert "The call was not run." in text_of(result)
     # Without Docker the reason names Docker, with it the absent image; either way the refusal says why.
-    ready, reason = gateway.sandbox_availability()
+    ready, reason = gateway.sandboxes.availability()
     assert not ready and reason in text_of(result)
     assert (rows[0].tool, rows[0].outcome) == ("python__run_python", "refused:sandbox")

@@ -89,7 +89,7 @@ async def test_a_group_endpoint_shows_the_intersection_of_role_and_group(
 ) -> None:
     gateway, url = served
     assert await _listed(url, role, group) == expected
-    assert {tool.name for tool in gateway.group_tools(group, role)} == expected
+    assert {tool.name for tool in gateway.groups.tools(group, role)} == expected
 
 
 async def test_a_tool_outside_the_group_is_unknown_on_every_call_path(served: tuple[Gateway, str]) -> None:
@@ -103,8 +103,8 @@ async def test_a_tool_outside_the_group_is_unknown_on_every_call_path(served: tu
         found = structured(await client.call_tool("Find_Tools", {"query": "echo", "limit": 50}))["tools"]
         assert {row["name"] for row in found} == {"toy__echo"}
     # What the SDK asks before checking a 2026-era call's routing headers: nothing of a tool outside the group.
-    assert served[0].input_schema("other__echo", "admin", "adding") is None
-    assert served[0].input_schema("toy__echo", "admin", "adding") is not None
+    assert served[0].listing.input_schema("other__echo", "admin", "adding") is None
+    assert served[0].listing.input_schema("toy__echo", "admin", "adding") is not None
 
 
 async def test_skills_resources_and_prompts_follow_the_group(served: tuple[Gateway, str]) -> None:
@@ -147,15 +147,15 @@ async def test_a_session_opened_on_a_group_is_not_found_at_another_endpoint(serv
 
 async def test_a_group_added_through_the_facade_is_served_told_and_removed(served: tuple[Gateway, str]) -> None:
     gateway, url = served
-    added = await gateway.add_group({"name": "fresh", "description": "echo only", "allow": ["toy__echo"]})
-    assert (added.source, gateway.group("fresh").description) == ("api", "echo only")
+    added = await gateway.groups.add({"name": "fresh", "description": "echo only", "allow": ["toy__echo"]})
+    assert (added.source, gateway.groups.require("fresh").description) == ("api", "echo only")
     changes = ToolListChanges()
     async with http_client(url, KEYS["admin"], path="/mcp/g/fresh", message_handler=changes) as client:
         assert {tool.name for tool in (await client.list_tools()).tools} - META == {"toy__echo"}
-        await gateway.remove_group("fresh")
+        await gateway.groups.remove("fresh")
         await changes.wait()
     with pytest.raises(NotFoundError, match="No group 'fresh'"):
-        gateway.group("fresh")
+        gateway.groups.require("fresh")
     async with httpx2.AsyncClient(timeout=30) as http:
         gone = await http.post(f"{url}/mcp/g/fresh", json=INITIALIZE, headers=HEADERS)
     assert gone.status_code == 404
@@ -164,26 +164,26 @@ async def test_a_group_added_through_the_facade_is_served_told_and_removed(serve
 async def test_groups_of_the_file_are_read_only_and_names_are_unique(served: tuple[Gateway, str]) -> None:
     gateway, _ = served
     with pytest.raises(ConflictError):
-        await gateway.add_group({"name": "adding", "allow": ["*"]})
+        await gateway.groups.add({"name": "adding", "allow": ["*"]})
     with pytest.raises(ConflictError, match="configuration file"):
-        await gateway.remove_group("adding")
+        await gateway.groups.remove("adding")
     with pytest.raises(ConfigError, match=r"groups\.bad\.allow\[0\]\.risk"):
-        await gateway.add_group({"name": "bad", "allow": [{"risk": "extreme"}]})
+        await gateway.groups.add({"name": "bad", "allow": [{"risk": "extreme"}]})
     with pytest.raises(NotFoundError):
-        await gateway.remove_group("never")
-    assert [group.name for group in gateway.groups()] == list(GROUPS)
+        await gateway.groups.remove("never")
+    assert [group.name for group in gateway.groups.all()] == list(GROUPS)
 
 
 async def test_an_api_group_survives_a_restart_and_a_file_group_wins_a_name_clash(tmp_path: Path) -> None:
     config = access_config(tmp_path, {"toy": toy_entry()}, groups={"adding": GROUPS["adding"]})
     async with Gateway(config, transports=in_memory({"toy": toy("toy")})) as gateway:
-        await gateway.add_group({"name": "kept", "allow": ["toy__echo"]})
+        await gateway.groups.add({"name": "kept", "allow": ["toy__echo"]})
         # As if the file had gained a group of that name since it was registered through the API.
         gateway.registrations.save("group", "adding", {"allow": ["toy__increment"]})
     async with Gateway(config, transports=in_memory({"toy": toy("toy")})) as again:
         with anyio.fail_after(30):
             while not again.catalog.tools:
                 await anyio.sleep(0.02)
-        assert [(group.name, group.source) for group in again.groups()] == [("adding", "file"), ("kept", "api")]
-        assert [tool.name for tool in again.group_tools("kept", "admin")] == ["toy__echo"]
-        assert {tool.name for tool in again.group_tools("adding", "admin")} == {"toy__add", "toy__echo"}
+        assert [(group.name, group.source) for group in again.groups.all()] == [("adding", "file"), ("kept", "api")]
+        assert [tool.name for tool in again.groups.tools("kept", "admin")] == ["toy__echo"]
+        assert {tool.name for tool in again.groups.tools("adding", "admin")} == {"toy__add", "toy__echo"}

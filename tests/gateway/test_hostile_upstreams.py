@@ -80,7 +80,7 @@ async def test_a_listing_holding_a_lone_surrogate_leaves_that_server_out_and_eve
     transports = in_memory({"hostile": hostile_server()})
     async with gateway_client(config, transports=transports) as (gateway, client):
         names = {tool.name for tool in (await client.list_tools()).tools}
-        status = {entry.name: entry for entry in gateway.statuses()}["odd"]
+        status = {entry.name: entry for entry in gateway.servers.statuses()}["odd"]
     assert {"hostile__verbose", "hostile__broken"} <= names
     assert not any(name.startswith("odd__") for name in names)
     assert status.error is not None

@@ -69,7 +69,10 @@ async def test_an_edit_of_the_watched_config_file_adds_a_server_live(tmp_path: P
         await wait_until(lambda: told_tools_changed(received))
         result = await client.call_tool("beta__echo", {"text": "reloaded"})
         assert result.content[0].text == "reloaded"  # type: ignore[union-attr]
-        assert [(status.name, status.source) for status in gateway.statuses()] == [("alpha", "file"), ("beta", "file")]
+        assert [(status.name, status.source) for status in gateway.servers.statuses()] == [
+            ("alpha", "file"),
+            ("beta", "file"),
+        ]
 
 
 async def test_a_broken_edit_is_refused_with_its_path_and_serving_goes_on(tmp_path: Path) -> None:
@@ -80,14 +83,16 @@ async def test_a_broken_edit_is_refused_with_its_path_and_serving_goes_on(tmp_pa
         Client(f"{url}/mcp", mode="legacy") as client,
     ):
         write(path, document(tmp_path, {"alpha": {"command": "unused"}, "web": {"url": "ftp://example.org/mcp"}}))
-        await wait_until(lambda: bool(gateway.reload_errors), limit=RELOAD_LIMIT)
-        assert any("servers.web.url" in line and "http://" in line for line in gateway.reload_errors)
-        assert [status.name for status in gateway.statuses()] == ["alpha"]
+        await wait_until(lambda: bool(gateway.reloader.reload_errors), limit=RELOAD_LIMIT)
+        assert any("servers.web.url" in line and "http://" in line for line in gateway.reloader.reload_errors)
+        assert [status.name for status in gateway.servers.statuses()] == ["alpha"]
         result = await client.call_tool("alpha__echo", {"text": "still here"})
         assert result.content[0].text == "still here"  # type: ignore[union-attr]
         # The next valid edit applies and clears the errors.
         write(path, document(tmp_path, {}))
-        await wait_until(lambda: not gateway.reload_errors and not gateway.statuses(), limit=RELOAD_LIMIT)
+        await wait_until(
+            lambda: not gateway.reloader.reload_errors and not gateway.servers.statuses(), limit=RELOAD_LIMIT
+        )
 
 
 async def test_a_reload_removes_changes_and_keeps_servers_as_the_file_says(tmp_path: Path) -> None:
@@ -97,7 +102,7 @@ async def test_a_reload_removes_changes_and_keeps_servers_as_the_file_says(tmp_p
         await wait_until(lambda: gateway.catalog.tool("gamma__echo") is not None)
         kept = gateway.upstreams["alpha"]
         edited = {"alpha": servers["alpha"], "beta": {"command": "unused", "tags": ["new"]}}
-        await gateway.reload(parsed(tmp_path, document(tmp_path, edited)))
+        await gateway.reloader.reload(parsed(tmp_path, document(tmp_path, edited)))
         assert gateway.upstreams["alpha"] is kept
         assert "gamma" not in gateway.upstreams and gateway.catalog.tool("gamma__echo") is None
         await wait_until(lambda: getattr(gateway.catalog.tool("beta__echo"), "tags", None) == frozenset({"new"}))
@@ -123,7 +128,7 @@ async def test_a_reload_applies_roles_and_skills_and_names_what_needs_a_restart(
             gateway={"skill_dirs": [str(skills)], "call_timeout": 5},
         )
         with caplog.at_level(logging.WARNING):
-            await gateway.reload(parsed(tmp_path, after))
+            await gateway.reloader.reload(parsed(tmp_path, after))
         assert gateway.skills.names == ["first", "second"]
         budget = gateway.policy.budget("ops")
         assert budget is not None and budget.calls_per_minute == 5
@@ -159,7 +164,7 @@ async def test_a_reload_applies_roles_to_tokens_and_the_registration_section_and
     ):
         unknown_role = await http.get("/api/v1/tools", headers=auditor)
         not_allowed = await http.post("/api/v1/servers", json=fresh, headers=admin)
-        await gateway.reload(parsed(tmp_path, after))
+        await gateway.reloader.reload(parsed(tmp_path, after))
         known_role = await http.get("/api/v1/tools", headers=auditor)
         registered = await http.post("/api/v1/servers", json=fresh, headers=admin)
         ready = await http.get("/readyz", headers=admin)
@@ -209,11 +214,11 @@ async def test_a_reload_replaces_the_file_s_groups_and_keeps_those_added_through
     transports = in_memory({name: toy(name) for name in servers})
     async with gateway_client(parsed(tmp_path, before), transports=transports) as (gateway, _):
         await wait_until(lambda: gateway.catalog.tool("beta__echo") is not None)
-        await gateway.add_group({"name": "mine", "allow": ["beta__echo"]})
+        await gateway.groups.add({"name": "mine", "allow": ["beta__echo"]})
 
         after = document(tmp_path, servers, groups={"a": {"allow": ["beta__*"]}})
-        await gateway.reload(parsed(tmp_path, after))
+        await gateway.reloader.reload(parsed(tmp_path, after))
 
-        assert [group.name for group in gateway.groups()] == ["a", "mine"]
-        assert {tool.source for tool in gateway.group_tools("a", None)} == {"beta"}
-        assert [tool.name for tool in gateway.group_tools("mine", None)] == ["beta__echo"]
+        assert [group.name for group in gateway.groups.all()] == ["a", "mine"]
+        assert {tool.source for tool in gateway.groups.tools("a", None)} == {"beta"}
+        assert [tool.name for tool in gateway.groups.tools("mine", None)] == ["beta__echo"]

@@ -47,7 +47,7 @@ async def test_a_reload_that_changes_a_role_s_rules_changes_its_kept_listing(tmp
         http_client(url, KEYS["intern"]) as intern,
     ):
         assert _catalog_names(await listed_names(intern)) == {"toy__echo", "toy__add"}
-        await gateway.reload(access_config(tmp_path, {"toy": toy_entry()}, roles=narrower))
+        await gateway.reloader.reload(access_config(tmp_path, {"toy": toy_entry()}, roles=narrower))
         assert _catalog_names(await listed_names(intern)) == {"toy__echo"}
 
 
@@ -66,7 +66,7 @@ async def test_a_group_changed_by_a_reload_changes_the_listing_of_its_sessions(t
         Client(build_server(gateway), mode="legacy") as client,
     ):
         assert _catalog_names(await listed_names(client)) == {"alpha__echo"}
-        await gateway.reload(config(["beta__add"]))
+        await gateway.reloader.reload(config(["beta__add"]))
         assert _catalog_names(await listed_names(client)) == {"beta__add"}
 
 
@@ -78,7 +78,7 @@ async def test_a_registered_server_s_tools_appear_in_a_listing_kept_before(tmp_p
     ):
         before = await listed_names(client)
         assert "toy__echo" in before and not any(name.startswith("late__") for name in before)
-        await gateway.add_server({"name": "late", **toy_stdio("late")})
+        await gateway.servers.add({"name": "late", **toy_stdio("late")})
         await until_listed(client, "late__echo")
 
 
@@ -104,7 +104,9 @@ async def test_pages_served_again_keep_their_cursors(tmp_path: Path) -> None:
         first = await _pages(client)
         second = await _pages(client)
         session = next(iter(gateway.sessions.live()))
-        assert [name for page, _ in first for name in page] == [tool.name for tool in gateway.listed_tools(session)]
+        assert [name for page, _ in first for name in page] == [
+            tool.name for tool in gateway.listing.listed_tools(session)
+        ]
     assert first == second
     assert len(first) > 2
 

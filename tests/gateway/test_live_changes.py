@@ -46,7 +46,9 @@ def marks_of(path: Path) -> list[tuple[str, str]]:
 
 
 async def ready(gateway: Gateway) -> None:
-    await wait_until(lambda: all(status.state == State.READY for status in gateway.statuses()), limit=JOIN_LIMIT)
+    await wait_until(
+        lambda: all(status.state == State.READY for status in gateway.servers.statuses()), limit=JOIN_LIMIT
+    )
 
 
 async def calls_during(client: Client, change: Any) -> list[str]:
@@ -91,7 +93,7 @@ async def test_a_restart_lets_calls_in_flight_finish_on_the_old_process_and_send
                 for label in "abcde":
                     group.start_soon(hold, label)
                 await wait_until(lambda: len(marks_of(marks)) == 6, limit=JOIN_LIMIT)
-                await gateway.restart_server("worker")
+                await gateway.servers.restart("worker")
                 # Sent while the new process starts: it waits for it, within its deadline.
                 after = text(await client.call_tool("worker__count", {"n": -1}))
     assert sorted(held) == [f"held {label} by {old}" for label in "abcde"]
@@ -111,7 +113,7 @@ async def test_an_edit_that_needs_no_new_connection_applies_to_the_one_the_serve
     )
     async with gateway_client(config) as (gateway, client):
         await ready(gateway)
-        answers = await calls_during(client, lambda: gateway.reload(edited))
+        answers = await calls_during(client, lambda: gateway.reloader.reload(edited))
         tool = gateway.catalog.tool("worker__count")
     # One process answered every call, counting on: it was never reconnected.
     assert len({answer.split()[0] for answer in answers}) == 1
@@ -127,7 +129,7 @@ async def test_an_edit_that_needs_a_new_connection_starts_it_beside_the_old_one_
     edited = make_config(tmp_path, {"worker": worker(marks, "--edited")}, call_timeout=CALL_TIMEOUT)
     async with gateway_client(config) as (gateway, client):
         await ready(gateway)
-        answers = await calls_during(client, lambda: gateway.reload(edited))
+        answers = await calls_during(client, lambda: gateway.reloader.reload(edited))
     # Every call answered: the old process until the new one took over, the new one from then on.
     processes = list(dict.fromkeys(answer.split()[0] for answer in answers))
     assert len(processes) == 2
@@ -138,10 +140,10 @@ async def test_a_tags_only_change_of_a_registered_server_keeps_its_connection(tm
     marks = tmp_path / "marks"
     config = make_config(tmp_path, {}, call_timeout=CALL_TIMEOUT)
     async with gateway_client(config) as (gateway, client):
-        await gateway.add_server({"name": "worker", **worker(marks)})
+        await gateway.servers.add({"name": "worker", **worker(marks)})
         await ready(gateway)
         await wait_until(lambda: gateway.catalog.tool("worker__count") is not None, limit=JOIN_LIMIT)
-        answers = await calls_during(client, lambda: gateway.change_server("worker", {"tags": ["patched"]}))
+        answers = await calls_during(client, lambda: gateway.servers.change("worker", {"tags": ["patched"]}))
         tool = gateway.catalog.tool("worker__count")
     assert len({answer.split()[0] for answer in answers}) == 1
     assert [answer.split()[1] for answer in answers] == [str(n) for n in range(1, len(answers) + 1)]

@@ -62,17 +62,17 @@ async def test_a_server_registered_while_a_handshake_era_client_is_connected_rea
         assert names_of(await client.list_tools()) == set()
         # The client opens its notification stream on its own time; the change must come after.
         await wait_until(lambda: listening(gateway))
-        status = await gateway.add_server({"name": "late", **toy_stdio("late")})
+        status = await gateway.servers.add({"name": "late", **toy_stdio("late")})
         assert (status.name, status.source, status.enabled) == ("late", "api", True)
         await wait_until(lambda: told_tools_changed(received), limit=JOIN_LIMIT)
         assert "late__echo" in names_of(await client.list_tools(cache_mode="refresh"))
         assert text_of(await client.call_tool("late__echo", {"text": "live"})) == "live"
 
         received.clear()
-        await gateway.remove_server("late")
+        await gateway.servers.remove("late")
         await wait_until(lambda: told_tools_changed(received))
         assert not any(name.startswith("late__") for name in names_of(await client.list_tools(cache_mode="refresh")))
-        assert [status.name for status in gateway.statuses()] == []
+        assert [status.name for status in gateway.servers.statuses()] == []
 
 
 async def test_a_server_registered_while_a_stateless_era_client_listens_reaches_it_live(tmp_path: Path) -> None:
@@ -82,13 +82,13 @@ async def test_a_server_registered_while_a_stateless_era_client_listens_reaches_
         Client(f"{url}/mcp", mode="2026-07-28") as client,
         client.listen(tools_list_changed=True) as subscription,
     ):
-        await gateway.add_server({"name": "late", **toy_stdio("late")})
+        await gateway.servers.add({"name": "late", **toy_stdio("late")})
         with anyio.fail_after(JOIN_LIMIT):
             assert isinstance(await subscription.__anext__(), ToolsListChanged)
         assert "late__echo" in names_of(await client.list_tools(cache_mode="refresh"))
         assert text_of(await client.call_tool("late__echo", {"text": "modern"})) == "modern"
 
-        await gateway.remove_server("late")
+        await gateway.servers.remove("late")
         with anyio.fail_after(JOIN_LIMIT):
             assert isinstance(await subscription.__anext__(), ToolsListChanged)
         assert "late__echo" not in names_of(await client.list_tools(cache_mode="refresh"))
@@ -98,9 +98,9 @@ async def test_a_registration_survives_a_restart_of_the_gateway(tmp_path: Path, 
     config = replace(make_config(tmp_path, {}), store=store_backend.settings)
     transports = in_memory({"kept": toy("kept")})
     async with gateway_client(config, transports=transports) as (gateway, _):
-        await gateway.add_server({"name": "kept", "command": "unused", "tags": ["saved"]})
+        await gateway.servers.add({"name": "kept", "command": "unused", "tags": ["saved"]})
     async with gateway_client(config, transports=transports) as (gateway, client):
-        assert [(s.name, s.source, s.state) for s in gateway.statuses()] == [("kept", "api", State.READY)]
+        assert [(s.name, s.source, s.state) for s in gateway.servers.statuses()] == [("kept", "api", State.READY)]
         assert text_of(await client.call_tool("kept__echo", {"text": "again"})) == "again"
         record = gateway.catalog.tool("kept__echo")
         assert record is not None and record.tags == frozenset({"saved"})
@@ -110,19 +110,19 @@ async def test_an_invalid_registration_is_refused_with_the_path_of_the_problem(t
     config = make_config(tmp_path, placeholder(["alpha"]))
     async with gateway_client(config, transports=in_memory({"alpha": toy("alpha")})) as (gateway, _):
         with pytest.raises(ConfigError) as wrong_url:
-            await gateway.add_server({"name": "web", "url": "ftp://example.org/mcp"})
+            await gateway.servers.add({"name": "web", "url": "ftp://example.org/mcp"})
         assert wrong_url.value.path == "servers.web.url"
         with pytest.raises(ConfigError) as neither:
-            await gateway.add_server({"name": "empty"})
+            await gateway.servers.add({"name": "empty"})
         assert neither.value.path == "servers.empty"
         with pytest.raises(ConfigError) as unnamed:
-            await gateway.add_server({"command": "x"})
+            await gateway.servers.add({"command": "x"})
         assert unnamed.value.path == "servers"
         with pytest.raises(ConflictError, match=r"namespace 'alpha' of server 'other' is taken.* server 'alpha'"):
-            await gateway.add_server({"name": "other", "command": "x", "namespace": "alpha"})
+            await gateway.servers.add({"name": "other", "command": "x", "namespace": "alpha"})
         with pytest.raises(ConflictError):
-            await gateway.add_server({"name": "alpha", "command": "x"})
-        assert [status.name for status in gateway.statuses()] == ["alpha"]
+            await gateway.servers.add({"name": "alpha", "command": "x"})
+        assert [status.name for status in gateway.servers.statuses()] == ["alpha"]
         assert gateway.registrations.entries("server") == {}
 
 
@@ -130,13 +130,13 @@ async def test_servers_of_the_config_file_are_read_only_but_may_be_restarted(tmp
     config = make_config(tmp_path, placeholder(["alpha"]))
     async with gateway_client(config, transports=in_memory({"alpha": toy("alpha")})) as (gateway, client):
         with pytest.raises(ConflictError, match="edit it there"):
-            await gateway.change_server("alpha", {"enabled": False})
+            await gateway.servers.change("alpha", {"enabled": False})
         with pytest.raises(ConflictError):
-            await gateway.remove_server("alpha")
+            await gateway.servers.remove("alpha")
         with pytest.raises(NotFoundError):
-            await gateway.remove_server("nobody")
-        await gateway.restart_server("alpha")
-        await wait_until(lambda: gateway.statuses()[0].state == State.READY)
+            await gateway.servers.remove("nobody")
+        await gateway.servers.restart("alpha")
+        await wait_until(lambda: gateway.servers.statuses()[0].state == State.READY)
         assert text_of(await client.call_tool("alpha__echo", {"text": "after"})) == "after"
 
 
@@ -145,25 +145,25 @@ async def test_a_restart_starts_a_fresh_process(tmp_path: Path) -> None:
     async with gateway_client(config) as (gateway, client):
         assert text_of(await client.call_tool("counter__increment", {})) == "1"
         assert text_of(await client.call_tool("counter__increment", {})) == "2"
-        status = await gateway.restart_server("counter")
+        status = await gateway.servers.restart("counter")
         assert status.state == State.CONNECTING
-        await wait_until(lambda: gateway.statuses()[0].state == State.READY, limit=JOIN_LIMIT)
+        await wait_until(lambda: gateway.servers.statuses()[0].state == State.READY, limit=JOIN_LIMIT)
         assert text_of(await client.call_tool("counter__increment", {})) == "1"
 
 
 async def test_a_disabled_server_is_listed_without_tools_and_comes_back_when_enabled(tmp_path: Path) -> None:
     config = make_config(tmp_path, {})
     async with gateway_client(config, transports=in_memory({"side": toy("side")})) as (gateway, client):
-        await gateway.add_server({"name": "side", "command": "unused"})
+        await gateway.servers.add({"name": "side", "command": "unused"})
         await wait_until(lambda: gateway.catalog.tool("side__echo") is not None)
-        status = await gateway.change_server("side", {"enabled": False})
+        status = await gateway.servers.change("side", {"enabled": False})
         assert (status.state, status.enabled) == (State.DISABLED, False)
-        assert [(s.name, s.state) for s in gateway.statuses()] == [("side", State.DISABLED)]
+        assert [(s.name, s.state) for s in gateway.servers.statuses()] == [("side", State.DISABLED)]
         assert "side__echo" not in names_of(await client.list_tools(cache_mode="refresh"))
         with pytest.raises(ConflictError):
-            await gateway.restart_server("side")
+            await gateway.servers.restart("side")
         assert gateway.registrations.entries("server")["side"]["enabled"] is False
-        await gateway.change_server("side", {"enabled": True})
+        await gateway.servers.change("side", {"enabled": True})
         await wait_until(lambda: gateway.catalog.tool("side__echo") is not None)
         assert text_of(await client.call_tool("side__echo", {"text": "back"})) == "back"
 
@@ -190,14 +190,14 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
     results: list[types.CallToolResult] = []
     removed = anyio.Event()
     async with gateway_client(config, transports=transports) as (gateway, client):
-        await gateway.add_server({"name": "slow", "command": "unused"})
+        await gateway.servers.add({"name": "slow", "command": "unused"})
         await wait_until(lambda: gateway.catalog.tool("slow__wait") is not None)
 
         async def call() -> None:
             results.append(await client.call_tool("slow__wait", {}))
 
         async def remove() -> None:
-            await gateway.remove_server("slow")
+            await gateway.servers.remove("slow")
             removed.set()
 
         async with anyio.create_task_group() as group:
@@ -210,7 +210,7 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
             release.set()
         assert removed.is_set()
         assert text_of(results[0]) == "finished" and not results[0].is_error
-        assert gateway.statuses() == []
+        assert gateway.servers.statuses() == []
 
 
 async def test_a_server_removed_on_another_replica_leaves_at_once_while_its_running_call_finishes(
@@ -221,7 +221,7 @@ async def test_a_server_removed_on_another_replica_leaves_at_once_while_its_runn
     transports: dict[str, TransportFactory] = {"slow": lambda: InMemoryTransport(server)}
     results: list[types.CallToolResult] = []
     async with gateway_client(make_config(tmp_path, {}), transports=transports) as (gateway, client):
-        await gateway.add_server({"name": "slow", "command": "unused"})
+        await gateway.servers.add({"name": "slow", "command": "unused"})
         await wait_until(lambda: gateway.catalog.tool("slow__wait") is not None)
 
         async def call() -> None:
@@ -232,10 +232,10 @@ async def test_a_server_removed_on_another_replica_leaves_at_once_while_its_runn
             await started.wait()
             # As another replica's removal reaches this one: the store changed, then the announcement.
             gateway.registrations.remove("server", "slow")
-            await gateway.follow_registrations()
+            await gateway.replicas.follow_registrations()
             # Followed before the call ended: the next announcement waits for no drain.
             assert not results
-            assert gateway.catalog.tool("slow__wait") is None and gateway.statuses() == []
+            assert gateway.catalog.tool("slow__wait") is None and gateway.servers.statuses() == []
             release.set()
         assert text_of(results[0]) == "finished" and not results[0].is_error
 
@@ -257,7 +257,7 @@ async def test_the_config_file_wins_a_name_it_shares_with_a_registration(
     transports = in_memory({"alpha": toy("alpha"), "extra": toy("extra")})
     with caplog.at_level(logging.WARNING):
         async with gateway_client(config, transports=transports) as (gateway, _):
-            rows = [(s.name, s.source, s.transport) for s in gateway.statuses()]
+            rows = [(s.name, s.source, s.transport) for s in gateway.servers.statuses()]
     assert rows == [("alpha", "file", "stdio"), ("extra", "api", "stdio")]
     assert "registered server 'alpha' skipped" in caplog.text
 
@@ -266,5 +266,5 @@ async def test_the_secrets_of_a_registered_server_are_redacted_from_then_on(tmp_
     config = make_config(tmp_path, {})
     transports = in_memory({"keyed": toy("keyed")})
     async with gateway_client(config, transports=transports) as (gateway, _):
-        await gateway.add_server({"name": "keyed", "command": "unused", "env": {"API_TOKEN": "tok-4f9a2c71e8"}})
+        await gateway.servers.add({"name": "keyed", "command": "unused", "env": {"API_TOKEN": "tok-4f9a2c71e8"}})
         assert gateway.redact("failed with tok-4f9a2c71e8") == "failed with [redacted]"

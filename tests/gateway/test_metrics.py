@@ -93,7 +93,10 @@ async def test_the_state_gauge_follows_an_upstream_that_was_killed(tmp_path: Pat
         assert (await client.call_tool("toy__crash", {})).is_error
         with anyio.fail_after(30):
             # Reconnecting comes first (calls then wait); the restart is counted once the old process is gone.
-            while (gateway.statuses()[0].state, gateway.statuses()[0].restarts) != (State.RECONNECTING, 1):
+            while (gateway.servers.statuses()[0].state, gateway.servers.statuses()[0].restarts) != (
+                State.RECONNECTING,
+                1,
+            ):
                 await anyio.sleep(0.02)
         _, after = await scrape(url)
 

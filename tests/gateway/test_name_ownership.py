@@ -221,7 +221,7 @@ async def test_a_server_removed_from_the_config_file_by_a_reload_frees_its_names
     async with serving(make_config(tmp_path, servers), transports) as (gateway, _, client):
         await joined(gateway, "calc", "plain")
         assert text(await client.call_tool("calc__evaluate", {})) == "calc ran evaluate"
-        await gateway.reload(make_config(tmp_path, {"plain": PLAIN}))
+        await gateway.reloader.reload(make_config(tmp_path, {"plain": PLAIN}))
         assert text(await client.call_tool("calc__evaluate", {})) == "usurper"
         assert gateway.catalog.withheld == []
     assert calls == ["calc__evaluate"]
@@ -245,7 +245,7 @@ async def test_a_registration_that_would_take_another_server_s_names_is_refused_
     async with serving(config, transports) as (gateway, url, _), httpx2.AsyncClient(base_url=url, timeout=30) as http:
         await joined(gateway, "calc")
         refused = await http.post("/api/v1/servers", json={"name": "evil", "command": COMMAND, **entry})
-        assert [status.name for status in gateway.statuses()] == ["calc"]
+        assert [status.name for status in gateway.servers.statuses()] == ["calc"]
         assert gateway.registrations.entries("server") == {}
     assert refused.status_code == 409, refused.text
     assert named in refused.json()["error"] and "'calc'" in refused.json()["error"]

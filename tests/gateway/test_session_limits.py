@@ -153,7 +153,7 @@ async def test_a_stateless_caller_past_its_limit_of_handles_loses_its_least_rece
     async with Gateway(config, transports=in_memory({"toy": toy()}), clock=lambda: float(next(now))) as gateway:
 
         def touch(identity: Identity, handle: str) -> None:
-            gateway.open_session(handle_key(identity, handle), identity, "stateless", handle)
+            gateway.sessions.open(handle_key(identity, handle), identity, "stateless", handle)
 
         for identity, handle in ((ian, "a"), (ian, "b"), (ann, "a"), (ann, "b"), (ian, "a"), (ian, "c")):
             touch(identity, handle)

@@ -169,9 +169,9 @@ async def test_servers_that_never_answer_their_listing_keep_no_other_server_out_
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
         gateway = Gateway(config, transports=transports, local_identity=Identity("ivy", "admin", "stdio"))
         async with gateway.running(), Client(build_server(gateway), mode="legacy") as client:
-            await wait_until(lambda: {s.name: s.state for s in gateway.statuses()}["toy"] == State.READY, 20)
+            await wait_until(lambda: {s.name: s.state for s in gateway.servers.statuses()}["toy"] == State.READY, 20)
             result = await client.call_tool("toy__echo", {"text": "still served"})
-            states = {status.name: status.state for status in gateway.statuses()}
+            states = {status.name: status.state for status in gateway.servers.statuses()}
 
     assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["still served"]
     assert {states[name] for name in stuck} == {State.CONNECTING}

@@ -90,7 +90,7 @@ async def test_a_server_registered_through_the_api_loses_a_changed_tool_until_an
         httpx2.AsyncClient(base_url=url, timeout=30) as http,
     ):
         await wait_until(lambda: listening(gateway))
-        await gateway.add_server({"name": "notes", "command": "unused"})
+        await gateway.servers.add({"name": "notes", "command": "unused"})
         await wait_until(lambda: told_tools_changed(received))
         assert listed(await client.list_tools())[TOOL].description == HONEST
 
@@ -170,7 +170,7 @@ async def test_a_pin_survives_a_restart_and_a_change_made_while_the_gateway_was_
     for _ in range(2):
         async with gateway_client(config, transports=in_memory({"notes": server})) as (gateway, client):
             assert TOOL not in listed(await client.list_tools())
-            (change,) = await gateway.tool_changes()
+            (change,) = await gateway.pins.changes()
             assert (change.status, change.new_definition["description"]) == ("pending", POISONED)
             ids.append(change.id)
     assert ids[0] == ids[1]
@@ -181,13 +181,13 @@ async def test_a_rejected_definition_stays_hidden_and_a_further_change_opens_a_n
     async with gateway_client(config, transports=in_memory({"notes": turncoat()})) as (gateway, client):
         await client.call_tool("notes__turn", {})
         await wait_until(lambda: gateway.catalog.tool(TOOL) is None)
-        (first,) = await gateway.tool_changes()
-        await gateway.decide_tool_change(first.id, False, "test")
+        (first,) = await gateway.pins.changes()
+        await gateway.pins.decide(first.id, False, "test")
         assert gateway.catalog.tool(TOOL) is None
 
         await client.call_tool("notes__turn", {"description": "Read a note, now with a copy."})
         await wait_until(lambda: len(gateway.pins.store.changes()) == 2)
-        newest, rejected = await gateway.tool_changes()
+        newest, rejected = await gateway.pins.changes()
         assert (rejected.id, rejected.status) == (first.id, "rejected")
         assert newest.status == "pending" and newest.new_definition["description"] == "Read a note, now with a copy."
         assert gateway.catalog.tool(TOOL) is None

@@ -134,7 +134,7 @@ async def test_an_upstream_over_http_is_reached(tmp_path: Path, transport: str) 
             assert result.content[0].text == f"via {transport}"  # type: ignore[union-attr]
             readme = await client.read_resource("remote+toy://readme")
             assert readme.contents[0].text == "readme of remote"  # type: ignore[union-attr]
-            assert gateway.statuses()[0].transport == config.servers[0].transport
+            assert gateway.servers.statuses()[0].transport == config.servers[0].transport
 
 
 async def test_a_stdio_upstream_keeps_its_state_across_calls(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ async def test_of_two_servers_without_a_namespace_the_first_to_list_a_name_keeps
             assert templates == [BLOB, f"two+{BLOB}"]
             assert text(await client.read_resource("two+demo://resource/dynamic/blob/3")) == "blob 3 of two"
             # Told once, not again with every later change of the catalog.
-            await gateway.restart_server("two")
+            await gateway.servers.restart("two")
             with anyio.fail_after(JOIN_LIMIT):
                 await gateway.upstreams["two"].first_attempt.wait()
     described = [clash.describe() for clash in gateway.catalog.clashes]
@@ -114,7 +114,7 @@ async def test_an_unprefixed_name_under_another_server_s_namespace_is_left_out_a
         assert kept is not None and kept.source == "alpha"
         assert text(await client.call_tool("alpha__echo", {"text": "alpha's"})) == "alpha's"
         assert [(left.source, left.original) for left in gateway.catalog.withheld] == [("plain", "alpha__echo")]
-        (status,) = [status for status in gateway.statuses() if status.name == "plain"]
+        (status,) = [status for status in gateway.servers.statuses() if status.name == "plain"]
         assert [left.holder for left in status.withheld] == ["alpha"]
 
 
@@ -170,7 +170,7 @@ async def test_a_server_without_resource_templates_is_served_all_the_same(
             ]
             assert (await client.list_resource_templates()).resource_templates == []
             assert text(await client.read_resource("partial+partial://notes")) == "the notes"
-            assert gateway.statuses()[0].tools == 1
+            assert gateway.servers.statuses()[0].tools == 1
     assert caplog.text.count("does not implement resources/templates/list") == 1
 
 
@@ -180,11 +180,11 @@ async def test_a_server_registered_without_a_namespace_joins_one_from_the_file_w
     config = make_config(tmp_path, {"one": UNPREFIXED})
     transports = in_memory({"one": linking_server("one"), "two": linking_server("two")})
     async with gateway_client(config, transports=transports) as (gateway, client):
-        await gateway.add_server({"name": "two", **UNPREFIXED, "tools": {"link": {"name": "link_two"}}})
+        await gateway.servers.add({"name": "two", **UNPREFIXED, "tools": {"link": {"name": "link_two"}}})
         await wait_until(lambda: "two" in gateway.catalog.sources(), limit=30)
         assert text(await client.call_tool("echo", {"text": "x"})) == "one: x"
         assert exposed(gateway, "two", "link") == "link_two"
-        (status,) = [status for status in gateway.statuses() if status.name == "two"]
+        (status,) = [status for status in gateway.servers.statuses() if status.name == "two"]
         assert [(left.original, left.holder) for left in status.withheld] == [("echo", "one")]
 
 

@@ -85,10 +85,12 @@ async def test_telling_clients_of_a_change_holds_up_no_server_joining_after_it(t
     gateway = Gateway(config, transports={**in_memory({"one": toy("one")}), "two": gated(toy("two"), joins)})
     server = build_server(gateway, clock=lambda: 0.0)
     async with gateway.running(), Client(server, mode="legacy"):
-        await wait_until(lambda: [status.state for status in gateway.statuses()] == [State.READY, State.CONNECTING])
+        await wait_until(
+            lambda: [status.state for status in gateway.servers.statuses()] == [State.READY, State.CONNECTING]
+        )
         joins.set()
         await wait_until(
-            lambda: [status.state for status in gateway.statuses()] == [State.READY, State.READY], limit=60
+            lambda: [status.state for status in gateway.servers.statuses()] == [State.READY, State.READY], limit=60
         )
 
 

@@ -39,7 +39,7 @@ def faulty(down: Path, **options: Any) -> dict[str, Any]:
 
 def status(gateway: Gateway) -> Status:
     """The status of the only upstream."""
-    return gateway.statuses()[0]
+    return gateway.servers.statuses()[0]
 
 
 def text(result: Any) -> str:

@@ -31,12 +31,12 @@ pytestmark = pytest.mark.anyio
 
 def states(gateway: Gateway) -> dict[str, State]:
     """Each upstream's state by name."""
-    return {status.name: status.state for status in gateway.statuses()}
+    return {status.name: status.state for status in gateway.servers.statuses()}
 
 
 def restarted(gateway: Gateway) -> bool:
     """Whether the only upstream has been restarted and is ready again."""
-    status = gateway.statuses()[0]
+    status = gateway.servers.statuses()[0]
     return status.restarts >= 1 and status.state == State.READY
 
 
@@ -49,7 +49,7 @@ async def test_servers_that_fail_to_start_are_reported_and_the_others_serve(tmp_
     config = make_config(tmp_path, servers, restart_backoff_initial=5)
     async with gateway_client(config) as (gateway, client):
         assert states(gateway)["good"] == State.READY
-        failed = {status.name: status for status in gateway.statuses() if status.name != "good"}
+        failed = {status.name: status for status in gateway.servers.statuses() if status.name != "good"}
         assert {status.state for status in failed.values()} == {State.FAILED}
         assert "toy server refuses to start" in (failed["refuses"].error or "")
         assert "No such file" in (failed["missing"].error or "")
@@ -73,7 +73,7 @@ async def test_servers_connect_concurrently_so_a_silent_one_delays_start_up_once
         elapsed = time.monotonic() - started
         assert states(gateway)["toy"] == State.READY
         assert {states(gateway)[name] for name in transports} == {State.FAILED}
-        assert "timed out" in (gateway.statuses()[0].error or "")
+        assert "timed out" in (gateway.servers.statuses()[0].error or "")
     assert elapsed < 2 * CONNECT_TIMEOUT, f"start-up took {elapsed:.1f} s; upstreams were connected one after another"
 
 

@@ -268,10 +268,10 @@ async def test_a_session_whose_callers_workspaces_in_use_hold_its_cap_is_refused
 
 async def written_directly(gateway: Gateway, caller: str, clock: Clock) -> Path:
     """A session of `caller` whose workspace gets 6 MiB written straight to disk, ended; the clock moves on."""
-    context = gateway.open_session(f"{caller}-{clock.now}", Identity(caller, None, "api_key"), "memory")
+    context = gateway.sessions.open(f"{caller}-{clock.now}", Identity(caller, None, "api_key"), "memory")
     workspace = await gateway.workspaces.open(context)
     (workspace / "data.bin").write_bytes(b"x" * (6 * MiB))
-    await gateway.close_session(context.id)
+    await gateway.sessions.close(context.id)
     clock.now += 60
     return workspace
 
@@ -333,7 +333,7 @@ async def test_a_gateway_shutting_down_with_a_live_session_leaves_its_workspace_
 ) -> None:
     clock = Clock(1_000_000.0)
     async with Gateway(make_config(tmp_path, {}), wall_clock=clock) as gateway:
-        context = gateway.open_session("live", ALICE, "memory")
+        context = gateway.sessions.open("live", ALICE, "memory")
         workspace = await gateway.workspaces.open(context)
         assert is_mounted(workspace)
     assert not is_mounted(workspace)
@@ -346,10 +346,10 @@ async def test_a_restarted_gateway_unmounts_what_a_crashed_one_left_and_counts_i
     clock = Clock(1_000_000.0)
     config = make_config(tmp_path, {}, workspace_retention=60)
     async with Gateway(config, wall_clock=clock) as crashed:
-        context = crashed.open_session("orphan", ALICE, "memory")
+        context = crashed.sessions.open("orphan", ALICE, "memory")
         workspace = await crashed.workspaces.open(context)
         # Forgotten without being closed, as when the process is killed.
-        crashed.sessions.release(context.id)
+        crashed.sessions.registry.release(context.id)
     assert is_mounted(workspace)
     clock.now += 10
     async with Gateway(config, wall_clock=clock) as restarted:
@@ -368,9 +368,9 @@ async def test_a_gateway_starting_beside_a_live_one_on_its_data_dir_leaves_that_
     config = make_config(tmp_path, {}, workspace_retention=60)
     async with await anyio.open_process([sys.executable, "-c", "input()"]) as other:
         async with Gateway(config, wall_clock=clock) as first:
-            context = first.open_session("window-1", ALICE, "memory")
+            context = first.sessions.open("window-1", ALICE, "memory")
             workspace = await first.workspaces.open(context)
-            first.sessions.release(context.id)
+            first.sessions.registry.release(context.id)
         # As if the first gateway were another process still running (another desktop window's).
         workspace.with_suffix(".owner").write_text(owners.token_of(other.pid))
         async with Gateway(config, wall_clock=clock) as beside:

@@ -158,10 +158,10 @@ async def sandboxed(docker_client: DockerClient, tmp_path_factory: pytest.TempPa
     config = sandboxed_config(tmp_path_factory.mktemp("sandboxed"), sandbox_warm=1, sandbox_session_warm=0)
     scope = sandbox_scope(config.settings)
     async with Gateway(config) as gateway:
-        assert {status.name: status.error for status in gateway.statuses()} == dict.fromkeys(
+        assert {status.name: status.error for status in gateway.servers.statuses()} == dict.fromkeys(
             ("python", "uncapped", "runaway", "files", "counter")
         )
-        assert gateway.sandbox_availability()[0]
+        assert gateway.sandboxes.availability()[0]
         yield gateway, docker_client, scope
     assert containers(docker_client, scope) == {}
 
@@ -358,10 +358,10 @@ async def test_without_the_image_nothing_runs_and_the_call_is_refused_clearly(
     config = sandboxed_config(tmp_path, sandbox_image="mcp-gateway-sandbox:absent")
     evidence = tmp_path / "ran-on-the-host"
     async with Gateway(config) as gateway, session(gateway) as client:
-        ready, reason = gateway.sandbox_availability()
+        ready, reason = gateway.sandboxes.availability()
         result = await run(client, f"open({str(evidence)!r}, 'w').write('escaped')")
         listed = {tool.name for tool in (await client.list_tools()).tools}
-        counter = {status.name: status.state.value for status in gateway.statuses()}["counter"]
+        counter = {status.name: status.state.value for status in gateway.servers.statuses()}["counter"]
     assert not ready
     assert reason == "sandbox image mcp-gateway-sandbox:absent is missing: run `python -m gateway sandbox build`"
     assert result.is_error
@@ -385,7 +385,7 @@ async def test_a_sandboxed_server_that_fails_shows_admins_its_last_lines_of_stde
     config = make_config(tmp_path, servers, sandbox_image=IMAGE)
 
     def error(gateway: Gateway) -> str:
-        return gateway.statuses()[0].error or ""
+        return gateway.servers.statuses()[0].error or ""
 
     async with Gateway(config) as gateway:
         await wait_until(lambda: "stderr" in error(gateway), WAIT)
@@ -453,7 +453,7 @@ async def test_an_inspecting_gateway_leaves_the_containers_of_a_serving_one_alon
     assert serving
     # What `python -m gateway check` and `catalog` do: start on the same configuration, only to look.
     async with Gateway(gateway.config, serving=False) as inspecting:
-        assert inspecting.sandbox_availability()[0]
+        assert inspecting.sandboxes.availability()[0]
     assert session_containers(docker_client, scope) >= serving
     with anyio.fail_after(WAIT):
         assert text_of(await client.call_tool("counter__increment", {})) == "2"

@@ -105,7 +105,7 @@ async def test_a_server_json_whose_runtime_arguments_would_make_its_container_ro
     async with http_gateway(config, transports=transports()) as (gateway, url):
         refused = await post(url, body)
         stored = gateway.registrations.entries("server")
-        servers = [status.name for status in gateway.statuses()]
+        servers = [status.name for status in gateway.servers.statuses()]
     assert refused.status_code == 422, refused.text
     problems = {problem["path"]: problem["problem"] for problem in refused.json()["problems"]}
     assert list(problems) == [f"packages[0].runtimeArguments[{index}]" for index in range(3)]

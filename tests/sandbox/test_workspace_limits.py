@@ -101,7 +101,7 @@ async def test_a_snippet_writing_past_the_quota_gets_disk_full_and_the_workspace
     docker_client: DockerClient, tmp_path: Path
 ) -> None:
     async with session(limited_config(tmp_path)) as (gateway, client):
-        assert gateway.sandbox_availability()[0]
+        assert gateway.sandboxes.availability()[0]
         with anyio.fail_after(WAIT):
             result = await client.call_tool("python__run_python", {"code": FILL})
         workspace = workspace_of(gateway)

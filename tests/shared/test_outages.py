@@ -10,7 +10,8 @@ import anyio
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.service import REGISTRATIONS, Gateway
+from gateway.live.replicas import REGISTRATIONS
+from gateway.service import Gateway
 from gateway.shared.redisstate import CHANNEL
 from gateway.shared.state import CHANGES
 from gateway.stores import StoreSettings
@@ -60,7 +61,7 @@ async def test_a_change_announced_while_postgresql_is_down_degrades_the_follower
             registrations.save("group", "late", {"allow": [{"server": "toy"}]})
             registrations.close()
             await other.publish(CHANNEL, "another replica")
-            await _until(lambda: "late" in [group.name for group in gateway.groups()])
+            await _until(lambda: "late" in [group.name for group in gateway.groups.all()])
             await _until(lambda: _state(gateway, REGISTRATIONS) == "ok")
             alive = gateway.failure
     assert reason is not None and "connection" in reason

@@ -265,13 +265,13 @@ def test_removing_a_server_on_the_page_asks_first_and_then_says_it_is_gone(
         wait_for_text(browser, "h1", "Remove server remote?")
         screenshot(browser, "removing-a-server-confirmation")
         asked = axe_violations(browser, ("serious", "critical", "moderate", "minor"))
-        assert "remote" in [status.name for status in served.gateway.statuses()]
+        assert "remote" in [status.name for status in served.gateway.servers.statuses()]
         browser.find_element(By.XPATH, "//button[text()='Remove remote']").click()
         wait_for_text(browser, "p.notice", "Server 'remote' was removed.")
         listed = axe_violations(browser)
     assert "config file" in toy_row and "Edited in the config file" in toy_row
     assert "Disable" not in toy_row and "Remove" not in toy_row
-    assert "remote" not in [status.name for status in served.gateway.statuses()]
+    assert "remote" not in [status.name for status in served.gateway.servers.statuses()]
     assert {"confirm": describe(asked), "servers": describe(listed)} == {"confirm": "", "servers": ""}
 
 

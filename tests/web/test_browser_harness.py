@@ -52,7 +52,7 @@ def test_the_browser_shows_a_served_gateway_s_health_and_a_server_added_through_
     with served_gateway(config, transports=transports) as served:
         browser.get(f"{served.url}/healthz")
         wait_for_text(browser, "body", "ok")
-        served.portal.call(served.gateway.add_server, {"name": "added", **placeholder(["added"])["added"]})
+        served.portal.call(served.gateway.servers.add, {"name": "added", **placeholder(["added"])["added"]})
         browser.get(f"{served.url}/readyz")
         wait_for_text(browser, "body", "ready")
         readiness = json.loads(browser.find_element(By.TAG_NAME, "body").text)

@@ -137,7 +137,7 @@ async def test_removing_an_api_server_asks_first_and_then_says_it_was_removed(tm
         added = await page.get("/servers")
         rows = await page.get("/servers/rows")
         unconfirmed = await page.submit("/servers", "/servers/remote/remove")
-        kept = [status.name for status in gateway.statuses()]
+        kept = [status.name for status in gateway.servers.statuses()]
         asked = await page.get("/servers/remote/remove")
         removed = await page.submit("/servers/remote/remove", "/servers/remote/remove", {"confirmed": "yes"})
         said = await page.get("/servers")
@@ -149,6 +149,6 @@ async def test_removing_an_api_server_asks_first_and_then_says_it_was_removed(tm
     assert "remote" in kept
     assert asked.status_code == 200 and "Remove server remote?" in asked.text
     assert removed.status_code == 303 and removed.headers["location"] == "/servers"
-    assert "remote" not in [status.name for status in gateway.statuses()]
+    assert "remote" not in [status.name for status in gateway.servers.statuses()]
     assert "Server &#39;remote&#39; was removed." in said.text and 'role="status"' in said.text
     assert "was removed" not in said_once.text
