@@ -59,12 +59,6 @@ SESSION_KEY = "gateway.clients.session"
 CONNECTION_KEY = "gateway.connection"
 NOTICES_KEY = "gateway.list-changes"
 DEFAULT_HANDLE = "default"
-APPROVAL_REQUEST = "approval"
-APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
-    "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Run this call?"}},
-    "required": ["approve"],
-}
 GROUP_STATE = "group"
 Context = ServerRequestContext[Any, Any]
 
@@ -191,50 +185,6 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     return context
 
 
-def _approves(answer: object) -> bool:
-    """Whether a person's answer to the approval form approves the call."""
-    return (
-        isinstance(answer, types.ElicitResult)
-        and answer.action == "accept"
-        and bool((answer.content or {}).get("approve"))
-    )
-
-
-async def _declined(message: str, summary: dict[str, Any]) -> bool:
-    return False
-
-
-def _ask_approval(params: types.CallToolRequestParams, token: str) -> types.InputRequiredResult:
-    """The stateless era's way to ask the person: the client elicits, then retries the call with
-    the answer; the token travels as the request state, bound to this exact call."""
-    message = f"Allow '{params.name}' to run with these arguments?\n{shown_arguments(params.arguments or {})}"
-    request = types.ElicitRequest(
-        params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
-    )
-    return types.InputRequiredResult(input_requests={APPROVAL_REQUEST: request}, request_state=token)
-
-
-def client_notes(ctx: Context) -> dict[str, Any]:
-    """What the pipeline may use of this client: a way to ask its user, if it has one.
-
-    Nothing the request carries (arguments, `_meta`) is taken as a confirmation: only a person's
-    answer through elicitation, or a person deciding a parked approval, confirms a call.
-    """
-    notes: dict[str, Any] = {}
-    capabilities = ctx.session.client_capabilities
-    if capabilities is None or capabilities.elicitation is None:
-        return notes
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        notes[INPUT_NOTE] = InputRequest()
-    elif ctx.session.can_send_request:
-
-        async def elicit(message: str, summary: dict[str, Any]) -> bool:
-            return _approves(await ctx.session.elicit_form(message, APPROVAL_SCHEMA))
-
-        notes[ELICIT_NOTE] = elicit
-    return notes
-
-
 def seen_lists(gateway: Gateway, session: SessionContext) -> Lists:
     """The tools, prompts and resources (with templates) `session` sees now."""
     resources = gateway.resources
@@ -270,26 +220,45 @@ async def tell_lists_changed(sessions: Iterable[SessionContext]) -> None:
                 group.start_soon(tell, notices)
 
 
-@contextmanager
-def protocol_errors(redact: Redactor) -> Iterator[None]:
-    """Answer gateway errors outside a tool result (unknown names, bad cursors, failed reads) as
-    JSON-RPC invalid-params errors without secrets; a tool call's own failures are results, never raised here."""
-    try:
-        yield
-    except (ProtocolError, ToolError) as error:
-        raise MCPError(code=types.INVALID_PARAMS, message=redact(error.client_text())) from None
+class ListNotices:
+    """What clients are told of their lists and of notices outside a request."""
 
+    async def initialized(ctx: Context, params: types.NotificationParams) -> None:
+        # Known from its handshake, a client that has sent no request yet is still told of list
+        # changes, from the lists it can see now on.
+        session = session_of(gateway, ctx)
+        connection = session.state.get(CONNECTION_KEY)
+        if not isinstance(connection, Connection) or not connection.has_standalone_channel:
+            return
 
-def redacted_error(result: types.CallToolResult, redact: Redactor) -> types.CallToolResult:
-    """A failed call's result as the client sees it: its texts without secrets (a server's error
-    may quote its own credentials). Successful results are the tool's data and go back as they are."""
-    if not result.is_error:
-        return result
-    content = [
-        block.model_copy(update={"text": redact(block.text)}) if isinstance(block, types.TextContent) else block
-        for block in result.content
-    ]
-    return result.model_copy(update={"content": content})
+        async def send(kind: ListKind) -> None:
+            # A notice held back for its interval may come due after the session ended: its client
+            # may be closing its streams, and would take the notice for a broken message.
+            if gateway.sessions.get(session.id) is session:
+                await SENDERS[kind](connection)
+
+        session.state[NOTICES_KEY] = ListChanges(lambda: seen_lists(gateway, session), send, interval, clock)
+
+    async def notify() -> None:
+        lists = published_lists(gateway)
+        for kind in lists.changed(published[0]):
+            await bus.publish(BUS_EVENTS[kind]())
+        published[0] = lists
+        await tell_lists_changed(gateway.sessions.live())
+
+    async def session_changed(session: SessionContext) -> None:
+        await tell_lists_changed([session])
+
+    async def group_changed(name: str) -> None:
+        await tell_lists_changed([context for context in gateway.sessions.live() if context.group == name])
+
+    async def deliver(session: SessionContext, notice: Any) -> None:
+        # Outside a request a notice can only reach a handshake-era client with its stream open.
+        connection = session.state.get(CONNECTION_KEY)
+        if isinstance(connection, Connection) and connection.has_standalone_channel:
+            data = notice.model_dump(by_alias=True, mode="json", exclude_none=True)
+            await connection.notify(data["method"], data.get("params"))
+
 
 
 def build_server(
@@ -299,127 +268,6 @@ def build_server(
     # 2026-era calls waiting for the client's answer to their upstream's request, by request state.
     parked: dict[str, ParkedCall] = {}
     listings = ListingCache()
-
-    async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        session = session_of(gateway, ctx)
-        await gateway.listing.first_listing(session)
-        view, stamp = gateway.listing.listing_view(session)
-        if listings.holds((ctx.protocol_version, view, _cursor(params)), stamp):
-            return types.ListToolsResult(tools=[])
-        with protocol_errors(gateway.redact):
-            tools, cursor = page(gateway.listing.listed_tools(session), _cursor(params), page_size, key=_name)
-        return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
-
-    async def call_tool(
-        ctx: Context, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
-        session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
-        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and params.request_state is not None and params.request_state in parked:
-            # The retry that answers what the call's upstream asked (see `parked.py`).
-            call = parked.pop(params.request_state)
-            if (call.session.principal or call.session.caller) != (session.principal or session.caller):
-                raise MCPError(code=types.INVALID_PARAMS, message="Unknown request state")
-            call.answer(params.input_responses)
-            return await _resume(call, ctx)
-        progress: ProgressThrottle | None = None
-        if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
-            progress = ProgressThrottle(ctx.session.report_progress, clock)
-        notes = client_notes(ctx)
-        order = tasks.task_order(ctx, gateway, session, params)
-        if order is not None:
-            notes[TASK_NOTE] = order
-        if modern and params.request_state is not None:
-            # The retry after the person answered the approval the gateway asked for below.
-            if _approves((params.input_responses or {}).get(APPROVAL_REQUEST)):
-                notes[TOKEN_NOTE] = params.request_state
-            else:
-                notes[ELICIT_NOTE] = _declined
-
-        async def run() -> types.CallToolResult | types.InputRequiredResult:
-            # One id links this call's log lines, its upstream call and its audit row.
-            with requestid.bound() as request_id, protocol_errors(gateway.redact):
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
-                result = await gateway.calls.call_tool(session, params.name, params.arguments, progress, notes)
-            if progress is not None:
-                await progress.flush()
-            request = notes.get(INPUT_NOTE)
-            if isinstance(request, InputRequest) and request.state is not None:
-                return _ask_approval(params, request.state)
-            return redacted_error(result, gateway.redact)
-
-        if not modern:
-            with bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
-                return await run()
-        wait = gateway.config.settings.call_timeout
-        call = ParkedCall(session, params.name, gateway.passthrough, ctx.session.client_capabilities, wait)
-        assert gateway.router.group is not None
-        call.start(gateway.router.group, run, lambda: parked.pop(call.token or "", None))
-        return await _resume(call, ctx)
-
-    async def _resume(call: ParkedCall, ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
-        result, asked = await call.next(RequestStream(ctx))
-        if asked is None:
-            answer: types.CallToolResult | types.InputRequiredResult = result
-            return answer
-        assert call.token is not None
-        parked[call.token] = call
-        return asked
-
-    async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.resources.listed(session), _cursor(params), page_size, key=_uri)
-        return types.ListResourcesResult(resources=items, next_cursor=cursor)
-
-    async def list_templates(
-        ctx: Context, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.resources.templates(session), _cursor(params), page_size, key=_template)
-        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
-
-    async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.uri, gateway.passthrough)):
-            return await gateway.resources.read(session, params.uri)
-
-    async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.resources.prompts(session), _cursor(params), page_size, key=_name)
-        return types.ListPromptsResult(prompts=items, next_cursor=cursor)
-
-    async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
-            return await gateway.resources.get_prompt(session, params.name, params.arguments)
-
-    async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            return await gateway.resources.complete(session, params)
-
-    async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            await gateway.resources.subscribe(session, params.uri, True)
-        return types.EmptyResult()
-
-    async def unsubscribe(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            await gateway.resources.subscribe(session, params.uri, False)
-        return types.EmptyResult()
-
-    async def set_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            await gateway.passthrough.set_logging_level(session, params.level)
-        return types.EmptyResult()
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
@@ -464,66 +312,14 @@ def build_server(
 
     interval = gateway.config.settings.notify_coalesce_ms / 1000
 
-    async def initialized(ctx: Context, params: types.NotificationParams) -> None:
-        # Known from its handshake, a client that has sent no request yet is still told of list
-        # changes, from the lists it can see now on.
-        session = session_of(gateway, ctx)
-        connection = session.state.get(CONNECTION_KEY)
-        if not isinstance(connection, Connection) or not connection.has_standalone_channel:
-            return
-
-        async def send(kind: ListKind) -> None:
-            # A notice held back for its interval may come due after the session ended: its client
-            # may be closing its streams, and would take the notice for a broken message.
-            if gateway.sessions.get(session.id) is session:
-                await SENDERS[kind](connection)
-
-        session.state[NOTICES_KEY] = ListChanges(lambda: seen_lists(gateway, session), send, interval, clock)
-
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
     published = [published_lists(gateway)]
 
-    async def notify() -> None:
-        lists = published_lists(gateway)
-        for kind in lists.changed(published[0]):
-            await bus.publish(BUS_EVENTS[kind]())
-        published[0] = lists
-        await tell_lists_changed(gateway.sessions.live())
-
     # A storm of upstream list changes makes at most one round of telling per interval.
     changed = Coalescer(notify, interval, clock)
-
-    async def session_changed(session: SessionContext) -> None:
-        await tell_lists_changed([session])
-
-    async def group_changed(name: str) -> None:
-        await tell_lists_changed([context for context in gateway.sessions.live() if context.group == name])
-
-    async def deliver(session: SessionContext, notice: Any) -> None:
-        # Outside a request a notice can only reach a handshake-era client with its stream open.
-        connection = session.state.get(CONNECTION_KEY)
-        if isinstance(connection, Connection) and connection.has_standalone_channel:
-            data = notice.model_dump(by_alias=True, mode="json", exclude_none=True)
-            await connection.notify(data["method"], data.get("params"))
 
     gateway.passthrough.deliver = deliver
     gateway.live_catalog.on_change(changed)
     gateway.groups.on_change(group_changed)
     gateway.sessions.on_change(session_changed)
     return server
-
-
-def _cursor(params: types.PaginatedRequestParams | None) -> str | None:
-    return params.cursor if params is not None else None
-
-
-def _name(item: Any) -> str:
-    return str(item.name)
-
-
-def _uri(item: types.Resource) -> str:
-    return item.uri
-
-
-def _template(item: types.ResourceTemplate) -> str:
-    return item.uri_template
