@@ -4,6 +4,37 @@ protocol errors (`mcpserver.build_server` registers them)."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from gateway.catalog.merged import page
+from gateway.clients.downstream import bound
+from gateway.clients.session import SessionContext
+from gateway.clients.tasks import TASK_NOTE
+from gateway.errors import ProtocolError, ToolError, clip
+from gateway.frontdoors import tasks
+from gateway.frontdoors.clientrequests import ClientOfRequest, RequestStream
+from gateway.frontdoors.listingcache import ListingCache
+from gateway.frontdoors.notifications import ProgressThrottle
+from gateway.frontdoors.parked import ParkedCall
+from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
+from gateway.runtime import requestid
+from gateway.runtime.redaction import Redactor
+from gateway.service import Gateway
+from gateway.skills.metatools import STATE_TOOLS
+
+log = logging.getLogger(__name__)
+
+Context = ServerRequestContext[Any, Any]
+
 APPROVAL_REQUEST = "approval"
 APPROVAL_SCHEMA: types.ElicitRequestedSchema = {
     "type": "object",
@@ -56,7 +87,6 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     return notes
 
 
-
 @contextmanager
 def protocol_errors(redact: Redactor) -> Iterator[None]:
     """Answer gateway errors outside a tool result (unknown names, bad cursors, failed reads) as
@@ -79,38 +109,65 @@ def redacted_error(result: types.CallToolResult, redact: Redactor) -> types.Call
     return result.model_copy(update={"content": content})
 
 
+class SessionOf(Protocol):
+    """Finds the session context of the client that sent a request (`mcpserver.session_of`)."""
+
+    def __call__(self, ctx: Context, handle: str | None = None) -> SessionContext: ...
+
 
 class Handlers:
-    """The handler of every MCP request the gateway serves."""
+    """The handler of every MCP request the gateway serves, each reading the part of `gateway`
+    that answers it; `session_of` finds a request's session, list pages hold `page_size` items,
+    and `clock` paces a call's progress notices."""
 
-    async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        session = session_of(gateway, ctx)
-        await gateway.listing.first_listing(session)
-        view, stamp = gateway.listing.listing_view(session)
-        if listings.holds((ctx.protocol_version, view, _cursor(params)), stamp):
+    def __init__(
+        self, gateway: Gateway, session_of: SessionOf, *, page_size: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._session_of = session_of
+        self._listing = gateway.listing
+        self._calls = gateway.calls
+        self._resources = gateway.resources
+        self._passthrough = gateway.passthrough
+        self._catalog = gateway.catalog
+        self._visibility = gateway.visibility
+        self._router = gateway.router
+        self._redact = gateway.redact
+        self._call_timeout = gateway.config.settings.call_timeout
+        self._page_size = page_size
+        self._clock = clock
+        self.listings = ListingCache()
+        """tools/list pages kept in wire form, the server's middleware (`listingcache`)."""
+        # 2026-era calls waiting for the client's answer to their upstream's request, by request state.
+        self._parked: dict[str, ParkedCall] = {}
+
+    async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        session = self._session_of(ctx)
+        await self._listing.first_listing(session)
+        view, stamp = self._listing.listing_view(session)
+        if self.listings.holds((ctx.protocol_version, view, _cursor(params)), stamp):
             return types.ListToolsResult(tools=[])
-        with protocol_errors(gateway.redact):
-            tools, cursor = page(gateway.listing.listed_tools(session), _cursor(params), page_size, key=_name)
+        with protocol_errors(self._redact):
+            tools, cursor = page(self._listing.listed_tools(session), _cursor(params), self._page_size, key=_name)
         return types.ListToolsResult(tools=[tool.to_mcp() for tool in tools], next_cursor=cursor)
 
     async def call_tool(
-        ctx: Context, params: types.CallToolRequestParams
+        self, ctx: Context, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
-        session = session_of(gateway, ctx, handle if isinstance(handle, str) and handle else None)
+        session = self._session_of(ctx, handle if isinstance(handle, str) and handle else None)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and params.request_state is not None and params.request_state in parked:
+        if modern and params.request_state is not None and params.request_state in self._parked:
             # The retry that answers what the call's upstream asked (see `parked.py`).
-            call = parked.pop(params.request_state)
+            call = self._parked.pop(params.request_state)
             if (call.session.principal or call.session.caller) != (session.principal or session.caller):
                 raise MCPError(code=types.INVALID_PARAMS, message="Unknown request state")
             call.answer(params.input_responses)
-            return await _resume(call, ctx)
+            return await self._resume(call, ctx)
         progress: ProgressThrottle | None = None
         if ctx.meta is not None and ctx.meta.get("progress_token", ctx.meta.get("progressToken")) is not None:
-            progress = ProgressThrottle(ctx.session.report_progress, clock)
+            progress = ProgressThrottle(ctx.session.report_progress, self._clock)
         notes = client_notes(ctx)
-        order = tasks.task_order(ctx, gateway, session, params)
+        order = tasks.task_order(ctx, self._catalog, self._visibility, session, params)
         if order is not None:
             notes[TASK_NOTE] = order
         if modern and params.request_state is not None:
@@ -122,88 +179,89 @@ class Handlers:
 
         async def run() -> types.CallToolResult | types.InputRequiredResult:
             # One id links this call's log lines, its upstream call and its audit row.
-            with requestid.bound() as request_id, protocol_errors(gateway.redact):
+            with requestid.bound() as request_id, protocol_errors(self._redact):
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("tools/call %s from %s [request %s]", clip(params.name), session.caller, request_id)
-                result = await gateway.calls.call_tool(session, params.name, params.arguments, progress, notes)
+                result = await self._calls.call_tool(session, params.name, params.arguments, progress, notes)
             if progress is not None:
                 await progress.flush()
             request = notes.get(INPUT_NOTE)
             if isinstance(request, InputRequest) and request.state is not None:
                 return _ask_approval(params, request.state)
-            return redacted_error(result, gateway.redact)
+            return redacted_error(result, self._redact)
 
         if not modern:
-            with bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
+            with bound(ClientOfRequest(ctx, session, params.name, self._passthrough)):
                 return await run()
-        wait = gateway.config.settings.call_timeout
-        call = ParkedCall(session, params.name, gateway.passthrough, ctx.session.client_capabilities, wait)
-        assert gateway.router.group is not None
-        call.start(gateway.router.group, run, lambda: parked.pop(call.token or "", None))
-        return await _resume(call, ctx)
+        wait = self._call_timeout
+        call = ParkedCall(session, params.name, self._passthrough, ctx.session.client_capabilities, wait)
+        assert self._router.group is not None
+        call.start(self._router.group, run, lambda: self._parked.pop(call.token or "", None))
+        return await self._resume(call, ctx)
 
-    async def _resume(call: ParkedCall, ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
+    async def _resume(self, call: ParkedCall, ctx: Context) -> types.CallToolResult | types.InputRequiredResult:
         result, asked = await call.next(RequestStream(ctx))
         if asked is None:
             answer: types.CallToolResult | types.InputRequiredResult = result
             return answer
         assert call.token is not None
-        parked[call.token] = call
+        self._parked[call.token] = call
         return asked
 
-    async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.resources.listed(session), _cursor(params), page_size, key=_uri)
+    async def list_resources(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            items, cursor = page(self._resources.listed(session), _cursor(params), self._page_size, key=_uri)
         return types.ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_templates(
-        ctx: Context, params: types.PaginatedRequestParams | None
+        self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.resources.templates(session), _cursor(params), page_size, key=_template)
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            items, cursor = page(self._resources.templates(session), _cursor(params), self._page_size, key=_template)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
 
-    async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.uri, gateway.passthrough)):
-            return await gateway.resources.read(session, params.uri)
+    async def read_resource(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact), bound(ClientOfRequest(ctx, session, params.uri, self._passthrough)):
+            return await self._resources.read(session, params.uri)
 
-    async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            items, cursor = page(gateway.resources.prompts(session), _cursor(params), page_size, key=_name)
+    async def list_prompts(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            items, cursor = page(self._resources.prompts(session), _cursor(params), self._page_size, key=_name)
         return types.ListPromptsResult(prompts=items, next_cursor=cursor)
 
-    async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact), bound(ClientOfRequest(ctx, session, params.name, gateway.passthrough)):
-            return await gateway.resources.get_prompt(session, params.name, params.arguments)
+    async def get_prompt(self, ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact), bound(ClientOfRequest(ctx, session, params.name, self._passthrough)):
+            return await self._resources.get_prompt(session, params.name, params.arguments)
 
-    async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            return await gateway.resources.complete(session, params)
+    async def complete(self, ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            return await self._resources.complete(session, params)
 
-    async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            await gateway.resources.subscribe(session, params.uri, True)
+    async def subscribe(self, ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            await self._resources.subscribe(session, params.uri, True)
         return types.EmptyResult()
 
-    async def unsubscribe(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            await gateway.resources.subscribe(session, params.uri, False)
+    async def unsubscribe(self, ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            await self._resources.subscribe(session, params.uri, False)
         return types.EmptyResult()
 
-    async def set_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        session = session_of(gateway, ctx)
-        with protocol_errors(gateway.redact):
-            await gateway.passthrough.set_logging_level(session, params.level)
+    async def set_level(self, ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        session = self._session_of(ctx)
+        with protocol_errors(self._redact):
+            await self._passthrough.set_logging_level(session, params.level)
         return types.EmptyResult()
-
 
 
 def _cursor(params: types.PaginatedRequestParams | None) -> str | None:

@@ -1,7 +1,8 @@
-"""The MCP front door: an SDK `Server` whose handlers route every request to the `Gateway`.
+"""The MCP front door: an SDK `Server` whose handlers (`handlers.Handlers`) route every request to
+the part of the `Gateway` that answers it.
 
-Both protocol eras are served by the SDK; this module only maps requests to the gateway,
-finds the client's session context, and turns gateway errors into protocol errors.
+Both protocol eras are served by the SDK; this module builds the server, finds the client's
+session context of each request, and tells clients when their lists change (`ListNotices`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from importlib.metadata import version as package_version
 from typing import Any
 from uuid import uuid4
@@ -35,23 +37,13 @@ from starlette.types import Scope
 
 from gateway.auth.identity import Identity, caller_key, handle_key
 from gateway.auth.middleware import current_identity
-from gateway.catalog.merged import page
-from gateway.clients.downstream import bound
 from gateway.clients.session import SessionContext, Transport
-from gateway.clients.tasks import TASK_NOTE
-from gateway.errors import ProtocolError, ToolError, clip
 from gateway.frontdoors import tasks
-from gateway.frontdoors.clientrequests import ClientOfRequest, RequestStream
+from gateway.frontdoors.handlers import Handlers, redacted_error
 from gateway.frontdoors.listen import listen_handler
-from gateway.frontdoors.listingcache import ListingCache
-from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists, ProgressThrottle
-from gateway.frontdoors.parked import ParkedCall
+from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists
 from gateway.frontdoors.requestspans import RequestSpans
-from gateway.pipeline.confirmation import ELICIT_NOTE, INPUT_NOTE, TOKEN_NOTE, InputRequest, shown_arguments
-from gateway.runtime import requestid
-from gateway.runtime.redaction import Redactor
 from gateway.service import Gateway
-from gateway.skills.metatools import STATE_TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -221,11 +213,26 @@ async def tell_lists_changed(sessions: Iterable[SessionContext]) -> None:
 
 
 class ListNotices:
-    """What clients are told of their lists and of notices outside a request."""
+    """What clients are told of their lists and of notices outside a request: a session of its
+    lists that changed (from its handshake on), 2026-era clients through the server's subscription
+    `bus`, which does not tell them apart, a handshake-era client an upstream's notice; `clock`
+    paces the telling (`notifications`)."""
 
-    async def initialized(ctx: Context, params: types.NotificationParams) -> None:
+    def __init__(self, gateway: Gateway, bus: InMemorySubscriptionBus, clock: Callable[[], float]) -> None:
+        self._gateway = gateway
+        self._bus = bus
+        self._clock = clock
+        self._interval = gateway.config.settings.notify_coalesce_ms / 1000
+        self._published = published_lists(gateway)
+        # A storm of upstream list changes makes at most one round of telling per interval.
+        self.changed = Coalescer(self.notify, self._interval, clock)
+        """Told of each change of the catalog."""
+
+    async def initialized(self, ctx: Context, params: types.NotificationParams) -> None:
+        """A client finished its handshake (`notifications/initialized`)."""
         # Known from its handshake, a client that has sent no request yet is still told of list
         # changes, from the lists it can see now on.
+        gateway = self._gateway
         session = session_of(gateway, ctx)
         connection = session.state.get(CONNECTION_KEY)
         if not isinstance(connection, Connection) or not connection.has_standalone_channel:
@@ -237,22 +244,27 @@ class ListNotices:
             if gateway.sessions.get(session.id) is session:
                 await SENDERS[kind](connection)
 
-        session.state[NOTICES_KEY] = ListChanges(lambda: seen_lists(gateway, session), send, interval, clock)
+        notices = ListChanges(lambda: seen_lists(gateway, session), send, self._interval, self._clock)
+        session.state[NOTICES_KEY] = notices
 
-    async def notify() -> None:
-        lists = published_lists(gateway)
-        for kind in lists.changed(published[0]):
-            await bus.publish(BUS_EVENTS[kind]())
-        published[0] = lists
-        await tell_lists_changed(gateway.sessions.live())
+    async def notify(self) -> None:
+        """Tell every client of the lists that changed as it sees them."""
+        lists = published_lists(self._gateway)
+        for kind in lists.changed(self._published):
+            await self._bus.publish(BUS_EVENTS[kind]())
+        self._published = lists
+        await tell_lists_changed(self._gateway.sessions.live())
 
-    async def session_changed(session: SessionContext) -> None:
+    async def session_changed(self, session: SessionContext) -> None:
+        """Tell `session` of its own lists that changed (skills loaded or left)."""
         await tell_lists_changed([session])
 
-    async def group_changed(name: str) -> None:
-        await tell_lists_changed([context for context in gateway.sessions.live() if context.group == name])
+    async def group_changed(self, name: str) -> None:
+        """Tell the sessions on the endpoint of group `name` that their lists changed."""
+        await tell_lists_changed([context for context in self._gateway.sessions.live() if context.group == name])
 
-    async def deliver(session: SessionContext, notice: Any) -> None:
+    async def deliver(self, session: SessionContext, notice: Any) -> None:
+        """Send `notice`, which an upstream sent outside a request, to `session`'s client."""
         # Outside a request a notice can only reach a handshake-era client with its stream open.
         connection = session.state.get(CONNECTION_KEY)
         if isinstance(connection, Connection) and connection.has_standalone_channel:
@@ -260,14 +272,11 @@ class ListNotices:
             await connection.notify(data["method"], data.get("params"))
 
 
-
 def build_server(
     gateway: Gateway, *, page_size: int = 500, clock: Callable[[], float] = time.monotonic
 ) -> GatewayServer:
     """The MCP server that fronts `gateway`; `clock` paces the notifications it sends (`notifications`)."""
-    # 2026-era calls waiting for the client's answer to their upstream's request, by request state.
-    parked: dict[str, ParkedCall] = {}
-    listings = ListingCache()
+    handlers = Handlers(gateway, partial(session_of, gateway), page_size=page_size, clock=clock)
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         # The SDK asks before dispatch, in the HTTP request's task, with the name alone.
@@ -285,18 +294,18 @@ def build_server(
             "mcp-gateway",
             version=package_version("mcp-gateway"),
             instructions="One endpoint for every tool of this organisation. Tool names are <server>__<tool>.",
-            on_list_tools=list_tools,
-            on_call_tool=call_tool,
-            on_list_resources=list_resources,
-            on_list_resource_templates=list_templates,
-            on_read_resource=read_resource,
-            on_list_prompts=list_prompts,
-            on_get_prompt=get_prompt,
-            on_completion=complete,
+            on_list_tools=handlers.list_tools,
+            on_call_tool=handlers.call_tool,
+            on_list_resources=handlers.list_resources,
+            on_list_resource_templates=handlers.list_templates,
+            on_read_resource=handlers.read_resource,
+            on_list_prompts=handlers.list_prompts,
+            on_get_prompt=handlers.get_prompt,
+            on_completion=handlers.complete,
             on_subscriptions_listen=listen_handler(gateway.resources, bus, lambda ctx: session_of(gateway, ctx)),
-            on_subscribe_resource=subscribe,
-            on_unsubscribe_resource=unsubscribe,
-            on_set_logging_level=set_level,
+            on_subscribe_resource=handlers.subscribe,
+            on_unsubscribe_resource=handlers.unsubscribe,
+            on_set_logging_level=handlers.set_level,
             get_tool_input_schema=input_schema,
         )
 
@@ -308,18 +317,12 @@ def build_server(
     tasks.install(
         server, gateway, lambda ctx: session_of(gateway, ctx), lambda r: redacted_error(r, gateway.redact), page_size
     )
-    server.middleware.append(listings)
+    server.middleware.append(handlers.listings)
 
-    interval = gateway.config.settings.notify_coalesce_ms / 1000
-
-    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
-    published = [published_lists(gateway)]
-
-    # A storm of upstream list changes makes at most one round of telling per interval.
-    changed = Coalescer(notify, interval, clock)
-
-    gateway.passthrough.deliver = deliver
-    gateway.live_catalog.on_change(changed)
-    gateway.groups.on_change(group_changed)
-    gateway.sessions.on_change(session_changed)
+    notices = ListNotices(gateway, bus, clock)
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, notices.initialized)
+    gateway.passthrough.deliver = notices.deliver
+    gateway.live_catalog.on_change(notices.changed)
+    gateway.groups.on_change(notices.group_changed)
+    gateway.sessions.on_change(notices.session_changed)
     return server

@@ -23,7 +23,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from gateway.catalog.merged import Route, page
+from gateway.auth.visibility import Visibility
+from gateway.catalog.merged import Catalog, Route, page
 from gateway.catalog.tools import ToolRecord
 from gateway.clients.downstream import bound
 from gateway.clients.session import SessionContext
@@ -62,7 +63,7 @@ def _modern(ctx: Context) -> bool:
 
 
 def task_order(
-    ctx: Context, gateway: Gateway, session: SessionContext, params: types.CallToolRequestParams
+    ctx: Context, catalog: Catalog, visibility: Visibility, session: SessionContext, params: types.CallToolRequestParams
 ) -> TaskOrder | None:
     """The order to run this call as a task, when the client asked for one; None otherwise.
 
@@ -71,13 +72,13 @@ def task_order(
     them, is answered "Method not found" (-32601). An unknown tool is left to the call itself.
     """
     # Not `resolve`: an unknown name costs it a search for near misses, which the call makes anyway.
-    tool = gateway.catalog.tool(params.name)
+    tool = catalog.tool(params.name)
     support = tool.execution.task_support if tool is not None and tool.execution is not None else None
     slot = _SLOT.get()
     asked = slot is not None and params.task is not None
     if not asked and (support != "required" or _modern(ctx)):
         return None  # the plain call of nearly every tool: one look-up
-    if tool is None or not gateway.visibility.may_see(session, tool):
+    if tool is None or not visibility.may_see(session, tool):
         return None  # a hidden tool is as unknown as a missing one: the call says so
     if not asked:
         raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Tool {clip(params.name)!r} must be called as a task")
