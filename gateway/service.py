@@ -10,15 +10,12 @@ lives in its own module and is reached as an attribute, `sessions` (`gateway.ser
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 from anyio.abc import TaskGroup
 
 from gateway import builder
@@ -28,7 +25,6 @@ from gateway.auth.identity import Identity
 from gateway.auth.policy import Policy
 from gateway.auth.visibility import Visibility
 from gateway.catalog.merged import Catalog, SourceListing
-from gateway.clients.session import SessionContext
 from gateway.config.model import GatewayConfig
 from gateway.config.secrets import secrets_of
 from gateway.errors import describe_error
@@ -43,7 +39,7 @@ from gateway.pipeline import audit
 from gateway.pipeline.approvals import ApprovalStore
 from gateway.pipeline.audit import AuditStore
 from gateway.pipeline.budgets import Budgets
-from gateway.pipeline.chain import Pipeline, ProgressFn
+from gateway.pipeline.chain import Pipeline
 from gateway.pipeline.confirmation import ConfirmationStore
 from gateway.runtime.background import Background
 from gateway.runtime.datadir import make_private
@@ -67,8 +63,6 @@ from gateway.upstreams import children
 from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.transports import TransportFactory
-
-log = logging.getLogger(__name__)
 
 # The connect timeout bounds a server's handshake; starting its process or container comes before.
 START_GRACE = 5.0
@@ -231,17 +225,6 @@ class Gateway:
     def policy(self) -> Policy:
         """The role rules in force, reloaded live."""
         return self.visibility.policy
-
-    async def call_tool(
-        self,
-        session: SessionContext,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        progress: ProgressFn | None = None,
-        notes: Mapping[str, Any] | None = None,
-    ) -> types.CallToolResult:
-        """One call of `session` through the pipeline (`Calls.call_tool`)."""
-        return await self.calls.call_tool(session, name, arguments, progress, notes)
 
     def wall_now(self) -> float:
         """Now, in epoch seconds, by the gateway's wall clock (what audit rows and approvals are stamped with)."""

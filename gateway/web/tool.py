@@ -82,7 +82,7 @@ def routes(web: Web) -> list[Route]:
         except FormProblems as problems:
             return await view(request, person, values=values, problems=problems.problems)
         try:
-            result = await gateway.call_tool(web.context(person), name, arguments)
+            result = await gateway.calls.call_tool(web.context(person), name, arguments)
         except UnknownToolError as error:
             raise NotFoundError(f"No such tool: {name!r}") from error
         app = host_data(tool, arguments, result) if view_of(tool.meta) is not None else None
