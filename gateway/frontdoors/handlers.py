@@ -141,6 +141,7 @@ class Handlers:
         self._parked: dict[str, ParkedCall] = {}
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """`tools/list`: a page of the tools the session may list (the first held for the servers)."""
         session = self._session_of(ctx)
         await self._listing.first_listing(session)
         view, stamp = self._listing.listing_view(session)
@@ -153,6 +154,7 @@ class Handlers:
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        """`tools/call`: the call run through the pipeline; in the 2026 era parked while its upstream asks."""
         handle = (params.arguments or {}).get("handle") if params.name in STATE_TOOLS else None
         session = self._session_of(ctx, handle if isinstance(handle, str) and handle else None)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -211,6 +213,7 @@ class Handlers:
     async def list_resources(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        """`resources/list`: a page of the resources the session may see."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             items, cursor = page(self._resources.listed(session), _cursor(params), self._page_size, key=_uri)
@@ -219,45 +222,53 @@ class Handlers:
     async def list_templates(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        """`resources/templates/list`: a page of the resource templates the session may see."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             items, cursor = page(self._resources.templates(session), _cursor(params), self._page_size, key=_template)
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
 
     async def read_resource(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        """`resources/read`: a skill file, or a server's resource under its original URI."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact), bound(ClientOfRequest(ctx, session, params.uri, self._passthrough)):
             return await self._resources.read(session, params.uri)
 
     async def list_prompts(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        """`prompts/list`: a page of the prompts the session may see."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             items, cursor = page(self._resources.prompts(session), _cursor(params), self._page_size, key=_name)
         return types.ListPromptsResult(prompts=items, next_cursor=cursor)
 
     async def get_prompt(self, ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        """`prompts/get`: the prompt from its server, under its original name."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact), bound(ClientOfRequest(ctx, session, params.name, self._passthrough)):
             return await self._resources.get_prompt(session, params.name, params.arguments)
 
     async def complete(self, ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+        """`completion/complete`: completions of a prompt's or a resource template's argument."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             return await self._resources.complete(session, params)
 
     async def subscribe(self, ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        """`resources/subscribe`: updates of a resource, from its server."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             await self._resources.subscribe(session, params.uri, True)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        """`resources/unsubscribe`: no more updates of a resource."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             await self._resources.subscribe(session, params.uri, False)
         return types.EmptyResult()
 
     async def set_level(self, ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        """`logging/setLevel`: the session's log level, passed on to the servers it can see."""
         session = self._session_of(ctx)
         with protocol_errors(self._redact):
             await self._passthrough.set_logging_level(session, params.level)

@@ -34,7 +34,7 @@ class Calls:
     pipelines and the audit store come at `start`, once the stores are open.
     """
 
-    pipeline: Pipeline
+    _pipeline: Pipeline
     _meta_pipeline: Pipeline
     _audit: AuditStore
 
@@ -58,7 +58,7 @@ class Calls:
 
     def start(self, pipeline: Pipeline, meta_pipeline: Pipeline, audit: AuditStore) -> None:
         """Run calls through `pipeline` (the meta-tools through `meta_pipeline`) and audit unknown names in `audit`."""
-        self.pipeline, self._meta_pipeline, self._audit = pipeline, meta_pipeline, audit
+        self._pipeline, self._meta_pipeline, self._audit = pipeline, meta_pipeline, audit
 
     def resolve(self, session: SessionContext, name: str) -> ToolRecord:
         """The tool `name` as this session may see it; unknown and invisible tools are alike.
@@ -138,6 +138,6 @@ class Calls:
         call = ToolCall(session=session, tool=tool, arguments=plain, progress=progress, notes=dict(notes or {}))
         if tool.name in self._listing.meta:
             return await self._meta_pipeline.run(call)
-        result = await self.pipeline.run(call)
+        result = await self._pipeline.run(call)
         # Resource links name the upstream's own URIs; the client reads them back through the gateway.
         return self._catalog.exposed_links(tool.source, result)
