@@ -190,8 +190,7 @@ class Gateway:
             self.redact,
             self._started,
         )
-        # Through the visibility rules, so that a reloaded `roles` section applies to budgets at once.
-        self.budgets = Budgets(lambda role: self.visibility.policy.budget(role), clock, self.shared.budgets)
+        self.budgets = Budgets(self.visibility.budget, clock, self.shared.budgets)
         self.passthrough = PassThrough(
             self.budgets,
             lambda: self.audit,

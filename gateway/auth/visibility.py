@@ -7,7 +7,7 @@ group's endpoint, that group (`gateway.auth.groups`). A group that no longer exi
 from __future__ import annotations
 
 from gateway.auth.groups import GroupSet
-from gateway.auth.policy import Policy
+from gateway.auth.policy import Budget, Policy
 from gateway.catalog.merged import Catalog, Route
 from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
 from gateway.clients.session import SessionContext
@@ -22,6 +22,10 @@ class Visibility:
         """The role rules in force; a reloaded configuration replaces them."""
         self._catalog = catalog
         self._groups = groups
+
+    def budget(self, role: str | None) -> Budget | None:
+        """The budget of `role` under the role rules in force: a reloaded `roles` section applies at once."""
+        return self.policy.budget(role)
 
     def allows(self, role: str | None, group: str | None, tool: ToolRecord) -> bool:
         """Whether a caller with `role` on the endpoint of `group` (None: the whole catalog) may know
