@@ -48,7 +48,7 @@ class SessionContext:
     handle: str | None = None
     listed: bool = False
     """Whether a tools/list of this session was answered: only the first waits for the servers
-    (`Gateway.first_listing`)."""
+    (`Listing.first_listing`)."""
     state: dict[str, Any] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
 
