@@ -119,7 +119,7 @@ async def test_the_catalog_command_shows_each_flag_with_its_reason(
 async def test_a_flagged_tool_is_logged_once_and_counted_per_server_in_the_metrics(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="gateway.service")
+    caplog.set_level(logging.WARNING, logger="gateway.live.catalog")
     async with served(tmp_path) as (gateway, url), httpx2.AsyncClient(base_url=url) as http:
         _, samples = parse((await http.get("/metrics")).text)
         # Listed again after a restart, unchanged: not told again.

@@ -59,7 +59,7 @@ async def test_each_call_s_upstream_log_line_and_audit_row_carry_the_same_reques
     assert len(ids) == 2 and len(set(ids)) == 2 and all(ids)
     for request_id in ids:
         linked = {line["logger"]: line["message"] for line in lines if line.get("request_id") == request_id}
-        assert "tools/call toy__echo" in linked["gateway.frontdoors.mcpserver"]
+        assert "tools/call toy__echo" in linked["gateway.frontdoors.handlers"]
         assert "calling echo" in linked["gateway.upstreams.connection"]
 
 
