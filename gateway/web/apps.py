@@ -145,7 +145,7 @@ def routes(web: Web) -> list[Route]:
         if not app_may_call(target.meta):
             return _refused(f"Tool {clip(wanted)} is not callable by apps")
         try:
-            result = await gateway.call_tool(web.context(person), target.name, arguments)
+            result = await gateway.calls.call_tool(web.context(person), target.name, arguments)
         except GatewayError as error:
             return _refused(gateway.redact(error.client_text()))
         return JSONResponse({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)})
