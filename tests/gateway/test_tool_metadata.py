@@ -126,7 +126,7 @@ async def test_two_unprefixed_servers_with_the_same_view_each_show_their_own(tmp
 
 async def test_a_server_s_own_icons_are_kept_with_its_status(tmp_path: Path) -> None:
     async with gateway_client(_config(tmp_path, None), transports=in_memory({"faithful": faithful()})) as (gateway, _):
-        status = next(status for status in gateway.statuses() if status.name == "faithful")
+        status = next(status for status in gateway.servers.statuses() if status.name == "faithful")
     assert status.icons == (SERVER_ICON,)
     assert status.as_dict()["icons"] == [
         {"src": "https://example.com/faithful.svg", "mimeType": "image/svg+xml", "theme": "light"}
