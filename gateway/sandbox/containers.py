@@ -25,7 +25,6 @@ from anyio.abc import SocketStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from docker import DockerClient
 from docker.models.containers import Container
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from gateway.config.limits import MiB, SandboxLimits
@@ -33,6 +32,8 @@ from gateway.errors import SandboxUnavailableError, ToolExecutionError
 from gateway.sandbox.hardening import LABEL_DEADLINE, container_kwargs
 
 logger = logging.getLogger(__name__)
+# What the session reads from and writes to: the pair every SDK client transport yields.
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 STDOUT, STDERR = 1, 2
 BUILD_HINT = "run `python -m gateway sandbox build`"
@@ -296,7 +297,7 @@ class ContainerStdio:
         """The last few kilobytes the server wrote to stderr, for error messages."""
         return self._stderr.decode(errors="replace")
 
-    async def __aenter__(self) -> TransportStreams:
+    async def __aenter__(self) -> Streams:
         stack = AsyncExitStack()
         streams = await stack.enter_async_context(self._connect())
         self._stack = stack
@@ -316,7 +317,7 @@ class ContainerStdio:
             await self._dispose(handle)
 
     @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[TransportStreams]:
+    async def _connect(self) -> AsyncIterator[Streams]:
         self._handle = handle = await self._acquire()
         try:
             stream = await SocketStream.from_socket(handle.socket.dup())
