@@ -45,10 +45,11 @@ from gateway.runtime.datadir import private_dirs
 from gateway.upstreams import faults, tasking
 from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.clientside import ClientSide, NoticeHandler, configured_roots
-from gateway.upstreams.directcalls import DirectCalls, parse_result
+from gateway.upstreams.directcalls import DirectCalls, ResultParser
 from gateway.upstreams.faults import FaultLog
 from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, all_pages, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
+from gateway.upstreams.sdkclient import send_as_is
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
 from gateway.upstreams.transports import LoggedTransportFactory, TransportFactory, WatchedStream, transport_for
 
@@ -155,8 +156,9 @@ class Upstream:
         self._logged_transport = logged_transport
         self._resolver = resolver
         self._session: ClientSession | None = None
-        self._direct: DirectCalls | None = None
-        """The connection's direct path for plain calls, when its transport offers one (stdio)."""
+        self._direct: tuple[DirectCalls, ResultParser] | None = None
+        """The connection's direct path for plain calls, when its transport offers one (stdio), and
+        how its results are read for the session's revision."""
         self._outputs = OutputValidators()
         self._state = State.CONNECTING
         self._error: str | None = None
@@ -291,7 +293,7 @@ class Upstream:
                 raise UpstreamUnavailableError(self._error) from None
             self._session = session
             self._icons = tuple(session.server_info.icons or ()) if session.server_info is not None else ()
-            self._direct = direct if direct.open else None
+            self._direct = (direct, ResultParser(session.protocol_version)) if direct.open else None
             self._state = State.READY
             self._error = None
             self._failures = 0
@@ -561,8 +563,8 @@ class Upstream:
                             tool.original_name, dict(arguments), progress_callback=progress
                         )
                     else:
-                        answer = await direct.call(tool.original_name, dict(arguments), tracing.carrier())
-                        result = parse_result(session.protocol_version, answer)
+                        calls, results = direct
+                        result = results.parse(await calls.call(tool.original_name, dict(arguments), tracing.carrier()))
             except MCPError as error:
                 raise _translate(self.name, error) from None
             if result.is_error:
@@ -586,7 +588,7 @@ class Upstream:
         session = await self._live_session()
         try:
             with self.client_side.in_flight.request():
-                return await tasking.send_as_is(session, request)
+                return await send_as_is(session, request)
         except MCPError as error:
             raise _translate(self.name, error) from None
 

@@ -9,7 +9,7 @@ and a parse of the whole response as a JSON-RPC message before its result is par
 call that asked for no progress needs none of it. Its request goes out as one line under an id of
 its own (`gw-<n>`: a string, which the session's integer ids never are); the reader hands back the
 response with that id as plain data, and the caller parses the result once, with the SDK's types
-and the same checks the SDK applies (`parse_result`). Everything else on the pipe (initialize,
+and the same checks the SDK applies (`ResultParser`). Everything else on the pipe (initialize,
 pings, notifications, progress, the server's own requests, tasks) stays with the `ClientSession`.
 
 The contract is the SDK's: a caller that gives up (its deadline, its client gone) has the server
@@ -32,10 +32,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pydantic_core
-from mcp.client.session import _later_revision_fields
 from mcp.shared.exceptions import MCPError
 from mcp_types.methods import validate_server_result
 from pydantic import ValidationError
+
+from gateway.upstreams.sdkclient import later_revision_fields
 
 Send = Callable[[bytes], Awaitable[None]]
 # The SDK's bound on the courtesy cancel written for an abandoned request.
@@ -192,22 +193,25 @@ class DirectCalls:
             await send(_line(notice))
 
 
-def parse_result(version: str | None, raw: dict[str, Any]) -> types.CallToolResult:
-    """The `CallToolResult` in `raw`, checked as the SDK's `send_request` checks it: against the
-    negotiated revision's shape, without the fields of later revisions.
+class ResultParser:
+    """A direct call's `CallToolResult`, checked as the SDK's `send_request` checks it: against the
+    negotiated revision's shape, without the fields of later revisions. One per session: which
+    fields are later than its revision is worked out once."""
 
-    Raises `pydantic.ValidationError` for a result that does not conform.
-    """
-    version = version or _FALLBACK_VERSION
-    ttl = raw.get("ttlMs")
-    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
-        raw = {**raw, "ttlMs": 0}  # the SDK floors a negative time to live rather than fail the call
-    with suppress(KeyError):  # a revision without a shape for it: the SDK checks nothing either
-        validate_server_result("tools/call", version, raw)
-    foreign = _later_revision_fields("tools/call", version)
-    if not foreign.isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    return types.CallToolResult.model_validate(raw, by_name=False)
+    def __init__(self, version: str | None) -> None:
+        self._version = version or _FALLBACK_VERSION
+        self._later = later_revision_fields("tools/call", self._version)
+
+    def parse(self, raw: dict[str, Any]) -> types.CallToolResult:
+        """The result in `raw`; `pydantic.ValidationError` for one that does not conform."""
+        ttl = raw.get("ttlMs")
+        if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+            raw = {**raw, "ttlMs": 0}  # the SDK floors a negative time to live rather than fail the call
+        with suppress(KeyError):  # a revision without a shape for it: the SDK checks nothing either
+            validate_server_result("tools/call", self._version, raw)
+        if not self._later.isdisjoint(raw):
+            raw = {key: value for key, value in raw.items() if key not in self._later}
+        return types.CallToolResult.model_validate(raw, by_name=False)
 
 
 def _outcome(message: dict[str, Any]) -> dict[str, Any] | types.ErrorData | None:

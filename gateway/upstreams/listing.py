@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from gateway.catalog.tools import ToolRecord
 from gateway.config.model import ServerConfig
 from gateway.errors import ToolExecutionError
-from gateway.upstreams.tasking import send_as_is
+from gateway.upstreams.sdkclient import send_as_is
 
 MAX_DESCRIPTION_CHARS = 8000
 MAX_PAGES = 1000

@@ -9,7 +9,7 @@ is longer than `max_message_bytes`: an oversized response is answered with a JSO
 its request, so its call fails at once with a clear message instead of waiting for its deadline.
 Other oversized messages, and lines that are not JSON-RPC messages, are dropped and counted in
 the server's `FaultLog` (one warning per kind, then summaries). The spawn and stop helpers are private to
-the SDK: every stdio test goes through them, so an SDK release that moves them fails loudly.
+the SDK and reached through `gateway.upstreams.sdkclient`.
 """
 
 from __future__ import annotations
@@ -27,20 +27,13 @@ import anyio.lowlevel
 import mcp_types as types
 import pydantic_core
 from anyio.abc import ByteReceiveStream, Process
-from mcp.client.stdio import (
-    StdioServerParameters,
-    _aclose_all,
-    _create_platform_compatible_process,
-    _drain_stdout,
-    _get_executable_command,
-    _stop_server_process,
-    get_default_environment,
-)
+from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.shared.message import SessionMessage
 
 from gateway.errors import clip
 from gateway.upstreams.directcalls import DirectCalls
 from gateway.upstreams.faults import FaultLog
+from gateway.upstreams.sdkclient import drain_stdout, executable_command, open_server_process, stop_server_process
 from gateway.upstreams.spawn import spawn
 
 # JSON-RPC's range for implementation-defined server errors; the gateway's own code for the cap.
@@ -190,15 +183,13 @@ async def stdio_transport(
     """Spawn `server` and exchange newline-delimited JSON-RPC with it, no message over `max_message_bytes`;
     lines that are not messages are dropped and counted in `faults`. `direct` gets the server's
     input for its calls, and the responses to them before the session sees anything."""
-    command = await _get_executable_command(server.command)
+    command = await executable_command(server.command)
     env = get_default_environment() | (server.env or {})
     process: Process
     if sys.platform == "linux":  # pidfds are Linux's; see gateway/upstreams/spawn.py
         process = spawn([command, *server.args], env, errlog, server.cwd)
     else:
-        process = await _create_platform_compatible_process(
-            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
-        )
+        process = await open_server_process(command, server.args, env, errlog, server.cwd)
     # No awaits from the spawn to the task group: a cancellation in the gap would leak the process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -235,7 +226,7 @@ async def stdio_transport(
                 finally:
                     if direct is not None:
                         direct.close()
-                    await _drain_stdout(process)
+                    await drain_stdout(process)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             pass  # shutdown closed a stream under the read; the session sees the read stream end
 
@@ -259,8 +250,9 @@ async def stdio_transport(
         write_stream.close()
         with anyio.move_on_after(0.5):
             await writer_done.wait()
-        await _stop_server_process(process)
-        await _aclose_all(read_stream, write_stream, read_writer, write_reader)
+        await stop_server_process(process)
+        for stream in (read_stream, write_stream, read_writer, write_reader):
+            await stream.aclose()
         await anyio.lowlevel.checkpoint()
 
     if direct is not None:

@@ -2,8 +2,9 @@
 
 The `mcp` 2.3 SDK defines the task types of the 2025-11-25 revision but sends none of them: its
 `tools/call` insists on a `CallToolResult`, so a `CreateTaskResult` fails its check, and `tasks/*`
-are no methods it knows. These requests go out as they are (stamped like any other) and their
-answers come back unparsed, for the caller to read as the protocol defines them.
+are no methods it knows. These requests go out as they are (stamped like any other, by
+`gateway.upstreams.sdkclient.send_as_is`) and their answers come back unparsed, for the caller to
+read as the protocol defines them.
 """
 
 from __future__ import annotations
@@ -12,23 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.shared.dispatcher import CallOptions
 from pydantic import ValidationError
 
 from gateway.clients.tasks import RELATED_TASK
 from gateway.errors import ProtocolError
-
-
-async def send_as_is(session: ClientSession, request: types.Request[Any, Any]) -> dict[str, Any]:
-    """Send `request` on `session`; the answer as the server sent it."""
-    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    options: CallOptions = {}
-    # The session's own stamp (protocol version header) and dispatcher: the SDK's subscriptions
-    # module reaches past `send_request` the same way for a request whose answer it reads itself.
-    session._stamp(data, options)
-    answer: dict[str, Any] = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
-    return answer
 
 
 def runs_tasks(capabilities: types.ServerCapabilities | None) -> bool:

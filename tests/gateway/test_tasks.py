@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from gateway.clients.tasks import RELATED_TASK
 from gateway.frontdoors.mcpserver import CONNECTION_KEY
 from gateway.service import Gateway
-from gateway.upstreams.tasking import send_as_is
+from gateway.upstreams.sdkclient import send_as_is
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.harness import gateway_client, http_gateway, in_memory, make_config, placeholder
 from tests.support.probe import wait_until

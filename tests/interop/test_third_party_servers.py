@@ -19,7 +19,7 @@ from mcp.client.session import LoggingFnT
 from mcp.server.subscriptions import ResourceUpdated
 
 from gateway.catalog.naming import exposed_name
-from gateway.upstreams.tasking import send_as_is
+from gateway.upstreams.sdkclient import send_as_is
 from tests.support.harness import http_gateway, make_config
 from tests.support.node import require_node_command
 from tests.support.probe import wait_until
