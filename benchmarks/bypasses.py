@@ -8,7 +8,7 @@ built in the serving process by the benchmark alone (the product has no switch f
 
 - `kept`: the gateway as it is;
 - `no-hot-path`: `tools/call` and `tools/list` answered with JSON take the SDK's dispatcher and streams
-  (`gateway.frontdoors.hotpath` off);
+  (the hot path of `gateway.frontdoors.responsemode` off);
 - `sdk-streams`: every handshake-era request answered with an event stream, as the SDK's transport
   answers when JSON responses are off (the per-request response mode off, and the hot path with it);
 - `no-direct-calls`: every `tools/call` to a stdio upstream through the SDK's client session

@@ -27,7 +27,7 @@ from typing import Any
 import uvicorn
 
 from benchmarks.gateway_latency import REPO
-from gateway.frontdoors.hotpath import result_body
+from gateway.frontdoors.responsemode import result_body
 
 Respond = Callable[[dict[str, Any]], Awaitable[bytes]]
 """A request (never `initialize`) to its encoded JSON-RPC answer."""

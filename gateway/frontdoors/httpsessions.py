@@ -34,9 +34,8 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.auth.identity import Identity
 from gateway.errors import StateUnavailableError
-from gateway.frontdoors.hotpath import ConnectionOf, HotPath
 from gateway.frontdoors.mcpserver import GROUP_STATE
-from gateway.frontdoors.responsemode import ResponseModeTransport
+from gateway.frontdoors.responsemode import ConnectionOf, HotPath, ResponseModeTransport
 from gateway.runtime.background import Background
 from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
 

@@ -12,10 +12,10 @@ replaces with the kept page. A page is kept with the state objects it was built 
 catalog's tool list, the role rules, the group, the meta-tools); the gateway replaces those
 objects when they change, so a page built from older ones is never served.
 
-A page is kept as JSON bytes only: a request answered at the HTTP edge (`gateway.frontdoors.hotpath`)
-within `wire()` sends them as they are, skipping the encoding of the page's few hundred kilobytes
-(about 5 ms per full listing of 2,000 tools); any other gets the page decoded from them. Keeping
-the wire dict as well held every kept page twice.
+A page is kept as JSON bytes only: a request answered at the HTTP edge (the hot path of
+`gateway.frontdoors.responsemode`) within `wire()` sends them as they are, skipping the encoding of
+the page's few hundred kilobytes (about 5 ms per full listing of 2,000 tools); any other gets the
+page decoded from them. Keeping the wire dict as well held every kept page twice.
 """
 
 from __future__ import annotations

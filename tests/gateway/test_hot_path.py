@@ -1,4 +1,4 @@
-"""tools/call and tools/list of a known session answered in the POST's own task (`hotpath`): the
+"""tools/call and tools/list of a known session answered in the POST's own task (the hot path): the
 same answers as the SDK's way, streams where they carry something, cancellation kept."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import httpx2
 import pytest
 
 from gateway.frontdoors import responsemode
-from gateway.frontdoors.hotpath import HotPath
+from gateway.frontdoors.responsemode import HotPath
 from tests.support.harness import http_gateway, in_memory, make_config, placeholder
 from tests.support.rawhttp import RawSession, content_type, events
 from tests.support.toy import build_server as toy
