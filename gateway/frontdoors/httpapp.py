@@ -10,7 +10,6 @@ from functools import partial
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette._utils import get_route_path
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware.errors import ServerErrorMiddleware
@@ -29,6 +28,7 @@ from gateway.frontdoors.envelope import GROUP_PATH, MCP_PATH, EnvelopeGuard
 from gateway.frontdoors.httpsessions import LimitedSessionManager
 from gateway.frontdoors.mcpserver import build_server, group_endpoint, session_connection
 from gateway.frontdoors.registryapi import REGISTRY_PATH, registry_routes
+from gateway.frontdoors.sdkserver import route_path
 from gateway.live.groups import LiveGroups
 from gateway.runtime.metrics import CONTENT_TYPE
 from gateway.service import Gateway
@@ -134,7 +134,7 @@ class McpFront:
 
     Nearly every request is an MCP call, and Starlette's exception middleware, router and route
     matching did nothing for it but cost every call (docs/decisions/0042-mcp-past-starlettes-router.md).
-    The path is read as Starlette's router reads it (`get_route_path`).
+    The path is read as Starlette's router reads it (`sdkserver.route_path`).
     """
 
     def __init__(self, app: Starlette, mcp: ASGIApp, group: ASGIApp) -> None:
@@ -144,7 +144,7 @@ class McpFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            name = mcp_route(get_route_path(scope))
+            name = mcp_route(route_path(scope))
             if name is not None:
                 if name == "":
                     await self._mcp(scope, receive, send)
@@ -238,7 +238,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
     # `/mcp` and `/mcp/g/<group>` never reach Starlette's router: McpFront sends them past it.
     routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator))
-    api = api_routes(service, security, sessions.end)
+    api = api_routes(service, security, sessions.end_session)
     routes += [*api, unmatched_route(api)]
     routes += registry_routes(service.groups, authenticator, settings.registry_namespace)
     # Last: the web page answers every path no other route does.

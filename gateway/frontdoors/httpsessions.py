@@ -24,10 +24,8 @@ from uuid import uuid4
 
 import anyio
 import mcp_types as types
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -36,6 +34,7 @@ from gateway.auth.identity import Identity
 from gateway.errors import StateUnavailableError
 from gateway.frontdoors.mcpserver import GROUP_STATE
 from gateway.frontdoors.responsemode import ConnectionOf, HotPath, ResponseModeTransport
+from gateway.frontdoors.sdkserver import SessionManagerSeam
 from gateway.runtime.background import Background
 from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
 
@@ -60,7 +59,7 @@ def caller_of(scope: Scope) -> str:
     return identity.key if isinstance(identity, Identity) else ""
 
 
-class LimitedSessionManager(StreamableHTTPSessionManager):
+class LimitedSessionManager(SessionManagerSeam):
     """The SDK's streamable HTTP session manager, with `SessionLimits` in place of its global cap."""
 
     def __init__(
@@ -76,7 +75,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
     ) -> None:
         super().__init__(app, max_sessions=None, **options)
         # Given how to find a session's connection, its tools/call and tools/list take the hot path.
-        self._hot = None if connection_of is None else HotPath(app, connection_of, lambda: self._lifespan_state)
+        self._hot = None if connection_of is None else HotPath(app, connection_of, lambda: self.lifespan_state)
         self._limits = limits
         self._on_event = on_event
         self._directory = directory
@@ -97,7 +96,7 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             try:
                 async with anyio.create_task_group() as group:
                     serve = partial(
-                        self._directory.serve, self._held, self._end_idle, self.end, self._background.report
+                        self._directory.serve, self._held, self._end_idle, self.end_session, self._background.report
                     )
                     group.start_soon(self._background.keep, "session_directory", serve)
                     try:
@@ -110,12 +109,10 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
                 with anyio.move_on_after(LEAVE_SECONDS, shield=True):
                     await self._directory.leave()
 
-    def _admit_session(
-        self, requestor: AuthorizationContext | None, session_id: str | None = None
-    ) -> StreamableHTTPServerTransport | None:
-        # The SDK's own, with a transport that streams only the responses that need a stream.
-        transport = ResponseModeTransport(
-            mcp_session_id=session_id or uuid4().hex,
+    def new_transport(self, session_id: str) -> StreamableHTTPServerTransport:
+        """A transport that streams only the responses that need a stream."""
+        return ResponseModeTransport(
+            mcp_session_id=session_id,
             is_json_response_enabled=self.json_response,
             event_store=self.event_store,
             security_settings=self.security_settings,
@@ -123,13 +120,10 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             idle_timeout=self.session_idle_timeout,
             hot=self._hot,
         )
-        assert transport.mcp_session_id is not None
-        if requestor is not None:
-            self._session_owners[transport.mcp_session_id] = requestor
-        self._server_instances[transport.mcp_session_id] = transport
-        return transport
 
-    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def handle_stateful(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A session's request, kept to its endpoint and counted busy while it runs; a request
+        without a session opens one within the limits."""
         session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
         if session_id is None:
             await self._open(scope, receive, send)
@@ -140,27 +134,24 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
         # Only the owner's requests keep a session busy: a stranger presenting its id gets a 404.
         mine = self._owners.get(session_id) == caller_of(scope)
         with self._in_flight(session_id if mine else None):
-            await super()._handle_stateful_request(scope, receive, send)
+            await self.sdk_stateful(scope, receive, send)
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
-        user = scope.get("user")
-        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
-        async with self._session_creation_lock:
+        async with self.creation_lock:
             session_id = uuid4().hex
             try:
                 admission = await self._directory.admit(caller, session_id, self._owners, self._busy, self._limits)
             except StateUnavailableError as error:
                 admission = Admission(refusal=f"{error.message}; retry in a moment.", status=503)
-            evicted = self._server_instances.get(admission.evict) if admission.evict is not None else None
-            if evicted is not None and not admission.elsewhere:
+            if admission.evict is not None and not admission.elsewhere:
                 # Ended as a DELETE would end it: its id answers 404 from now on, its transport stops,
                 # and the connection's teardown releases its gateway state.
-                await self._discard_session(evicted.mcp_session_id or "", evicted)
-            transport = None if admission.refusal else self._admit_session(requestor, session_id)
-            if transport is not None and transport.mcp_session_id is not None:
-                self._owners[transport.mcp_session_id] = caller
-                self._endpoints[transport.mcp_session_id] = endpoint_of(scope)
+                await self.end_session(admission.evict)
+            transport = None if admission.refusal else self.open_session(session_id, scope)
+            if transport is not None:
+                self._owners[session_id] = caller
+                self._endpoints[session_id] = endpoint_of(scope)
         if admission.evict is not None:
             log.info("session %s of %s ended to make room for a new one", admission.evict, caller)
             await self._on_event(caller, admission.evict, "evicted:sessions", "its least recently used idle session")
@@ -169,23 +160,16 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             await self._on_event(caller, "", "refused:sessions", admission.refusal)
             await _refusal(admission.refusal, admission.status)(scope, receive, send)
             return
-        with self._in_flight(transport.mcp_session_id):
-            await self._serve_opening_request(transport, scope, receive, send)
-
-    async def end(self, session_id: str) -> None:
-        """End a session as its client's DELETE would (an operator's choice); nothing when it is not open."""
-        transport = self._server_instances.get(session_id)
-        if transport is not None:
-            await self._discard_session(session_id, transport)
+        with self._in_flight(session_id):
+            await self.serve_opening(transport, scope, receive, send)
 
     async def _end_idle(self, session_id: str) -> None:
         """End a session another replica evicted, unless a request of it runs now: then it stays,
         and the next heartbeat counts it again."""
-        transport = self._server_instances.get(session_id)
-        if transport is None or session_id in self._busy:
+        if not self.is_open(session_id) or session_id in self._busy:
             return
         log.info("session %s ended to make room for a new one of its caller on another replica", session_id)
-        await self._discard_session(session_id, transport)
+        await self.end_session(session_id)
 
     def _held(self) -> list[HeldSession]:
         return [
@@ -193,12 +177,12 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             for session, owner in self._owners.items()
         ]
 
-    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+    async def session_ending(self, session_id: str) -> None:
+        """Forget the session's owner, endpoint and use, here and in the directory."""
         if self._owners.pop(session_id, None) is not None:
             await self._directory.ended(session_id)
         self._endpoints.pop(session_id, None)
         self._active.pop(session_id, None)
-        await super()._discard_session(session_id, transport)
 
     @contextmanager
     def _in_flight(self, session_id: str | None) -> Iterator[None]:

@@ -43,6 +43,7 @@ from gateway.frontdoors.handlers import Handlers, redacted_error
 from gateway.frontdoors.listen import listen_handler
 from gateway.frontdoors.notifications import Coalescer, ListChanges, ListKind, Lists
 from gateway.frontdoors.requestspans import RequestSpans
+from gateway.frontdoors.sdkserver import connection_of
 from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
@@ -113,13 +114,6 @@ class GatewayServer(Server[Any]):
         return capabilities
 
 
-def _connection(ctx: Context) -> Connection:
-    # The SDK keeps per-connection state and teardown on the Connection, which it only
-    # reaches handlers through the request's session proxy.
-    connection: Connection = ctx.session._connection
-    return connection
-
-
 def session_connection(gateway: Gateway, session_id: str) -> Connection | None:
     """The SDK connection of the HTTP session `session_id`, once a request of it reached the gateway."""
     context = gateway.sessions.get(session_id)
@@ -159,7 +153,7 @@ def session_of(gateway: Gateway, ctx: Context, handle: str | None = None) -> Ses
     if modern and identity.method != "anonymous":
         handle = handle or DEFAULT_HANDLE
         return gateway.sessions.open(handle_key(identity, handle, group), identity, "stateless", handle, group)
-    connection = _connection(ctx)
+    connection = connection_of(ctx)
     context: SessionContext | None = connection.state.get(SESSION_KEY)
     if context is None:
         # A connection without an SDK session id (stdio, or one stateless-era request) gets a fresh

@@ -14,7 +14,8 @@ roots). So a request gets a stream only when one of those can happen:
 
 Otherwise it is answered with one JSON body, as `http_json_responses: true` answers everything,
 unless it runs past `KEEPALIVE_INTERVAL`: then a stream after all, kept alive until the answer comes,
-so that a long call does not run into the client's read timeout.
+so that a long call does not run into the client's read timeout. The transport that answers so is
+the SDK's, through `gateway.frontdoors.sdkserver` (the SDK offers no per-request mode).
 
 The hot path. On the SDK's way a request that needs no stream still travels: the transport
 validates it into a `JSONRPCRequest` model, writes it to the session's memory stream, the session's
@@ -44,7 +45,6 @@ import logging
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from functools import partial
 from http import HTTPStatus
 from typing import Any
 
@@ -54,24 +54,17 @@ import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
-from mcp.server.streamable_http import (
-    MCP_SESSION_ID_HEADER,
-    REQUEST_CANCELLED,
-    EventMessage,
-    StreamableHTTPServerTransport,
-    check_accept_headers,
-)
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import jsonrpc_message_adapter
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from gateway.frontdoors.listingcache import LIST_TOOLS, Wire, wire
+from gateway.frontdoors.sdkserver import PerRequestTransport, event
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +74,6 @@ by comment lines (as the SDK does in the 2026 era), and between those lines."""
 
 MESSAGE_STATE = "gateway.message"
 """Where the envelope check leaves a POST's parsed JSON-RPC message in the request's state."""
-
 
 HOT_METHODS = frozenset({"tools/call", "tools/list"})
 CANCELLED = types.ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
@@ -109,7 +101,7 @@ def needs_stream(message: Mapping[str, Any], *, askable: bool, logs_wanted: bool
     return askable or logs_wanted or progress_requested(message)
 
 
-class ResponseModeTransport(StreamableHTTPServerTransport):
+class ResponseModeTransport(PerRequestTransport):
     """The SDK's handshake-era transport in stream mode, answering with one JSON body each request
     that `needs_stream` says needs none; what it learns of its client comes from the messages it
     carries (`initialize`'s capabilities, `logging/setLevel`)."""
@@ -127,7 +119,9 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
         self._hot_calls.cancel_all()
         await super().terminate()
 
-    async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+    async def handle_post(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+        """A POST answered with JSON unless it needs a stream; on a known session, a `tools/call`
+        or `tools/list` so answered takes the hot path."""
         message = _parsed(scope)
         method = message.get("method") if message is not None and "id" in message else None
         if message is not None and method is None and message.get("method") == "notifications/cancelled":
@@ -141,31 +135,26 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
             self._logs_wanted = True
         # Notifications, the client's answers and `initialize` take the SDK's own way.
         if message is None or not isinstance(method, str) or method == "initialize":
-            await super()._handle_post_request(scope, request, receive, send)
+            await self.sdk_post(scope, request, receive, send)
             return
-        has_json, _ = check_accept_headers(request)
-        if (
-            not has_json
-            or not self._check_content_type(request)
-            or (
-                not self.is_json_response_enabled
-                and needs_stream(message, askable=self._askable, logs_wanted=self._logs_wanted)
-            )
+        if not self.takes_json(request) or (
+            not self.is_json_response_enabled
+            and needs_stream(message, askable=self._askable, logs_wanted=self._logs_wanted)
         ):
-            await super()._handle_post_request(scope, request, receive, send)
+            await self.sdk_post(scope, request, receive, send)
             return
         try:
             connection = self._hot_connection(method, message)
             if connection is not None:
-                if await self._validate_request_headers(request, send):
+                if await self.session_checked(request, send):
                     await self._answer_hot(scope, request, receive, send, connection, message)
             elif self.is_json_response_enabled:
-                await super()._handle_post_request(scope, request, receive, send)
+                await self.sdk_post(scope, request, receive, send)
             else:
-                await self._answer_with_json(scope, request, receive, send, message)
+                await self.answer_with_json(scope, request, receive, send, message, KEEPALIVE_INTERVAL)
         except Exception:
             log.exception("Error handling POST request")
-            response = self._create_error_response(
+            response = self.error_response(
                 "Error handling POST request", HTTPStatus.INTERNAL_SERVER_ERROR, types.INTERNAL_ERROR
             )
             await response(scope, receive, send)
@@ -189,9 +178,9 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
         message: Mapping[str, Any],
     ) -> None:
         """Answer on the hot path with one JSON body, or with a kept-alive stream once it outlasts
-        `KEEPALIVE_INTERVAL`, as `_answer_with_json` does."""
+        `KEEPALIVE_INTERVAL`, as `answer_with_json` does."""
         assert self._hot is not None
-        keepalive = _Keepalive(send, self._stream_headers())
+        keepalive = _Keepalive(send, self.stream_headers())
         # A timer rather than a watching task: nearly every call ends long before it fires.
         timer = asyncio.get_running_loop().call_later(KEEPALIVE_INTERVAL, keepalive.start)
         body: bytes | None = None
@@ -199,14 +188,14 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
             body = await self._hot.answer(connection, request, message, self._hot_calls)
         finally:
             timer.cancel()
-            if self._terminated:
+            if self.is_terminated:
                 body = None
             if keepalive.started:
                 await keepalive.finish(body)
         if keepalive.started:
             return
         if body is None:
-            response = self._create_error_response(
+            response = self.error_response(
                 "Session terminated before the request completed",
                 HTTPStatus.INTERNAL_SERVER_ERROR,
                 types.INTERNAL_ERROR,
@@ -214,84 +203,9 @@ class ResponseModeTransport(StreamableHTTPServerTransport):
             await response(scope, receive, send)
             return
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        headers += self._session_header()
+        headers += self.session_header()
         await send({"type": "http.response.start", "status": HTTPStatus.OK, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-    def _session_header(self) -> list[tuple[bytes, bytes]]:
-        if not self.mcp_session_id:
-            return []
-        return [(MCP_SESSION_ID_HEADER.lower().encode(), self.mcp_session_id.encode())]
-
-    def _stream_headers(self) -> list[tuple[bytes, bytes]]:
-        return [
-            (b"content-type", b"text/event-stream"),
-            (b"cache-control", b"no-cache, no-transform"),
-            *self._session_header(),
-        ]
-
-    async def _answer_with_json(
-        self, scope: Scope, request: Request, receive: Receive, send: Send, raw: Mapping[str, Any]
-    ) -> None:
-        """The SDK's JSON-response branch for one request, on a transport otherwise in stream mode."""
-        writer = self._read_stream_writer
-        if writer is None:
-            raise RuntimeError("the transport is not connected")
-        try:
-            message = jsonrpc_message_adapter.validate_python(raw, by_name=False)
-        except ValidationError as error:
-            response = self._create_error_response(
-                f"Validation error: {error}", HTTPStatus.BAD_REQUEST, types.INVALID_PARAMS
-            )
-            await response(scope, receive, send)
-            return
-        if not isinstance(message, types.JSONRPCRequest):
-            await super()._handle_post_request(scope, request, receive, send)
-            return
-        if not await self._validate_request_headers(request, send):
-            return
-        request_id = str(message.id)
-        inbox = _Inbox()
-        # The SDK's router sends the request's messages to the first of the pair; its clean-up closes both.
-        self._request_streams[request_id] = (inbox, inbox)  # type: ignore[assignment]
-        metadata = ServerMessageMetadata(
-            request_context=request,
-            on_request_unanswered=partial(self._terminate_unanswered_request, message.id),
-            # One JSON body carries only the response: nothing can be asked on it.
-            can_send_request=False,
-        )
-        await writer.send(SessionMessage(message, metadata=metadata))
-        try:
-            answer = await inbox.response_within(KEEPALIVE_INTERVAL)
-            if answer is None:
-                # Still running: an idle body would run into the client's read timeout, so the answer
-                # becomes a stream after all, kept alive by comment lines until the response comes.
-                await self._answer_with_keepalive_stream(send, inbox)
-                return
-            response = self._create_json_response(answer)
-        except anyio.EndOfStream:
-            response = self._create_error_response(
-                "Session terminated before the request completed",
-                HTTPStatus.INTERNAL_SERVER_ERROR,
-                types.INTERNAL_ERROR,
-            )
-        finally:
-            await self._clean_up_memory_streams(request_id)
-        await response(scope, receive, send)
-
-    async def _answer_with_keepalive_stream(self, send: Send, inbox: _Inbox) -> None:
-        await send({"type": "http.response.start", "status": HTTPStatus.OK, "headers": self._stream_headers()})
-        try:
-            answer = None
-            while answer is None:
-                await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
-                answer = await inbox.response_within(KEEPALIVE_INTERVAL)
-        except anyio.EndOfStream:
-            # The session ended with the request in flight: the stream ends without an answer.
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        data = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        await send({"type": "http.response.body", "body": _frame(data), "more_body": False})
 
 
 @dataclass(slots=True)
@@ -446,11 +360,6 @@ class _Tracked:
         return bool(self._scope.__exit__(*exc_info))
 
 
-def _frame(data: bytes) -> bytes:
-    """One JSON-RPC message as a server-sent event."""
-    return b"event: message\r\ndata: " + data + b"\r\n\r\n"
-
-
 class _Keepalive:
     """The kept-alive stream of a hot-path answer that outlasted `KEEPALIVE_INTERVAL`: started by a
     timer, it sends the stream's head and a comment line each interval until `finish` sends the answer."""
@@ -490,39 +399,7 @@ class _Keepalive:
             # The client went away while the stream was kept alive: nobody is left to answer.
             log.debug("a kept-alive answer lost its client", exc_info=True)
             return
-        await self._send({"type": "http.response.body", "body": _frame(body) if body else b"", "more_body": False})
-
-
-class _Inbox:
-    """Where the SDK's router delivers one JSON-answered request's messages: keeps the response, drops
-    the rest (a log line has no wire in a JSON body). Waiting on it with a timeout loses nothing, as a
-    cancelled receive from a memory stream could."""
-
-    def __init__(self) -> None:
-        self._answer: types.JSONRPCResponse | types.JSONRPCError | None = None
-        self._closed = False
-        self._settled = anyio.Event()
-
-    async def send(self, event: EventMessage) -> None:
-        """Take one message the router sends for the request."""
-        if isinstance(event.message, types.JSONRPCResponse | types.JSONRPCError):
-            self._answer = event.message
-            self._settled.set()
-
-    async def aclose(self) -> None:
-        """The request is over, or its session: wake a waiter."""
-        self._closed = True
-        self._settled.set()
-
-    async def response_within(self, seconds: float) -> types.JSONRPCResponse | types.JSONRPCError | None:
-        """The response, or None when it has not come within `seconds`; EndOfStream when none will."""
-        with anyio.move_on_after(seconds):
-            await self._settled.wait()
-        if self._answer is not None:
-            return self._answer
-        if self._closed:
-            raise anyio.EndOfStream
-        return None
+        await self._send({"type": "http.response.body", "body": event(body) if body else b"", "more_body": False})
 
 
 def _parsed(scope: Scope) -> Mapping[str, Any] | None:
