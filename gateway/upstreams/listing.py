@@ -18,13 +18,12 @@ from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp.client.session import ClientSession
 from pydantic import BaseModel, ValidationError
 
 from gateway.catalog.tools import ToolRecord
 from gateway.config.model import ServerConfig
 from gateway.errors import ToolExecutionError
-from gateway.upstreams.sdkclient import send_as_is
+from gateway.upstreams.sdkclient import InterceptingSession, send_as_is
 
 MAX_DESCRIPTION_CHARS = 8000
 MAX_PAGES = 1000
@@ -32,27 +31,12 @@ LISTINGS_AT_ONCE = 2
 SLOT_PATIENCE = 1.0
 """Seconds a tool listing waits for a slot before it goes ahead without one."""
 M = TypeVar("M", bound=BaseModel)
-Intercept = Callable[[str, Mapping[str, Any] | None], bool]
-"""Takes a notification in the order it arrived, before any response after it; True consumes it."""
 
 
-class UpstreamSession(ClientSession):
+class UpstreamSession(InterceptingSession):
     """The SDK's client session to an upstream server, listing tools as JSON and leaving results'
     output schemas to the connection, which checks each result against its record's, once.
     `intercept` sees each notification in the order it arrived (`gateway.upstreams.clientside`)."""
-
-    def __init__(self, *args: Any, intercept: Intercept | None = None, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self._gateway_intercept = intercept
-
-    # SDK private name: `_intercept_notification` is the session's hook that the dispatcher runs
-    # synchronously, in the order messages arrive, before it resolves a response read after them
-    # (the SDK's own `subscriptions/listen` bookkeeping uses it). No public hook runs in that order.
-    def _intercept_notification(self, method: str, params: Mapping[str, Any] | None) -> bool:
-        intercept = self._gateway_intercept
-        if intercept is not None and intercept(method, params):
-            return True
-        return super()._intercept_notification(method, params)
 
     async def tool_page(self, cursor: str | None) -> tuple[list[Any], str | None]:
         """One page of `tools/list`: the tools as the server sent them, and the next cursor."""

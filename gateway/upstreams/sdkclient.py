@@ -9,7 +9,7 @@ changes one fails there, by name, before anything runs against it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -37,7 +37,13 @@ SDK_PRIVATE: Final[Mapping[str, str]] = {
     "mcp.client.session:_later_revision_fields": "(method: str, version: str) -> frozenset[str]",
     "mcp.client.session:ClientSession._stamp": "Callable[[dict[str, Any], CallOptions], None]",
     "mcp.client.session:ClientSession._dispatcher": "Dispatcher[Any]",
+    "mcp.client.session:ClientSession._intercept_notification": (
+        "(self, method: str, params: Mapping[str, Any] | None) -> bool"
+    ),
 }
+
+Intercept = Callable[[str, Mapping[str, Any] | None], bool]
+"""Takes a notification in the order it arrived, before any response after it; True consumes it."""
 
 
 async def executable_command(command: str) -> str:
@@ -117,3 +123,26 @@ async def send_as_is(session: ClientSession, request: types.Request[Any, Any]) -
     session._stamp(data, options)
     answer: dict[str, Any] = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
     return answer
+
+
+class InterceptingSession(ClientSession):
+    """The SDK's client session, with `intercept` seeing each notification in the order it arrived.
+
+    Buys: a server's log messages reach the client of the call they belong to before that call's
+    answer (a 2026-era call carries them on its own stream, docs/decisions/0061). The SDK handles
+    each notification in a task of its own and resolves the answer at once, so a message sent just
+    before the answer would otherwise arrive after it. `_intercept_notification` is the hook the
+    dispatcher runs synchronously in wire order, before it resolves a response read after the
+    message (the SDK's own `subscriptions/listen` bookkeeping uses it). Public replacement: a
+    notification hook run in wire order (docs/sdk-seam.md). Remove when the SDK has one.
+    """
+
+    def __init__(self, *args: Any, intercept: Intercept | None = None, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self._gateway_intercept = intercept
+
+    def _intercept_notification(self, method: str, params: Mapping[str, Any] | None) -> bool:
+        intercept = self._gateway_intercept
+        if intercept is not None and intercept(method, params):
+            return True
+        return super()._intercept_notification(method, params)
