@@ -68,12 +68,13 @@ def read_results(folder: Path) -> dict[str, Outcome]:
     return outcomes
 
 
-def run_suite(suite: Path, url: str, folder: Path) -> dict[str, Outcome]:
-    """Every active server scenario against `url`; the suite's own exit code only says whether any failed."""
+def run_suite(suite: Path, url: str, folder: Path, scenarios: str) -> dict[str, Outcome]:
+    """Every server scenario of the suite's `scenarios` set (`active` or `all`) against `url`; the
+    suite's own exit code only says whether any failed."""
     folder.mkdir(parents=True)
     try:
         subprocess.run(
-            [str(suite), "server", "--url", url, "--output-dir", str(folder)],
+            [str(suite), "server", "--url", url, "--suite", scenarios, "--output-dir", str(folder)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=SUITE_TIMEOUT,
@@ -167,7 +168,7 @@ def report(direct: dict[str, Outcome], through: dict[str, Outcome]) -> tuple[str
     return "\n".join(lines), parity
 
 
-def run(folder: Path) -> tuple[str, bool]:
+def run(folder: Path, scenarios: str) -> tuple[str, bool]:
     """Start the reference server and a gateway before it, run the suite against both, report."""
     suite = node_command("conformance")
     if suite is None:
@@ -180,8 +181,8 @@ def run(folder: Path) -> tuple[str, bool]:
         gateway = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(gateway_port)]
         gateway_url = f"http://127.0.0.1:{gateway_port}"
         with started(gateway, ready(f"{gateway_url}/readyz"), folder / "gateway.log"):
-            direct = run_suite(suite, reference_url, folder / "direct")
-            through = run_suite(suite, f"{gateway_url}/mcp", folder / "gateway")
+            direct = run_suite(suite, reference_url, folder / "direct", scenarios)
+            through = run_suite(suite, f"{gateway_url}/mcp", folder / "gateway", scenarios)
     return report(direct, through)
 
 
@@ -189,14 +190,20 @@ def main() -> int:
     """Run and print; keep the suite's files and the servers' logs under --keep when given."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, help="a new folder for the suite's results and the servers' logs")
+    parser.add_argument(
+        "--suite",
+        choices=("active", "all"),
+        default="active",
+        help="the suite's active scenarios (the default), or all of them, pending ones included",
+    )
     options = parser.parse_args()
     try:
         if options.keep is not None:
             options.keep.mkdir(parents=True)
-            text, parity = run(options.keep.resolve())
+            text, parity = run(options.keep.resolve(), options.suite)
         else:
             with tempfile.TemporaryDirectory(prefix="conformance-") as folder:
-                text, parity = run(Path(folder))
+                text, parity = run(Path(folder), options.suite)
     except (CannotRun, OSError) as error:
         print(f"conformance: cannot run: {error}", file=sys.stderr)
         return 1

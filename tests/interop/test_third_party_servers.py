@@ -221,8 +221,10 @@ async def test_server_everything_s_log_message_reaches_a_2026_era_client_on_its_
             async with Client(f"{url}/mcp", mode="2026-07-28", **options) as client:
                 await client.call_tool(exposed_name(EVERYTHING.name, tool), {})  # starts the server's logging
                 # Sent during the call, it travels on the call's stream, before its answer; only
-                # to a request that asked for log messages.
-                assert len(logged) == expected, level
+                # to a request that asked for log messages. The server also logs the roots it is
+                # given when it first asks for them, which may fall within the same call.
+                simulated = [entry for entry in logged if "Roots updated" not in str(entry)]
+                assert len(simulated) == expected, (level, logged)
                 await client.call_tool(exposed_name(EVERYTHING.name, tool), {})  # stops it
     assert len(direct_logged) >= 1
 
