@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from gateway.problems import ConfigProblems, validate_section
 from gateway.stores.database import Database, DatabaseError, Queries
@@ -90,4 +90,40 @@ def open_database(settings: StoreSettings, data_dir: Path, store: str, *, manual
     return PostgresDatabase(settings.url)
 
 
-__all__ = ["STORE_SCHEMA", "Database", "DatabaseError", "Queries", "StoreSettings", "migrate", "open_database"]
+class MigratedStore:
+    """A store of one migrated database: `STORE` names its migrations and its SQLite file.
+
+    Opening migrates the database; a failed migration closes it again. Every method of a
+    subclass may raise `DatabaseError`.
+    """
+
+    STORE: ClassVar[str]
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        try:
+            migrate(db, self.STORE)
+        except BaseException:
+            db.close()
+            raise
+
+    @classmethod
+    def open(cls, settings: StoreSettings, data_dir: Path) -> Self:
+        """The store where `settings` put it: `<STORE>.db` under `data_dir`, or PostgreSQL."""
+        return cls(open_database(settings, data_dir, cls.STORE))
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+
+__all__ = [
+    "STORE_SCHEMA",
+    "Database",
+    "DatabaseError",
+    "MigratedStore",
+    "Queries",
+    "StoreSettings",
+    "migrate",
+    "open_database",
+]

@@ -7,30 +7,17 @@ and a floor only ever rises, both decided by the database in one statement per n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gateway.catalog.ownership import RISKS, NameChanges, NameRow
-from gateway.stores import Database, StoreSettings, migrate, open_database
+from gateway.stores import MigratedStore
 
 STORE = "names"
 """The names' store in the seam (their SQLite file is `names.db`)."""
 
 
-class NameStore:
+class NameStore(MigratedStore):
     """Exposed names in `db`: each one's owner and highest risk. Every method may raise `DatabaseError`."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        try:
-            migrate(db, STORE)
-        except BaseException:
-            db.close()
-            raise
-
-    @classmethod
-    def open(cls, settings: StoreSettings, data_dir: Path) -> NameStore:
-        """The names where `settings` put them: `names.db` under `data_dir`, or PostgreSQL."""
-        return cls(open_database(settings, data_dir, STORE))
+    STORE = STORE
 
     def rows(self) -> list[NameRow]:
         """Every stored name with its owner and highest risk."""
@@ -63,7 +50,3 @@ class NameStore:
                 return {}
             owned = tx.fetch_all("SELECT name, owner FROM tool_names WHERE owner IS NOT NULL")
         return {name: owner for name, owner in owned if name in changes.claimed}
-
-    def close(self) -> None:
-        """Close the database."""
-        self._db.close()

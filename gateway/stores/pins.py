@@ -13,7 +13,6 @@ import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gateway.catalog.pinning import (
@@ -29,7 +28,7 @@ from gateway.catalog.pinning import (
     review,
 )
 from gateway.errors import GatewayError
-from gateway.stores import Database, Queries, StoreSettings, migrate, open_database
+from gateway.stores import MigratedStore, Queries
 
 STORE = "pins"
 """The pins' name in the store seam (their SQLite file is `pins.db`)."""
@@ -102,25 +101,10 @@ class Event:
     fields: list[str]
 
 
-class PinStore:
+class PinStore(MigratedStore):
     """Pins and changes in `db`. Every method may raise `DatabaseError`."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        try:
-            migrate(db, STORE)
-        except BaseException:
-            db.close()
-            raise
-
-    @classmethod
-    def open(cls, settings: StoreSettings, data_dir: Path) -> PinStore:
-        """The pins where `settings` put them: `pins.db` under `data_dir`, or PostgreSQL."""
-        return cls(open_database(settings, data_dir, STORE))
-
-    def close(self) -> None:
-        """Close the database."""
-        self._db.close()
+    STORE = STORE
 
     def observe(
         self, server: str, listed: Sequence[Listed], policy: OnToolChange, now: float

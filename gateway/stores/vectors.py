@@ -8,9 +8,8 @@ text it embeds, so a changed tool gets a new row and an unchanged one is never e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from gateway.stores import Database, StoreSettings, migrate, open_database
+from gateway.stores import MigratedStore
 
 STORE = "vectors"
 """The vectors' store in the seam (their SQLite file is `vectors.db`)."""
@@ -18,21 +17,10 @@ STORE = "vectors"
 _BATCH = 500
 
 
-class VectorStore:
+class VectorStore(MigratedStore):
     """Vectors in `db` by model and fingerprint. Every method may raise `DatabaseError`."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        try:
-            migrate(db, STORE)
-        except BaseException:
-            db.close()
-            raise
-
-    @classmethod
-    def open(cls, settings: StoreSettings, data_dir: Path) -> VectorStore:
-        """The vectors where `settings` put them: `vectors.db` under `data_dir`, or PostgreSQL."""
-        return cls(open_database(settings, data_dir, STORE))
+    STORE = STORE
 
     def get(self, model: str, fingerprints: Sequence[str]) -> dict[str, bytes]:
         """The stored vectors of `model` among `fingerprints`, by fingerprint."""
@@ -56,7 +44,3 @@ class VectorStore:
                 " ON CONFLICT (model, fingerprint) DO NOTHING",
                 [(model, fingerprint, vector) for fingerprint, vector in vectors.items()],
             )
-
-    def close(self) -> None:
-        """Close the database."""
-        self._db.close()
