@@ -23,7 +23,6 @@ from mcp import Client, StdioServerParameters
 from gateway.config.loading import default_config_path
 from gateway.runtime.hostaccess import HOST_FILE, LINK_PATH
 from tests.support.harness import REPO, gateway_process, until_listed
-from tests.support.probe import wait_until
 from tests.support.skills import text
 
 pytestmark = pytest.mark.anyio
@@ -38,10 +37,10 @@ async def default_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> As
     monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("GATEWAY_API_KEY", raising=False)
     output = tmp_path / "serve.log"
-    async with gateway_process(default_config_path(), output) as url:
-        # The file is written once the gateway serves, a moment after it first answers.
-        await wait_until(lambda: (tmp_path / "data" / HOST_FILE).exists(), limit=60)
-        yield url, output
+    async with gateway_process(default_config_path(), output) as served:
+        # Written while the app's lifespan starts the gateway, before it answers anything.
+        assert (tmp_path / "data" / HOST_FILE).exists()
+        yield served.url, output
 
 
 async def command(line: str) -> subprocess.CompletedProcess[bytes]:

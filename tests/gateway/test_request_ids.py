@@ -41,7 +41,7 @@ async def test_each_call_s_upstream_log_line_and_audit_row_carry_the_same_reques
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     output = tmp_path / "gateway.log"
     options = ("--log-format", "json", "--log-level", "DEBUG")
-    async with gateway_process(config, output, *options) as url, http_client(url) as client:
+    async with gateway_process(config, output, *options) as served, http_client(served.url) as client:
         await until_listed(client, "toy__echo")
         for word in ("one", "two"):
             assert not (await client.call_tool("toy__echo", {"text": word})).is_error

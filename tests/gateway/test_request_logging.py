@@ -34,8 +34,8 @@ async def _calls_and_probe(url: str) -> None:
 
 async def test_calls_and_probes_write_no_log_line_at_the_default_level(tmp_path: Path) -> None:
     output = tmp_path / "gateway.log"
-    async with gateway_process(_config(tmp_path), output) as url:
-        await _calls_and_probe(url)
+    async with gateway_process(_config(tmp_path), output) as served:
+        await _calls_and_probe(served.url)
     text = output.read_text()
     assert "upstream toy ready" in text
     # The start-up banner names the MCP URL once; no request writes a line.
@@ -45,8 +45,8 @@ async def test_calls_and_probes_write_no_log_line_at_the_default_level(tmp_path:
 
 async def test_at_debug_each_request_has_an_access_line_without_its_query(tmp_path: Path) -> None:
     output = tmp_path / "gateway.log"
-    async with gateway_process(_config(tmp_path), output, "--log-level", "DEBUG") as url:
-        await _calls_and_probe(url)
+    async with gateway_process(_config(tmp_path), output, "--log-level", "DEBUG") as served:
+        await _calls_and_probe(served.url)
     text = output.read_text()
     assert "POST /mcp" in text and "GET /readyz" in text
     assert TOKEN not in text

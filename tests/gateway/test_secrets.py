@@ -21,8 +21,9 @@ import yaml
 from mcp.shared.exceptions import MCPError
 
 from tests.support.access import HS256_SECRET, KEYS, auth_section, http_client
-from tests.support.harness import REPO, gateway_process
+from tests.support.harness import REPO, Served, gateway_process
 from tests.support.probe import toy_process
+from tests.support.waiting import containing
 
 pytestmark = pytest.mark.anyio
 
@@ -68,18 +69,17 @@ async def _readyz(url: str, key: str | None = None, query: str = "") -> dict[str
     return body
 
 
-async def _servers_become(url: str, wanted: dict[str, str]) -> dict[str, Any]:
-    """Poll `/readyz` as an admin until each named server is `ready`, or `down` with an error; the detail."""
-
-    def reached(server: dict[str, Any], state: str) -> bool:
-        return server["state"] == "ready" if state == "ready" else server["state"] != "ready" and bool(server["error"])
-
-    with anyio.fail_after(60):
-        while True:
-            servers: dict[str, Any] = (await _readyz(url, KEYS["admin"]))["servers"]
-            if all(reached(servers[name], state) for name, state in wanted.items()):
-                return servers
-            await anyio.sleep(0.05)
+async def _servers_become(served: Served, wanted: dict[str, str], since: int = 0) -> dict[str, Any]:
+    """Wait for the log line saying each named server is ready, or that it failed (`down`), from
+    output line `since` on; `/readyz`'s detail of every server then, as an admin sees it."""
+    for name, state in wanted.items():
+        said = f"upstream {name} ready" if state == "ready" else f"upstream {name}: "
+        await served.output.until(containing(said), f"the log line {said!r}", since)
+    servers: dict[str, Any] = (await _readyz(served.url, KEYS["admin"]))["servers"]
+    for name, state in wanted.items():
+        ready = servers[name]["state"] == "ready"
+        assert ready if state == "ready" else not ready and servers[name]["error"], servers[name]
+    return servers
 
 
 def _texts(result: Any) -> str:
@@ -106,15 +106,17 @@ async def test_no_configured_secret_or_url_token_leaves_the_gateway(tmp_path: Pa
     async with toy_process("streamable-http", "remote") as remote_port:
         config = _config(tmp_path, remote_port)
         log = tmp_path / "gateway.log"
-        async with gateway_process(config, log) as url:
-            await _servers_become(url, {"leaky": "ready", "remote": "ready", "gone": "down"})
+        async with gateway_process(config, log) as served:
+            url = served.url
+            await _servers_become(served, {"leaky": "ready", "remote": "ready", "gone": "down"})
             async with http_client(url, KEYS["analyst"]) as client:
                 failed = await client.call_tool("leaky__complain", {})
                 assert failed.is_error
                 answers.append(_texts(failed))
+                before = len(served.output.lines)
                 broke = await client.call_tool("leaky__break_down", {})
                 answers.append(_texts(broke))
-                detail = await _servers_become(url, {"leaky": "down"})
+                detail = await _servers_become(served, {"leaky": "down"}, since=before)
                 assert "stderr:" in detail["leaky"]["error"]
                 down = await client.call_tool("leaky__lookup", {"query": "x"})
                 answers.append(_texts(down))

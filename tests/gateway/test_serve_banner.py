@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 import yaml
 
@@ -18,12 +17,9 @@ async def test_serve_prints_its_urls_then_how_many_servers_are_ready_and_which_a
     servers = {"toy": toy_stdio(), "broken": toy_stdio("broken", "--fail-at-start")}
     config.write_text(yaml.safe_dump({"gateway": {"data_dir": str(tmp_path / "data")}, "servers": servers}))
     output = tmp_path / "output"
-    async with gateway_process(config, output) as url:
-        with anyio.fail_after(60):
-            # The process's own output, written as it happens: there is nothing to wait on but the file.
-            while "servers ready;" not in output.read_text():
-                await anyio.sleep(0.05)
-    lines = output.read_text().splitlines()
+    async with gateway_process(config, output) as served:
+        await served.output.until(lambda line: "servers ready;" in line, "the line saying how many servers are ready")
+    url, lines = served.url, output.read_text().splitlines()
     [serving] = [index for index, line in enumerate(lines) if line.startswith("Serving MCP at")]
     [ready] = [index for index, line in enumerate(lines) if "servers ready;" in line]
     assert lines[serving].startswith(f"Serving MCP at {url}/mcp and the web page at {url}/ (")

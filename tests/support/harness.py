@@ -7,6 +7,8 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
 from gateway.service import Gateway
 from gateway.upstreams.transports import TransportFactory
+from tests.support.waiting import LIMIT, Inbox, Lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,19 +104,26 @@ async def http_gateway(
     the address the app is told it serves on (another than loopback turns the loopback rules off)."""
     gateway = Gateway(config, transports=transports, **options)
     app = create_app(config, gateway=gateway, host=host)
-    port = free_port()
+    # Listening before uvicorn starts, as `serve` does: a request made meanwhile waits to be accepted.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        with anyio.fail_after(20):
-            while not server.started:
-                await anyio.sleep(0.02)
-        if settled:
-            await gateway.wait_for_upstreams(gateway.upstreams.values())
-        try:
-            yield gateway, f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
+    with listener:
+        async with anyio.create_task_group() as group:
+            group.start_soon(partial(server.serve, sockets=[listener]))
+            # Answered once the lifespan has started the gateway and uvicorn accepts.
+            async with httpx2.AsyncClient() as http:
+                with anyio.fail_after(LIMIT):
+                    await http.get(f"{url}/healthz", timeout=LIMIT)
+            if settled:
+                await gateway.wait_for_upstreams(gateway.upstreams.values())
+            try:
+                yield gateway, url
+            finally:
+                server.should_exit = True
 
 
 async def until_listed(client: Client, name: str) -> None:
@@ -131,19 +141,36 @@ def listening(gateway: Gateway) -> bool:
     return any(isinstance(connection, Connection) and connection.has_standalone_channel for connection in connections)
 
 
-def collector() -> tuple[list[Any], Any]:
-    """A message handler for a client that keeps every notification it receives."""
-    received: list[Any] = []
-
-    async def handle(message: Any) -> None:
-        received.append(message)
-
-    return received, handle
+def collector() -> tuple[Inbox[Any], Any]:
+    """A message handler for a client that keeps every notification it receives, and what it kept."""
+    received: Inbox[Any] = Inbox()
+    return received, received.put
 
 
 def told_tools_changed(received: list[Any]) -> bool:
     """Whether a tools/list_changed notification arrived."""
-    return any(isinstance(message, types.ToolListChangedNotification) for message in received)
+    return tools_told(received) > 0
+
+
+def tools_told(received: list[Any]) -> int:
+    """How many tools/list_changed notifications arrived."""
+    return sum(isinstance(message, types.ToolListChangedNotification) for message in received)
+
+
+async def until_told_of(client: Client, received: Inbox[Any], name: str) -> None:
+    """Wait until `client` is offered the tool `name`, listing again each time it is told its tools
+    changed (`received` holds what its message handler got). A change before the first listing is
+    in it; one after it is told."""
+    what = f"a tools/list_changed notification offering {name}"
+    while True:
+        told = tools_told(received)
+        if name in {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}:
+            return
+        await received.until(partial(_told_since, received, told), what)
+
+
+def _told_since(received: list[Any], told: int) -> bool:
+    return tools_told(received) > told
 
 
 async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -151,30 +178,39 @@ async def approve(context: ClientRequestContext, params: types.ElicitRequestPara
     return types.ElicitResult(action="accept", content={"approve": True})
 
 
+@dataclass(frozen=True)
+class Served:
+    """A gateway process that serves: its base URL and what it writes (stdout and stderr, in order)."""
+
+    url: str
+    output: Lines
+
+
 @asynccontextmanager
-async def gateway_process(config: Path, output: Path, *cli_options: str) -> AsyncIterator[str]:
+async def gateway_process(config: Path, output: Path, *cli_options: str) -> AsyncIterator[Served]:
     """`python -m gateway [cli_options] serve` (default: its default log level and format), stdout and
-    stderr into `output`; yields its URL once it answers."""
+    stderr copied into `output` as they come; yields it once it says where it serves."""
     port = free_port()
     command = [sys.executable, "-m", "gateway", *cli_options, "serve", "--config", str(config), "--port", str(port)]
-    with output.open("wb") as sink:
-        async with await anyio.open_process(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT) as process:
-            url = f"http://127.0.0.1:{port}"
-            try:
-                async with httpx2.AsyncClient() as http:
-                    with anyio.fail_after(60):
-                        while True:
-                            assert process.returncode is None, f"the gateway exited with {process.returncode}"
-                            try:
-                                await http.get(f"{url}/healthz")
-                                break
-                            except httpx2.TransportError:
-                                await anyio.sleep(0.05)
-                yield url
-            finally:
-                process.terminate()
-                with anyio.fail_after(20):
-                    await process.wait()
+    said = Lines(copy=output)
+    async with (
+        await anyio.open_process(command, cwd=REPO, stderr=subprocess.STDOUT) as process,
+        anyio.create_task_group() as group,
+    ):
+        assert process.stdout is not None
+        group.start_soon(said.read, process.stdout)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            # Printed once the gateway has started, its socket listening: a request made from then on
+            # waits to be accepted, which is once the app's lifespan has started everything.
+            await said.until(lambda line: line.startswith("Serving MCP at"), "the gateway's banner")
+            async with httpx2.AsyncClient() as http:
+                await http.get(f"{url}/healthz", timeout=LIMIT)
+            yield Served(url, said)
+        finally:
+            process.terminate()
+            with anyio.fail_after(20):
+                await process.wait()
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -1,8 +1,7 @@
-"""Test helpers for the gateway's spine: an observable upstream, a silent one, toy processes, bounded polling."""
+"""Test helpers for the gateway's spine: an observable upstream, a silent one, toy processes."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +15,7 @@ from mcp.server import MCPServer
 from mcp.types import EmbeddedResource, TextContent, TextResourceContents
 
 from tests.support.harness import REPO, free_port
+from tests.support.waiting import Lines, containing
 
 
 @dataclass
@@ -70,6 +70,27 @@ async def silent_transport() -> AsyncIterator[tuple[Any, Any]]:
         yield from_server, to_server
 
 
+@asynccontextmanager
+async def toy_process(transport: str, name: str = "toy") -> AsyncIterator[int]:
+    """A toy server process serving `transport` on a free loopback port; yields the port once it listens."""
+    port = free_port()
+    command = [sys.executable, "-m", "tests.support.toy", "--name", name, "--transport", transport]
+    said = Lines()
+    async with (
+        await anyio.open_process([*command, "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL) as process,
+        anyio.create_task_group() as group,
+    ):
+        assert process.stderr is not None
+        group.start_soon(said.read, process.stderr)
+        try:
+            await said.until(containing("Uvicorn running on"), "the toy server's word that it listens")
+            yield port
+        finally:
+            process.terminate()
+            with anyio.fail_after(10):
+                await process.wait()
+
+
 async def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None:
     """Poll `condition` until it holds; fail the test after `limit` seconds."""
     with anyio.fail_after(limit):
@@ -77,27 +98,3 @@ async def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None
         # which offers no event to wait on.
         while not condition():
             await anyio.sleep(0.02)
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-@asynccontextmanager
-async def toy_process(transport: str, name: str = "toy") -> AsyncIterator[int]:
-    """A toy server process serving `transport` on a free loopback port; yields the port."""
-    port = free_port()
-    command = [sys.executable, "-m", "tests.support.toy", "--name", name, "--transport", transport]
-    async with await anyio.open_process(
-        [*command, "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    ) as process:
-        try:
-            await wait_until(lambda: _accepts(port) or process.returncode is not None, limit=20)
-            assert process.returncode is None, f"toy server exited with {process.returncode}"
-            yield port
-        finally:
-            process.terminate()
-            with anyio.fail_after(10):
-                await process.wait()
