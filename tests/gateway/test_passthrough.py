@@ -13,11 +13,14 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from mcp.client.session import LoggingFnT
 from mcp.server import MCPServer, Server
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gateway.frontdoors.listen import MAX_RESOURCES
+from gateway.frontdoors.mcpserver import build_server
+from gateway.service import Gateway
 from gateway.serving.passthrough import LogThrottle
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.asking import NOTE_URI
@@ -32,8 +35,8 @@ from tests.support.harness import (
     placeholder,
     until_listed,
 )
-from tests.support.probe import wait_until
 from tests.support.skills import text
+from tests.support.waiting import Inbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore", category=MCPDeprecationWarning)]
 
@@ -126,21 +129,49 @@ async def test_a_session_s_own_instance_gets_its_client_s_roots_or_else_its_work
         assert workspace.startswith((tmp_path / "data").as_uri()) and "workspaces" in workspace
 
 
-async def test_log_messages_reach_the_calling_client_and_a_flood_is_throttled(tmp_path: Path) -> None:
-    logged: list[types.LoggingMessageNotificationParams] = []
+def log_inbox() -> tuple[Inbox[types.LoggingMessageNotificationParams], LoggingFnT]:
+    """The log messages a client receives, and the callback that keeps them."""
+    logged: Inbox[types.LoggingMessageNotificationParams] = Inbox()
 
     async def keep(params: types.LoggingMessageNotificationParams) -> None:
-        logged.append(params)
+        logged.add(params)
 
+    return logged, keep
+
+
+async def test_log_messages_reach_the_calling_client_at_the_level_it_set(tmp_path: Path) -> None:
+    logged, keep = log_inbox()
     transports = in_memory({"asking": asking()})
     async with gateway_client(config(tmp_path), transports=transports, logging_callback=keep) as (_, client):
         assert await call(client, "chatty", {"count": 3}) == "done"
-        await wait_until(lambda: len(logged) >= 3)
+        await logged.until(lambda: len(logged) >= 3, "three log messages")
         assert [entry.data for entry in logged] == ["working 0", "working 1", "working 2"]
         logged.clear()
         await client.set_logging_level("warning")
         assert await call(client, "chatty", {"count": 3}) == "done"
-    assert logged == []
+        # Messages come in the order sent: once one sent after them arrives, any let through would have.
+        await client.set_logging_level("info")
+        assert await call(client, "chatty", {"count": 1}) == "done"
+        await logged.until(lambda: bool(logged), "the message logged at the level set again")
+    assert [entry.data for entry in logged] == ["working 0"]
+
+
+async def test_a_log_flood_from_an_upstream_reaches_the_client_at_the_documented_rate_then_says_how_many_were_dropped(
+    tmp_path: Path,
+) -> None:
+    logged, keep = log_inbox()
+    now = [0.0]
+    # The gateway's clock stands still through the flood, then moves on a second: one window, then the next.
+    gateway = Gateway(config(tmp_path), transports=in_memory({"asking": asking()}), clock=lambda: now[0])
+    async with gateway, Client(build_server(gateway), mode="legacy", logging_callback=keep) as client:
+        assert await call(client, "chatty", {"count": LogThrottle.RATE + 5}) == "done"
+        now[0] += 1.0
+        assert await call(client, "chatty", {"count": 1}) == "done"
+        await logged.until(lambda: len(logged) >= LogThrottle.RATE + 2, "the flood's messages, a notice and one more")
+    flood = [f"working {number}" for number in range(LogThrottle.RATE)]
+    dropped = f"5 messages dropped from server 'asking': more than {LogThrottle.RATE} a second"
+    assert [entry.data for entry in logged] == [*flood, dropped, "working 0"]
+    assert logged[LogThrottle.RATE].level == "warning"
 
 
 def test_a_log_flood_passes_at_the_documented_rate_then_says_how_many_were_dropped() -> None:
@@ -161,7 +192,9 @@ async def test_a_subscriber_is_told_of_updates_under_the_exposed_uri(tmp_path: P
         await client.subscribe_resource(exposed)
         assert await call(client, "subscriptions") == NOTE_URI
         await call(client, "touch")
-        await wait_until(lambda: any(isinstance(m, types.ResourceUpdatedNotification) for m in received))
+        await received.until(
+            lambda: any(isinstance(m, types.ResourceUpdatedNotification) for m in received), "a resource update"
+        )
         updates = [m.params.uri for m in received if isinstance(m, types.ResourceUpdatedNotification)]
         assert updates == [exposed]
         await client.unsubscribe_resource(exposed)
