@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ import httpx2
 import pytest
 import yaml
 from mcp import Client
+from mcp.client._memory import InMemoryTransport
 
 from gateway.config.loading import load_config, parse_config
 from gateway.config.model import GatewayConfig
 from gateway.upstreams.connection import State
+from gateway.upstreams.transports import TransportFactory
 from tests.support.access import KEYS, auth_section, token_for
 from tests.support.harness import (
     REPO,
@@ -25,12 +28,12 @@ from tests.support.harness import (
     gateway_client,
     http_gateway,
     in_memory,
-    told_tools_changed,
     toy_stdio,
+    until_told_of,
 )
-from tests.support.probe import wait_until
 from tests.support.skills import write_skill
 from tests.support.toy import build_server as toy
+from tests.support.waiting import Lines, containing, logged
 
 pytestmark = pytest.mark.anyio
 
@@ -65,8 +68,7 @@ async def test_an_edit_of_the_watched_config_file_adds_a_server_live(tmp_path: P
     ):
         await client.list_tools()
         write(path, document(tmp_path, {"alpha": {"command": "unused"}, "beta": {"command": "unused"}}))
-        await wait_until(lambda: gateway.catalog.tool("beta__echo") is not None, limit=RELOAD_LIMIT)
-        await wait_until(lambda: told_tools_changed(received))
+        await until_told_of(client, received, "beta__echo")
         result = await client.call_tool("beta__echo", {"text": "reloaded"})
         assert result.content[0].text == "reloaded"  # type: ignore[union-attr]
         assert [(status.name, status.source) for status in gateway.servers.statuses()] == [
@@ -76,36 +78,64 @@ async def test_an_edit_of_the_watched_config_file_adds_a_server_live(tmp_path: P
 
 
 async def test_a_broken_edit_is_refused_with_its_path_and_serving_goes_on(tmp_path: Path) -> None:
-    path = write(tmp_path / "gateway.yaml", document(tmp_path, {"alpha": {"command": "unused"}}))
+    operated = {"admin_without_auth": True}
+    path = write(tmp_path / "gateway.yaml", document(tmp_path, {"alpha": {"command": "unused"}}, gateway=operated))
     transports = in_memory({"alpha": toy("alpha")})
     async with (
-        http_gateway(load_config(path), transports=transports) as (gateway, url),
+        http_gateway(load_config(path), transports=transports) as (_, url),
+        httpx2.AsyncClient(base_url=url, timeout=30) as http,
         Client(f"{url}/mcp", mode="legacy") as client,
     ):
-        write(path, document(tmp_path, {"alpha": {"command": "unused"}, "web": {"url": "ftp://example.org/mcp"}}))
-        await wait_until(lambda: bool(gateway.reloader.reload_errors), limit=RELOAD_LIMIT)
-        assert any("servers.web.url" in line and "http://" in line for line in gateway.reloader.reload_errors)
-        assert [status.name for status in gateway.servers.statuses()] == ["alpha"]
-        result = await client.call_tool("alpha__echo", {"text": "still here"})
-        assert result.content[0].text == "still here"  # type: ignore[union-attr]
-        # The next valid edit applies and clears the errors.
-        write(path, document(tmp_path, {}))
-        await wait_until(
-            lambda: not gateway.reloader.reload_errors and not gateway.servers.statuses(), limit=RELOAD_LIMIT
-        )
+        with logged() as log:
+            broken = {"alpha": {"command": "unused"}, "web": {"url": "ftp://example.org/mcp"}}
+            write(path, document(tmp_path, broken, gateway=operated))
+            refused = await log.until(containing("configuration not reloaded"), "the reload's refusal")
+            assert "servers.web.url" in refused and "http://" in refused
+            told = (await http.get("/api/v1/servers")).json()
+            assert any("servers.web.url" in line for line in told["reload_errors"])
+            assert [server["name"] for server in told["servers"]] == ["alpha"]
+            result = await client.call_tool("alpha__echo", {"text": "still here"})
+            assert result.content[0].text == "still here"  # type: ignore[union-attr]
+            # The next valid edit applies and clears the errors.
+            write(path, document(tmp_path, {}, gateway=operated))
+            await log.until(containing("configuration reloaded from"), "the reload of the valid edit")
+        assert (await http.get("/api/v1/servers")).json() == {"servers": [], "reload_errors": [], "restart_needed": []}
 
 
 async def test_a_reload_removes_changes_and_keeps_servers_as_the_file_says(tmp_path: Path) -> None:
     servers = {"alpha": {"command": "unused"}, "beta": {"command": "unused"}, "gamma": {"command": "unused"}}
-    transports = in_memory({name: toy(name) for name in servers})
-    async with gateway_client(parsed(tmp_path, document(tmp_path, servers)), transports=transports) as (gateway, _):
-        await wait_until(lambda: gateway.catalog.tool("gamma__echo") is not None)
-        kept = gateway.upstreams["alpha"]
-        edited = {"alpha": servers["alpha"], "beta": {"command": "unused", "tags": ["new"]}}
-        await gateway.reloader.reload(parsed(tmp_path, document(tmp_path, edited)))
-        assert gateway.upstreams["alpha"] is kept
-        assert "gamma" not in gateway.upstreams and gateway.catalog.tool("gamma__echo") is None
-        await wait_until(lambda: getattr(gateway.catalog.tool("beta__echo"), "tags", None) == frozenset({"new"}))
+    connections: Counter[str] = Counter()
+
+    def counted(name: str) -> TransportFactory:
+        server = toy(name)
+
+        def connect() -> InMemoryTransport:
+            connections[name] += 1
+            return InMemoryTransport(server)
+
+        return connect
+
+    operated = {"admin_without_auth": True}
+    before = parsed(tmp_path, document(tmp_path, servers, gateway=operated))
+    edited = {"alpha": servers["alpha"], "beta": {"command": "unused", "tags": ["new"]}}
+    after = parsed(tmp_path, document(tmp_path, edited, gateway=operated))
+    async with (
+        http_gateway(before, transports={name: counted(name) for name in servers}) as (gateway, url),
+        httpx2.AsyncClient(base_url=url, timeout=30) as http,
+        Client(f"{url}/mcp", mode="legacy") as client,
+    ):
+        assert {"alpha__echo", "beta__echo", "gamma__echo"} <= {tool.name for tool in (await client.list_tools()).tools}
+        await gateway.reloader.reload(after)
+        listed = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        servers_now = (await http.get("/api/v1/servers")).json()["servers"]
+        tagged = (await http.get("/api/v1/tools", params={"tag": "new"})).json()["tools"]
+        answer = await client.call_tool("alpha__echo", {"text": "kept"})
+    assert "alpha__echo" in listed and not any(name.startswith("gamma__") for name in listed)
+    assert [server["name"] for server in servers_now] == ["alpha", "beta"]
+    assert {tool["server"] for tool in tagged} == {"beta"} and "beta__echo" in {tool["name"] for tool in tagged}
+    assert answer.content[0].text == "kept"  # type: ignore[union-attr]
+    # Neither alpha (unchanged) nor beta (a tag, which its connection takes live) connected again.
+    assert connections == {"alpha": 1, "beta": 1, "gamma": 1}
 
 
 async def test_a_reload_applies_roles_and_skills_and_names_what_needs_a_restart(
@@ -181,31 +211,24 @@ async def test_sighup_reloads_a_serving_gateway_instead_of_ending_it(tmp_path: P
     path = write(tmp_path / "gateway.yaml", document(tmp_path, {}))
     port = free_port()
     command = [sys.executable, "-m", "gateway", "--log-level", "INFO", "serve", "--config", str(path)]
-    base = f"http://127.0.0.1:{port}"
-    with anyio.fail_after(60):
-        async with await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process:
-            async with httpx2.AsyncClient() as http:
-                while True:
-                    try:
-                        await http.get(f"{base}/healthz")
-                        break
-                    except httpx2.ConnectError:
-                        await anyio.sleep(0.05)
-                write(path, document(tmp_path, {"late": toy_stdio("late")}))
-                process.send_signal(signal.SIGHUP)
-
-                async def servers() -> dict[str, Any]:
-                    body: dict[str, Any] = (await http.get(f"{base}/readyz")).json()
-                    return body.get("servers", {})
-
-                while (await servers()).get("late", {}).get("state") != State.READY:
-                    await anyio.sleep(0.1)
-                assert process.returncode is None
-            process.terminate()
-            assert process.stderr is not None
-            stderr = b"".join([chunk async for chunk in process.stderr]).decode()
-            await process.wait()
-    assert "SIGHUP: reloading the configuration" in stderr
+    said, log = Lines(), Lines()
+    async with (
+        await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process,
+        anyio.create_task_group() as group,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
+        assert process.stdout is not None and process.stderr is not None
+        group.start_soon(said.read, process.stdout)
+        group.start_soon(log.read, process.stderr)
+        await said.until(containing("Serving MCP at"), "the gateway's banner")
+        write(path, document(tmp_path, {"late": toy_stdio("late")}))
+        process.send_signal(signal.SIGHUP)
+        await log.until(containing("SIGHUP: reloading the configuration"), "the word that SIGHUP reloads")
+        await log.until(containing("upstream late ready"), "the server the reload added, ready")
+        servers = (await http.get(f"http://127.0.0.1:{port}/readyz")).json()["servers"]
+        assert process.returncode is None
+        process.terminate()
+    assert servers["late"]["state"] == State.READY
 
 
 async def test_a_reload_replaces_the_file_s_groups_and_keeps_those_added_through_the_api(tmp_path: Path) -> None:
@@ -213,7 +236,6 @@ async def test_a_reload_replaces_the_file_s_groups_and_keeps_those_added_through
     before = document(tmp_path, servers, groups={"a": {"allow": ["alpha__*"]}, "gone": {"allow": ["*"]}})
     transports = in_memory({name: toy(name) for name in servers})
     async with gateway_client(parsed(tmp_path, before), transports=transports) as (gateway, _):
-        await wait_until(lambda: gateway.catalog.tool("beta__echo") is not None)
         await gateway.groups.add({"name": "mine", "allow": ["beta__echo"]})
 
         after = document(tmp_path, servers, groups={"a": {"allow": ["beta__*"]}})

@@ -143,8 +143,8 @@ async def test_a_caller_presenting_another_callers_session_id_does_not_get_that_
     assert callers == {"api_key:ada"}
 
 
-ALICE_KEY, DAVE_KEY, DAVE_OPS_KEY, NAMED_ANONYMOUS_KEY = (
-    f"{name}-key-0123456789abcdef" for name in ("alice", "dave", "dave-ops", "anon")
+ALICE_KEY, DAVE_KEY, DAVE_OPS_KEY, NAMED_ANONYMOUS_KEY, OPERATOR_KEY = (
+    f"{name}-key-0123456789abcdef" for name in ("alice", "dave", "dave-ops", "anon", "operator")
 )
 
 
@@ -164,14 +164,24 @@ def _collision_config(tmp_path: Path, **auth: Any) -> GatewayConfig:
         {"caller": "dave", "role": "admin", "key": DAVE_KEY},
         {"caller": "dave:ops", "role": "admin", "key": DAVE_OPS_KEY},
         {"caller": "anonymous", "role": "admin", "key": NAMED_ANONYMOUS_KEY},
+        {"caller": "operator", "role": "operator", "key": OPERATOR_KEY},
     ]
     return access_config(
         tmp_path,
         {"files": files},
-        roles={"admin": {"allow": ["*"]}, "guest": {"allow": ["files__*"]}},
+        roles={"admin": {"allow": ["*"]}, "guest": {"allow": ["files__*"]}, "operator": {"allow": [], "admin": True}},
         auth=auth_section(api_keys=keys, **auth),
         skill_dirs=[str(tmp_path / "skills")],
     )
+
+
+async def _sessions(url: str) -> list[dict[str, Any]]:
+    """The live sessions, as an operator lists them through the admin API."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        answer = await http.get(f"{url}/api/v1/sessions", headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+    assert answer.status_code == 200, answer.text
+    sessions: list[dict[str, Any]] = answer.json()["sessions"]
+    return sessions
 
 
 async def _active(client: Client, handle: str | None = None) -> list[str]:
@@ -197,7 +207,7 @@ async def test_an_api_key_caller_and_a_jwt_naming_the_same_caller_keep_separate_
     tmp_path: Path, mode: str
 ) -> None:
     async with (
-        http_gateway(_collision_config(tmp_path)) as (gateway, url),
+        http_gateway(_collision_config(tmp_path)) as (_, url),
         http_client(url, ALICE_KEY, mode=mode) as by_key,
         http_client(url, token_for("alice", "guest"), mode=mode) as by_jwt,
     ):
@@ -207,7 +217,7 @@ async def test_an_api_key_caller_and_a_jwt_naming_the_same_caller_keep_separate_
             theirs = await _read(by_jwt)
             jwt_skills = await _active(by_jwt)
             mine = await _read(by_key)
-        callers = {context.caller for context in gateway.sessions.live()}
+        callers = {session["caller"] for session in await _sessions(url)}
     assert "the admin's" in text(mine)
     assert theirs.is_error and "the admin's" not in text(theirs)
     assert jwt_skills == []
@@ -249,7 +259,7 @@ async def test_callers_whose_name_and_handle_join_to_the_same_text_keep_separate
 
 async def test_anonymous_clients_of_the_stateless_era_keep_nothing_between_requests(tmp_path: Path) -> None:
     async with (
-        http_gateway(_collision_config(tmp_path, anonymous_role="guest")) as (gateway, url),
+        http_gateway(_collision_config(tmp_path, anonymous_role="guest")) as (_, url),
         http_client(url, None, mode="2026-07-28") as first,
         http_client(url, None, mode="2026-07-28") as second,
     ):
@@ -260,7 +270,7 @@ async def test_anonymous_clients_of_the_stateless_era_keep_nothing_between_reque
             await _write(first, "first's")
             reread = await _read(first)
             read_by_other = await _read(second)
-        live = gateway.sessions.live()
+        live = await _sessions(url)
     assert "handle" not in loaded
     assert remembered == [] and seen_by_other == []
     assert reread.is_error and read_by_other.is_error
@@ -270,7 +280,7 @@ async def test_anonymous_clients_of_the_stateless_era_keep_nothing_between_reque
 
 async def test_anonymous_clients_of_the_handshake_era_are_each_their_own_caller(tmp_path: Path) -> None:
     async with (
-        http_gateway(_collision_config(tmp_path, anonymous_role="guest")) as (gateway, url),
+        http_gateway(_collision_config(tmp_path, anonymous_role="guest")) as (_, url),
         http_client(url, None) as first,
         http_client(url, None) as second,
     ):
@@ -278,7 +288,7 @@ async def test_anonymous_clients_of_the_handshake_era_are_each_their_own_caller(
             await _write(first, "first's")
             mine = await _read(first)
             theirs = await _read(second)
-        callers = {context.caller for context in gateway.sessions.live()}
+        callers = {session["caller"] for session in await _sessions(url)}
     assert "first's" in text(mine)
     assert theirs.is_error and "first's" not in text(theirs)
     assert len(callers) == 2
