@@ -12,13 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 
 from gateway.config.registration import RegistrationPolicy
+from gateway.service import Gateway
 from tests.api.conftest import ADMIN, ANALYST, INTERN, Served, api, api_config
 from tests.support.harness import http_gateway, make_config, toy_stdio
+from tests.support.waiting import catalog_until
 
 pytestmark = pytest.mark.anyio
 
@@ -212,7 +213,7 @@ async def test_a_command_is_judged_and_run_by_the_absolute_path_its_allowed_name
         # The entry's own PATH leads to the other program: the pinned path runs all the same.
         body = {**toy_stdio("fresh"), "name": "fresh", "command": "python", "env": {"PATH": str(elsewhere.parent)}}
         added = await send(url, ADMIN, "POST", "/api/v1/servers", body)
-        await until(lambda: _has(url, "fresh__echo"))
+        await until_offered(gateway, url, "fresh__echo")
         stored = gateway.registrations.entries("server")
     assert refused.status_code == 403 and str(elsewhere) in refused.json()["error"]
     assert added.status_code == 201, added.text
@@ -226,22 +227,22 @@ async def tool_names(url: str, query: str = "") -> list[str]:
     return [tool["name"] for tool in response.json()["tools"]]
 
 
-async def until(condition: Any) -> None:
-    """Wait until the async `condition()` holds (a hang guard, not a timing bound)."""
-    with anyio.fail_after(30):
-        while not await condition():
-            await anyio.sleep(0.05)
+async def until_offered(gateway: Gateway, url: str, name: str, offered: bool = True) -> None:
+    """Wait until the catalog has the tool `name` (or, not `offered`, has not), then see that an admin finds it so."""
+    what = f"{name} {'in' if offered else 'out of'} the catalog"
+    await catalog_until(gateway, lambda: (gateway.catalog.tool(name) is not None) == offered, what)
+    assert await _has(url, name) == offered
 
 
 async def test_a_registered_server_is_changed_restarted_and_removed_live(served: Served, tmp_path: Path) -> None:
     async with served(api_config(tmp_path, registration=ALLOW_PYTHON)) as (gateway, url):
         added = await send(url, ADMIN, "POST", "/api/v1/servers", {"name": "fresh", **toy_stdio("fresh")})
-        await until(lambda: _has(url, "fresh__echo"))
+        await until_offered(gateway, url, "fresh__echo")
         intern_sees = await send(url, INTERN, "GET", "/api/v1/servers/fresh")
         disabled = await send(url, ADMIN, "PATCH", "/api/v1/servers/fresh", {"enabled": False})
-        await until(lambda: _lacks(url, "fresh__echo"))
+        await until_offered(gateway, url, "fresh__echo", offered=False)
         enabled = await send(url, ADMIN, "PATCH", "/api/v1/servers/fresh", {"enabled": True})
-        await until(lambda: _has(url, "fresh__echo"))
+        await until_offered(gateway, url, "fresh__echo")
         restarted = await send(
             url,
             ADMIN,
@@ -252,7 +253,7 @@ async def test_a_registered_server_is_changed_restarted_and_removed_live(served:
         )
         file_server = await send(url, ADMIN, "DELETE", "/api/v1/servers/toy")
         removed = await send(url, ADMIN, "DELETE", "/api/v1/servers/fresh")
-        await until(lambda: _lacks(url, "fresh__echo"))
+        await until_offered(gateway, url, "fresh__echo", offered=False)
         gone = await send(url, ADMIN, "GET", "/api/v1/servers/fresh")
         stored = gateway.registrations.entries("server")
     assert added.status_code == 201 and added.json()["servers"][0]["name"] == "fresh"
@@ -300,10 +301,6 @@ async def test_a_store_that_cannot_be_written_answers_503_and_leaves_servers_and
 
 async def _has(url: str, name: str) -> bool:
     return name in await tool_names(url, "q=echo")
-
-
-async def _lacks(url: str, name: str) -> bool:
-    return not await _has(url, name)
 
 
 async def test_an_mcp_servers_fragment_registers_every_server_and_a_taken_name_none(

@@ -4,21 +4,21 @@ by admins, the file's left alone, and the catalog filtered by group."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from gateway.service import Gateway
 from tests.api.conftest import ADMIN, INTERN, Served, api, api_config
-from tests.support.probe import wait_until
+from tests.support.waiting import catalog_until
 
 pytestmark = pytest.mark.anyio
 
 FILE_GROUPS = {"weather": {"description": "What the sky does", "allow": [{"tag": "weather"}]}}
 
 
-async def until_listed(served_gateway: Any) -> None:
-    """Both toy servers have joined the catalog."""
-    await wait_until(lambda: {"toy", "other"} <= set(served_gateway.catalog.sources()))
+async def until_listed(gateway: Gateway) -> None:
+    """Wait until both toy servers have joined the catalog."""
+    await catalog_until(gateway, lambda: {"toy", "other"} <= set(gateway.catalog.sources()), "both toy servers")
 
 
 async def test_an_admin_adds_a_group_that_is_listed_with_its_endpoint_and_then_removes_it(

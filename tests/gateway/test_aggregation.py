@@ -15,9 +15,10 @@ from gateway.catalog.naming import VALID_NAME
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
-from tests.support.probe import Observed, probe_server, wait_until
+from tests.support.probe import Observed, probe_server
 from tests.support.toy import PIXEL
 from tests.support.toy import build_server as toy
+from tests.support.waiting import Inbox
 
 pytestmark = pytest.mark.anyio
 
@@ -148,16 +149,16 @@ async def test_images_structure_and_errors_survive_the_trip(tmp_path: Path) -> N
 
 async def test_progress_of_an_upstream_call_reaches_the_client(tmp_path: Path) -> None:
     config, transports = two_toys(tmp_path)
-    seen: list[tuple[float, float | None, str | None]] = []
+    seen: Inbox[tuple[float, float | None, str | None]] = Inbox()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append((progress, total, message))
+        seen.add((progress, total, message))
 
     async with gateway_client(config, transports=transports) as (_, client):
         result = await client.call_tool("alpha__sleep", {"seconds": 0.05}, progress_callback=on_progress)
         assert result.content[0].text == "slept 0.05"  # type: ignore[union-attr]
         # Progress is throttled per call: the first and the last report always arrive.
-        await wait_until(lambda: seen[-1:] == [(9, 10, "step 9")])
+        await seen.until(lambda: seen[-1:] == [(9, 10, "step 9")], "the last progress report")
         assert seen[0] == (0, 10, "step 0")
 
 

@@ -17,10 +17,10 @@ from gateway.service import Gateway
 from gateway.shared.redisstate import RedisState
 from tests.support.access import KEYS, ROLES, access_config, auth_section, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
-from tests.support.probe import wait_until
 from tests.support.services import redis_service, redis_url
 from tests.support.skills import text
 from tests.support.toy import build_server as toy
+from tests.support.waiting import Inbox
 
 pytestmark = pytest.mark.anyio
 __all__ = ["redis_service", "redis_url"]
@@ -185,11 +185,11 @@ class EndCountingTracker(BudgetTracker):
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__(clock)
-        self.ended: list[str] = []
+        self.ended: Inbox[str] = Inbox()
 
     def end_session(self, session_id: str) -> None:
-        self.ended.append(session_id)
         super().end_session(session_id)
+        self.ended.add(session_id)
 
 
 async def test_a_session_that_ends_is_forgotten_by_the_budgets_once(tmp_path: Path) -> None:
@@ -198,6 +198,7 @@ async def test_a_session_that_ends_is_forgotten_by_the_budgets_once(tmp_path: Pa
         async with http_client(url, INTERN) as client:
             assert await _echo(client) == (False, "hi")
             (session,) = gateway.sessions.live()
-        # Closers are popped as they run, and forgetting never suspends: none left means all ran.
-        await wait_until(lambda: not session.closers and len(gateway.sessions) == 0)
+        await tracker.ended.until(lambda: bool(tracker.ended), "the budgets told that the session ended")
+        # Forgotten as it was released, and no more.
+        assert len(gateway.sessions) == 0
     assert tracker.ended == [session.id]

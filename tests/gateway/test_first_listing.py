@@ -14,8 +14,9 @@ import yaml
 from mcp import Client, StdioServerParameters
 
 from tests.support.harness import REPO, http_gateway, make_config, placeholder, toy_stdio
-from tests.support.probe import gated, wait_until
+from tests.support.probe import gated
 from tests.support.toy import build_server as toy
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -43,8 +44,9 @@ async def test_the_first_listing_over_http_waits_for_a_server_still_connecting(t
                 listed.append(names(await client.list_tools()))
 
             group.start_soon(first_listing)
-            # The listing has reached the gateway and waits there; only now does the server connect.
-            await wait_until(lambda: any(session.listed for session in gateway.sessions.live()), WAIT)
+            # The listing has reached the gateway and waits there (nothing says so but the session's
+            # state); only now does the server connect.
+            await poll_until(lambda: any(session.listed for session in gateway.sessions.live()), "the first listing")
             assert not listed
             gate.set()
     assert "toy__echo" in listed[0]

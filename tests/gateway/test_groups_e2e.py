@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -18,6 +17,7 @@ from tests.support.access import KEYS, access_config, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.skills import ToolListChanges, structured, write_skill
 from tests.support.toy import build_server as toy
+from tests.support.waiting import tried_to_connect
 
 pytestmark = pytest.mark.anyio
 
@@ -181,9 +181,7 @@ async def test_an_api_group_survives_a_restart_and_a_file_group_wins_a_name_clas
         # As if the file had gained a group of that name since it was registered through the API.
         gateway.registrations.save("group", "adding", {"allow": ["toy__increment"]})
     async with Gateway(config, transports=in_memory({"toy": toy("toy")})) as again:
-        with anyio.fail_after(30):
-            while not again.catalog.tools:
-                await anyio.sleep(0.02)
+        await tried_to_connect(again)
         assert [(group.name, group.source) for group in again.groups.all()] == [("adding", "file"), ("kept", "api")]
         assert [tool.name for tool in again.groups.tools("kept", "admin")] == ["toy__echo"]
         assert {tool.name for tool in again.groups.tools("adding", "admin")} == {"toy__add", "toy__echo"}

@@ -17,6 +17,7 @@ from gateway.frontdoors.responsemode import HotPath
 from tests.support.harness import http_gateway, in_memory, make_config, placeholder
 from tests.support.rawhttp import RawSession, content_type, events
 from tests.support.toy import build_server as toy
+from tests.support.waiting import catalog_until
 
 pytestmark = pytest.mark.anyio
 
@@ -206,14 +207,16 @@ async def test_a_hot_call_outlasting_the_keepalive_interval_becomes_a_kept_alive
 
 async def test_a_hot_listing_shows_a_tool_added_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hot = HotCalls(monkeypatch)
-    async with served(tmp_path) as (http, url):
-        session = await known_session(http, url)
+    config = make_config(tmp_path, placeholder(["toy"]))
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy()})) as (gateway, url),
+        httpx2.AsyncClient() as http,
+    ):
+        session = await known_session(http, f"{url}/mcp")
         before = (await session.post("tools/list", {})).json()["result"]["tools"]
         await session.post("tools/call", {"name": "toy__grow", "arguments": {"tool_name": "sprout"}})
-        names: set[str] = set()
-        with anyio.fail_after(30):
-            while "toy__sprout" not in names:
-                await anyio.sleep(0.02)
-                names = {tool["name"] for tool in (await session.post("tools/list", {})).json()["result"]["tools"]}
+        await catalog_until(gateway, lambda: gateway.catalog.tool("toy__sprout") is not None, "toy__sprout")
+        after = (await session.post("tools/list", {})).json()["result"]["tools"]
     assert "toy__sprout" not in {tool["name"] for tool in before}
+    assert "toy__sprout" in {tool["name"] for tool in after}
     assert len(hot.ids) >= 3

@@ -14,13 +14,11 @@ import mcp_types as types
 import pytest
 
 from tests.support.access import http_client
-from tests.support.harness import REPO, http_gateway, make_config
-from tests.support.probe import wait_until
+from tests.support.harness import REPO, collector, http_gateway, make_config, tools_told, until_told_of
+from tests.support.waiting import catalog_until
 
 pytestmark = pytest.mark.anyio
 
-# A stdio server starts in a second or two; a loaded machine may take much longer.
-JOIN_LIMIT = 60.0
 KINDS = {
     types.ToolListChangedNotification: "tools",
     types.PromptListChangedNotification: "prompts",
@@ -38,29 +36,18 @@ async def test_a_storm_of_upstream_tool_changes_reaches_a_client_as_at_most_one_
 ) -> None:
     interval = 0.5
     config = make_config(tmp_path, {"storm": storm_server()}, notify_coalesce_ms=int(interval * 1000))
-    told: list[str] = []
-
-    async def handle(message: Any) -> None:
-        kind = KINDS.get(type(message))
-        if kind is not None:
-            told.append(kind)
-
+    received, handle = collector()
     async with (
         http_gateway(config) as (gateway, url),
         http_client(url, message_handler=handle) as client,
     ):
-        await wait_until(lambda: gateway.catalog.tool("storm__storm") is not None, limit=JOIN_LIMIT)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("storm__storm") is not None, "storm__storm")
         started = time.monotonic()
         await client.call_tool("storm__storm", {"count": 100, "pause": 0.02})
-
-        async def listed() -> bool:
-            return "storm__added_99" in {tool.name for tool in (await client.list_tools()).tools}
-
-        with anyio.fail_after(JOIN_LIMIT):
-            while not await listed():
-                await anyio.sleep(0.05)
-        await wait_until(lambda: "tools" in told, limit=JOIN_LIMIT)
+        await until_told_of(client, received, "storm__added_99")
+        await received.until(lambda: tools_told(received) >= 1, "a tools/list_changed notification")
         elapsed = time.monotonic() - started
+    told = [kind for kind in (KINDS.get(type(message)) for message in received) if kind is not None]
     # A hundred changes of the tools, and only the tools: one notice at once, then one per interval at most.
     assert told.count("tools") <= 1 + elapsed / interval
     assert set(told) == {"tools"}
@@ -80,7 +67,7 @@ async def test_sessions_closing_while_lists_change_make_the_gateway_log_no_error
             closed.append(1)
 
     async with http_gateway(config) as (gateway, url):
-        await wait_until(lambda: gateway.catalog.tool("storm__storm") is not None, limit=JOIN_LIMIT)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("storm__storm") is not None, "storm__storm")
         with caplog.at_level(logging.WARNING):
             async with http_client(url) as stormer, anyio.create_task_group() as group:
                 for _ in range(6):

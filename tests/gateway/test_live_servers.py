@@ -30,9 +30,10 @@ from tests.support.harness import (
     placeholder,
     told_tools_changed,
     toy_stdio,
+    until_told_of,
 )
-from tests.support.probe import wait_until
 from tests.support.toy import build_server as toy
+from tests.support.waiting import catalog_until, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -61,16 +62,15 @@ async def test_a_server_registered_while_a_handshake_era_client_is_connected_rea
     ):
         assert names_of(await client.list_tools()) == set()
         # The client opens its notification stream on its own time; the change must come after.
-        await wait_until(lambda: listening(gateway))
+        await poll_until(lambda: listening(gateway), "the client's notification stream")
         status = await gateway.servers.add({"name": "late", **toy_stdio("late")})
         assert (status.name, status.source, status.enabled) == ("late", "api", True)
-        await wait_until(lambda: told_tools_changed(received), limit=JOIN_LIMIT)
-        assert "late__echo" in names_of(await client.list_tools(cache_mode="refresh"))
+        await until_told_of(client, received, "late__echo")
         assert text_of(await client.call_tool("late__echo", {"text": "live"})) == "live"
 
         received.clear()
         await gateway.servers.remove("late")
-        await wait_until(lambda: told_tools_changed(received))
+        await received.until(lambda: told_tools_changed(received), "a tools/list_changed notification")
         assert not any(name.startswith("late__") for name in names_of(await client.list_tools(cache_mode="refresh")))
         assert [status.name for status in gateway.servers.statuses()] == []
 
@@ -136,8 +136,9 @@ async def test_servers_of_the_config_file_are_read_only_but_may_be_restarted(tmp
         with pytest.raises(NotFoundError):
             await gateway.servers.remove("nobody")
         await gateway.servers.restart("alpha")
-        await wait_until(lambda: gateway.servers.statuses()[0].state == State.READY)
+        # A call sent meanwhile waits for the new connection.
         assert text_of(await client.call_tool("alpha__echo", {"text": "after"})) == "after"
+        assert gateway.servers.statuses()[0].state == State.READY
 
 
 async def test_a_restart_starts_a_fresh_process(tmp_path: Path) -> None:
@@ -147,15 +148,16 @@ async def test_a_restart_starts_a_fresh_process(tmp_path: Path) -> None:
         assert text_of(await client.call_tool("counter__increment", {})) == "2"
         status = await gateway.servers.restart("counter")
         assert status.state == State.CONNECTING
-        await wait_until(lambda: gateway.servers.statuses()[0].state == State.READY, limit=JOIN_LIMIT)
+        # The call waits for the new process, which counts from the start.
         assert text_of(await client.call_tool("counter__increment", {})) == "1"
+        assert gateway.servers.statuses()[0].state == State.READY
 
 
 async def test_a_disabled_server_is_listed_without_tools_and_comes_back_when_enabled(tmp_path: Path) -> None:
     config = make_config(tmp_path, {})
     async with gateway_client(config, transports=in_memory({"side": toy("side")})) as (gateway, client):
         await gateway.servers.add({"name": "side", "command": "unused"})
-        await wait_until(lambda: gateway.catalog.tool("side__echo") is not None)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("side__echo") is not None, "side__echo")
         status = await gateway.servers.change("side", {"enabled": False})
         assert (status.state, status.enabled) == (State.DISABLED, False)
         assert [(s.name, s.state) for s in gateway.servers.statuses()] == [("side", State.DISABLED)]
@@ -164,7 +166,7 @@ async def test_a_disabled_server_is_listed_without_tools_and_comes_back_when_ena
             await gateway.servers.restart("side")
         assert gateway.registrations.entries("server")["side"]["enabled"] is False
         await gateway.servers.change("side", {"enabled": True})
-        await wait_until(lambda: gateway.catalog.tool("side__echo") is not None)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("side__echo") is not None, "side__echo again")
         assert text_of(await client.call_tool("side__echo", {"text": "back"})) == "back"
 
 
@@ -191,7 +193,7 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
     removed = anyio.Event()
     async with gateway_client(config, transports=transports) as (gateway, client):
         await gateway.servers.add({"name": "slow", "command": "unused"})
-        await wait_until(lambda: gateway.catalog.tool("slow__wait") is not None)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("slow__wait") is not None, "slow__wait")
 
         async def call() -> None:
             results.append(await client.call_tool("slow__wait", {}))
@@ -205,7 +207,7 @@ async def test_a_call_running_when_its_server_is_removed_finishes(tmp_path: Path
             await started.wait()
             group.start_soon(remove)
             # Removal starts by withdrawing the tools; it disconnects only after the running call.
-            await wait_until(lambda: gateway.catalog.tool("slow__wait") is None)
+            await catalog_until(gateway, lambda: gateway.catalog.tool("slow__wait") is None, "slow__wait to leave")
             assert not removed.is_set()
             release.set()
         assert removed.is_set()
@@ -222,7 +224,7 @@ async def test_a_server_removed_on_another_replica_leaves_at_once_while_its_runn
     results: list[types.CallToolResult] = []
     async with gateway_client(make_config(tmp_path, {}), transports=transports) as (gateway, client):
         await gateway.servers.add({"name": "slow", "command": "unused"})
-        await wait_until(lambda: gateway.catalog.tool("slow__wait") is not None)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("slow__wait") is not None, "slow__wait")
 
         async def call() -> None:
             results.append(await client.call_tool("slow__wait", {}))

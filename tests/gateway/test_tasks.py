@@ -22,8 +22,8 @@ from gateway.service import Gateway
 from gateway.upstreams.sdkclient import send_as_is
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.harness import gateway_client, http_gateway, in_memory, make_config, placeholder
-from tests.support.probe import wait_until
 from tests.support.tasking import TaskServer
+from tests.support.waiting import LIMIT, Inbox, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -143,7 +143,9 @@ async def test_a_session_s_running_tasks_are_cancelled_on_their_server_when_it_e
             await start(leaving, "slow", "left running")
             await start(leaving, "slow", "finished")
             await upstream.finish("t3", "done")
-        await wait_until(lambda: upstream.jobs["t2"].task.status == "cancelled", limit=30)
+        # Its task ends on the server once the gateway has seen the session go.
+        with anyio.fail_after(LIMIT):
+            await upstream.jobs["t2"].done.wait()
         statuses = {job.arguments["text"]: job.task.status for job in upstream.jobs.values()}
     # Only the ended session's task still running was cancelled: a finished one is left as it was.
     assert statuses == {"kept": "working", "left running": "cancelled", "finished": "completed"}
@@ -220,13 +222,12 @@ class TaskStatus(ClientExtension):
     identifier = "org.example/task-status"
 
     def __init__(self) -> None:
-        self.told: list[types.TaskStatusNotificationParams] = []
+        self.told: Inbox[types.TaskStatusNotificationParams] = Inbox()
 
     def notifications(self) -> list[NotificationBinding[Any]]:
-        async def keep(params: types.TaskStatusNotificationParams) -> None:
-            self.told.append(params)
-
-        return [NotificationBinding(method=STATUS, params_type=types.TaskStatusNotificationParams, handler=keep)]
+        return [
+            NotificationBinding(method=STATUS, params_type=types.TaskStatusNotificationParams, handler=self.told.put)
+        ]
 
 
 async def test_a_task_s_status_notifications_reach_only_the_session_that_created_it(tmp_path: Path) -> None:
@@ -239,8 +240,8 @@ async def test_a_task_s_status_notifications_reach_only_the_session_that_created
     ):
         await bystander.list_tools()
         task = await start(client, "slow")
-        await wait_until(lambda: listening(gateway) == 2)
+        await poll_until(lambda: listening(gateway) == 2, "both clients' notification streams")
         await upstream.finish("t1", "done")
-        await wait_until(lambda: bool(owner.told))
+        await owner.told.until(lambda: bool(owner.told), "the task's status notification")
     assert [(told.task_id, told.status) for told in owner.told] == [(task["taskId"], "completed")]
     assert other.told == []

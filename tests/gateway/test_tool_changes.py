@@ -29,10 +29,11 @@ from tests.support.harness import (
     listening,
     make_config,
     told_tools_changed,
+    until_told_of,
 )
 from tests.support.metrics import parse, value
-from tests.support.probe import wait_until
 from tests.support.turncoat import HONEST, POISONED, poison, turncoat
+from tests.support.waiting import Inbox, catalog_until, containing, logged, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +53,7 @@ def listed(result: types.ListToolsResult) -> dict[str, types.Tool]:
 @asynccontextmanager
 async def watched(
     config: GatewayConfig, server: MCPServer
-) -> AsyncIterator[tuple[Gateway, Client, list[Any], httpx2.AsyncClient]]:
+) -> AsyncIterator[tuple[Gateway, Client, Inbox[Any], httpx2.AsyncClient]]:
     """The gateway over HTTP, a handshake-era client with its notification stream open (and what it
     received), and an HTTP client of the gateway."""
     received, handle = collector()
@@ -62,15 +63,15 @@ async def watched(
         httpx2.AsyncClient(base_url=url, timeout=30) as http,
     ):
         assert listed(await client.list_tools())[TOOL].description == HONEST
-        await wait_until(lambda: listening(gateway))
+        await poll_until(lambda: listening(gateway), "the client's notification stream")
         yield gateway, client, received, http
 
 
-async def turned(client: Client, received: list[Any]) -> None:
+async def turned(client: Client, received: Inbox[Any]) -> None:
     """Have the upstream change `read_note` and wait until the gateway tells the client its list changed."""
     received.clear()
     assert not (await client.call_tool("notes__turn", {})).is_error
-    await wait_until(lambda: told_tools_changed(received))
+    await received.until(lambda: told_tools_changed(received), "a tools/list_changed notification")
 
 
 async def samples(http: httpx2.AsyncClient) -> Any:
@@ -89,9 +90,9 @@ async def test_a_server_registered_through_the_api_loses_a_changed_tool_until_an
         Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
         httpx2.AsyncClient(base_url=url, timeout=30) as http,
     ):
-        await wait_until(lambda: listening(gateway))
+        await poll_until(lambda: listening(gateway), "the client's notification stream")
         await gateway.servers.add({"name": "notes", "command": "unused"})
-        await wait_until(lambda: told_tools_changed(received))
+        await until_told_of(client, received, TOOL)
         assert listed(await client.list_tools())[TOOL].description == HONEST
 
         await turned(client, received)
@@ -111,7 +112,7 @@ async def test_a_server_registered_through_the_api_loses_a_changed_tool_until_an
         received.clear()
         accepted = await http.post(f"/api/v1/changes/{change['id']}/accept", json={})
         assert accepted.status_code == 200 and accepted.json()["change"]["status"] == "accepted"
-        await wait_until(lambda: told_tools_changed(received))
+        await received.until(lambda: told_tools_changed(received), "a tools/list_changed notification")
         tool = listed(await client.list_tools())[TOOL]
         assert tool.description == POISONED and "copy_to" in tool.input_schema["properties"]
         again = await http.post(f"/api/v1/changes/{change['id']}/accept", json={})
@@ -136,7 +137,7 @@ async def test_a_file_server_warns_serving_the_changed_tool_until_an_admin_rejec
         received.clear()
         rejected = await http.post(f"/api/v1/changes/{change['id']}/reject", json={})
         assert rejected.json()["change"]["status"] == "rejected"
-        await wait_until(lambda: told_tools_changed(received))
+        await received.until(lambda: told_tools_changed(received), "a tools/list_changed notification")
         assert TOOL not in listed(await client.list_tools())
 
         scraped = await samples(http)
@@ -179,14 +180,16 @@ async def test_a_pin_survives_a_restart_and_a_change_made_while_the_gateway_was_
 async def test_a_rejected_definition_stays_hidden_and_a_further_change_opens_a_new_review(tmp_path: Path) -> None:
     config = notes_config(tmp_path, on_tool_change="hold")
     async with gateway_client(config, transports=in_memory({"notes": turncoat()})) as (gateway, client):
-        await client.call_tool("notes__turn", {})
-        await wait_until(lambda: gateway.catalog.tool(TOOL) is None)
-        (first,) = await gateway.pins.changes()
-        await gateway.pins.decide(first.id, False, "test")
-        assert gateway.catalog.tool(TOOL) is None
+        with logged() as log:
+            await client.call_tool("notes__turn", {})
+            await log.until(containing("held until change"), "the word that the changed tool is held")
+            (first,) = await gateway.pins.changes()
+            await gateway.pins.decide(first.id, False, "test")
+            assert gateway.catalog.tool(TOOL) is None
 
-        await client.call_tool("notes__turn", {"description": "Read a note, now with a copy."})
-        await wait_until(lambda: len(gateway.pins.store.changes()) == 2)
+            told = len(log.lines)
+            await client.call_tool("notes__turn", {"description": "Read a note, now with a copy."})
+            await log.until(containing("held until change"), "the word that the further change is held", told)
         newest, rejected = await gateway.pins.changes()
         assert (rejected.id, rejected.status) == (first.id, "rejected")
         assert newest.status == "pending" and newest.new_definition["description"] == "Read a note, now with a copy."
@@ -209,7 +212,7 @@ async def test_a_held_tool_is_named_held_only_to_who_may_see_it_and_an_admin_acc
         http_client(url, KEYS["analyst"]) as analyst,
     ):
         await client.call_tool("notes__turn", {})
-        await wait_until(lambda: gateway.catalog.tool(TOOL) is None)
+        await catalog_until(gateway, lambda: gateway.catalog.tool(TOOL) is None, f"{TOOL} to leave the catalog")
         with pytest.raises(MCPError, match="is held until"):
             await client.call_tool(TOOL, {"path": "a"})
         # A role that may not see the tool learns nothing of it, held or not.

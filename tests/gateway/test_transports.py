@@ -14,9 +14,10 @@ from mcp import Client, StdioServerParameters
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, toy_stdio, until_listed
-from tests.support.probe import Observed, probe_server, silent_transport, toy_process, wait_until
+from tests.support.probe import Observed, probe_server, silent_transport, toy_process
 from tests.support.rawsessions import INITIALIZE, MCP_HEADERS
 from tests.support.toy import build_server as toy
+from tests.support.waiting import Inbox, ends_of
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +121,9 @@ async def test_each_http_session_gets_its_own_context_released_when_it_ends(tmp_
             live = gateway.sessions.live()
             assert len(live) == 2 and {context.transport for context in live} == {"http"}
             assert len({context.id for context in live}) == 2
-        await wait_until(lambda: len(gateway.sessions) == 0)
+            ended = ends_of(live)
+        await ended()
+        assert len(gateway.sessions) == 0
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
@@ -170,15 +173,17 @@ async def test_an_in_memory_session_has_its_own_context_released_when_it_ends(tm
             await first.call_tool("toy__echo", {"text": "1"})
             await second.call_tool("toy__echo", {"text": "2"})
             assert len(gateway.sessions) == 2
-        await wait_until(lambda: len(gateway.sessions) == 0)
+            ended = ends_of(gateway.sessions.live())
+        await ended()
+        assert len(gateway.sessions) == 0
 
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_progress_reaches_a_client_over_http(tmp_path: Path, mode: str) -> None:
-    seen: list[float] = []
+    seen: Inbox[float] = Inbox()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(progress)
+        seen.add(progress)
 
     config = make_config(tmp_path, placeholder(["toy"]))
     async with (
@@ -188,5 +193,5 @@ async def test_progress_reaches_a_client_over_http(tmp_path: Path, mode: str) ->
         result = await client.call_tool("toy__sleep", {"seconds": 0.1}, progress_callback=on_progress)
         assert not result.is_error
         # Progress is throttled per call: the first and the last report always arrive.
-        await wait_until(lambda: seen[-1:] == [9])
+        await seen.until(lambda: seen[-1:] == [9], "the last progress report")
         assert seen[0] == 0

@@ -19,8 +19,9 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import REPO, gateway_client, http_gateway, in_memory, make_config
 from tests.support.linked import STATIC, linking_server, partial_server
-from tests.support.probe import gated, wait_until
+from tests.support.probe import gated
 from tests.support.toy import build_server as toy
+from tests.support.waiting import catalog_until
 
 pytestmark = pytest.mark.anyio
 
@@ -181,7 +182,7 @@ async def test_a_server_registered_without_a_namespace_joins_one_from_the_file_w
     transports = in_memory({"one": linking_server("one"), "two": linking_server("two")})
     async with gateway_client(config, transports=transports) as (gateway, client):
         await gateway.servers.add({"name": "two", **UNPREFIXED, "tools": {"link": {"name": "link_two"}}})
-        await wait_until(lambda: "two" in gateway.catalog.sources(), limit=30)
+        await catalog_until(gateway, lambda: "two" in gateway.catalog.sources(), "server two in the catalog")
         assert text(await client.call_tool("echo", {"text": "x"})) == "one: x"
         assert exposed(gateway, "two", "link") == "link_two"
         (status,) = [status for status in gateway.servers.statuses() if status.name == "two"]

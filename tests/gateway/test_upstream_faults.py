@@ -6,10 +6,8 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 
@@ -17,9 +15,10 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 from tests.support.faulty import stormy_server
-from tests.support.harness import REPO, gateway_client, in_memory, make_config, placeholder
-from tests.support.probe import gated, wait_until
+from tests.support.harness import REPO, collector, gateway_client, in_memory, make_config, placeholder, tools_told
+from tests.support.probe import gated
 from tests.support.toy import build_server as toy
+from tests.support.waiting import catalog_until, containing, logged
 
 pytestmark = pytest.mark.anyio
 
@@ -38,31 +37,23 @@ async def test_a_server_writing_garbage_yields_a_few_log_lines_and_keeps_serving
     entry = {"command": sys.executable, "args": ["-m", "tests.support.faulty"], "cwd": str(REPO)}
     config = make_config(tmp_path, {"faulty": entry})
     async with gateway_client(config) as (_, client):
-        dumped = await client.call_tool("faulty__garbage", {"count": BAD_LINES})
-        assert dumped.content[0].text == "dumped"  # type: ignore[union-attr]
-        await wait_until(lambda: any("notifications/progress" in line for line in warnings(caplog)))
+        with logged(level=logging.WARNING) as log:
+            dumped = await client.call_tool("faulty__garbage", {"count": BAD_LINES})
+            assert dumped.content[0].text == "dumped"  # type: ignore[union-attr]
+            await log.until(containing("notifications/progress"), "the warning about the bad progress notices")
         after = await client.call_tool("faulty__echo", {"text": "still here"})
         assert after.content[0].text == "still here"  # type: ignore[union-attr]
         assert any("not a JSON-RPC message" in line for line in warnings(caplog))
     # Three kinds of bad message, each told once (the SDK's record with it) and summarised when the
     # connection ends: a handful of lines for 900 bad messages.
-    logged = warnings(caplog)
-    assert len(logged) <= 12, logged
-    assert any(f"not a JSON-RPC message, {2 * BAD_LINES - 1} more" in line for line in logged), logged
-
-
-def tools_told(received: list[Any]) -> int:
-    """How many tools/list_changed notifications the client received."""
-    return sum(isinstance(message, types.ToolListChangedNotification) for message in received)
+    told = warnings(caplog)
+    assert len(told) <= 12, told
+    assert any(f"not a JSON-RPC message, {2 * BAD_LINES - 1} more" in line for line in told), told
 
 
 async def test_a_list_changed_storm_becomes_a_few_relists_and_a_few_client_notifications(tmp_path: Path) -> None:
     server, counts = stormy_server()
-    received: list[Any] = []
-
-    async def handle(message: Any) -> None:
-        received.append(message)
-
+    received, handle = collector()
     config = make_config(tmp_path, placeholder(["stormy"]), notify_coalesce_ms=1000)
     transports = in_memory({"stormy": server})  # type: ignore[dict-item]
     async with gateway_client(config, transports=transports, message_handler=handle) as (gateway, client):
@@ -71,8 +62,8 @@ async def test_a_list_changed_storm_becomes_a_few_relists_and_a_few_client_notif
         await client.call_tool("stormy__storm", {"count": 1000})
         # Even a slow machine's storm of many seconds gets one re-list and one notification per second.
         allowed = 2 + (time.monotonic() - started) / 1.0
-        await wait_until(lambda: gateway.catalog.tool("stormy__calm") is not None, limit=30)
-        await wait_until(lambda: tools_told(received) >= 1, limit=30)
+        await catalog_until(gateway, lambda: gateway.catalog.tool("stormy__calm") is not None, "stormy__calm")
+        await received.until(lambda: tools_told(received) >= 1, "a tools/list_changed notification")
         assert counts.lists - before <= allowed
         assert tools_told(received) <= allowed
 
@@ -85,13 +76,12 @@ async def test_telling_clients_of_a_change_holds_up_no_server_joining_after_it(t
     gateway = Gateway(config, transports={**in_memory({"one": toy("one")}), "two": gated(toy("two"), joins)})
     server = build_server(gateway, clock=lambda: 0.0)
     async with gateway.running(), Client(server, mode="legacy"):
-        await wait_until(
-            lambda: [status.state for status in gateway.servers.statuses()] == [State.READY, State.CONNECTING]
-        )
+        await gateway.upstreams["one"].first_attempt.wait()
+        assert [status.state for status in gateway.servers.statuses()] == [State.READY, State.CONNECTING]
         joins.set()
-        await wait_until(
-            lambda: [status.state for status in gateway.servers.statuses()] == [State.READY, State.READY], limit=60
-        )
+        # Within its connect timeout, or its first attempt fails.
+        await gateway.upstreams["two"].first_attempt.wait()
+        assert [status.state for status in gateway.servers.statuses()] == [State.READY, State.READY]
 
 
 async def test_a_progress_flood_reaches_the_client_as_its_first_and_last_reports(tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ from tests.support.harness import (
     told_tools_changed,
     toy_stdio,
 )
-from tests.support.probe import silent_transport, wait_until
+from tests.support.probe import silent_transport
 from tests.support.toy import build_server as toy
+from tests.support.waiting import catalog_until, containing, logged
 
 pytestmark = pytest.mark.anyio
 
@@ -83,7 +84,8 @@ async def test_a_silent_server_does_not_hold_up_calls_to_the_others(tmp_path: Pa
     served: list[float] = []
 
     async def use_toy_during_start_up() -> None:
-        await wait_until(lambda: states(gateway)["toy"] == State.READY)
+        await gateway.upstreams["toy"].first_attempt.wait()
+        assert states(gateway)["toy"] == State.READY
         assert states(gateway)["silent"] == State.CONNECTING
         record = gateway.catalog.tool("toy__echo")
         assert record is not None
@@ -110,7 +112,7 @@ async def test_a_crashed_stdio_server_is_restarted_and_serves_again(tmp_path: Pa
         # A call sent while the server restarts waits for it instead of failing.
         during = await client.call_tool("toy__echo", {"text": "anyone?"})
         assert not during.is_error and during.content[0].text == "anyone?"  # type: ignore[union-attr]
-        await wait_until(lambda: restarted(gateway), limit=20)
+        assert restarted(gateway)
         again = await client.call_tool("toy__increment", {})
         assert not again.is_error and again.content[0].text == "1"  # type: ignore[union-attr]
 
@@ -119,10 +121,10 @@ async def test_a_server_closing_its_connection_is_logged_as_a_warning_with_the_r
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = make_config(tmp_path, {"toy": toy_stdio()}, restart_backoff_initial=0.2)
-    with caplog.at_level(logging.WARNING, logger="gateway.upstreams.connection"):
-        async with gateway_client(config) as (gateway, client):
+    with caplog.at_level(logging.WARNING, logger="gateway.upstreams.connection"), logged(level=logging.WARNING) as log:
+        async with gateway_client(config) as (_, client):
             await client.call_tool("toy__crash", {})
-            await wait_until(lambda: restarted(gateway), limit=20)
+            await log.until(containing("connection closed by the server"), "the warning that the server closed")
     closed = [record for record in caplog.records if "connection closed by the server" in record.getMessage()]
     assert closed and closed[0].levelno == logging.WARNING and "upstream toy" in closed[0].getMessage()
 
@@ -134,8 +136,8 @@ async def test_a_new_upstream_tool_appears_and_connected_clients_are_told(tmp_pa
     async with gateway_client(config, transports=transports, message_handler=handle) as (gateway, client):
         beta_before = [tool.name for tool in gateway.catalog.tools if tool.source == "beta"]
         await client.call_tool("alpha__grow", {"tool_name": "fresh"})
-        await wait_until(lambda: gateway.catalog.tool("alpha__fresh") is not None)
-        await wait_until(lambda: told_tools_changed(received))
+        await catalog_until(gateway, lambda: gateway.catalog.tool("alpha__fresh") is not None, "alpha__fresh")
+        await received.until(lambda: told_tools_changed(received), "a tools/list_changed notification")
         assert [tool.name for tool in gateway.catalog.tools if tool.source == "beta"] == beta_before
         result = await client.call_tool("alpha__fresh", {})
         assert result.content[0].text == "added tool"  # type: ignore[union-attr]
@@ -149,7 +151,7 @@ async def test_http_clients_are_told_when_an_upstream_list_changes(tmp_path: Pat
         Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
     ):
         await client.call_tool("toy__grow", {"tool_name": "sprout"})
-        await wait_until(lambda: told_tools_changed(received))
+        await received.until(lambda: told_tools_changed(received), "a tools/list_changed notification")
         names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
         assert "toy__sprout" in names
         assert gateway.catalog.tool("toy__sprout") is not None

@@ -15,8 +15,8 @@ from gateway.config.loading import parse_config
 from tests.support.access import KEYS, auth_section, http_client
 from tests.support.browser import ServedGateway, axe_violations, describe, served_gateway, wait_for_text
 from tests.support.harness import collector, in_memory, listening, told_tools_changed
-from tests.support.probe import wait_until
 from tests.support.turncoat import HONEST, POISONED, turncoat
+from tests.support.waiting import poll_until
 from tests.web.test_browser import ROLES, sign_in
 
 ADMIN = KEYS["admin"]
@@ -45,9 +45,9 @@ def test_an_admin_accepts_a_changed_description_on_the_page_and_the_client_gets_
     with portal.wrap_async_context_manager(http_client(served.url, ADMIN, message_handler=handle)) as client:
         tools = {tool.name: tool for tool in portal.call(client.list_tools).tools}
         assert tools[TOOL].description == HONEST
-        portal.call(wait_until, lambda: listening(served.gateway))
+        portal.call(poll_until, lambda: listening(served.gateway), "the client's notification stream")
         portal.call(client.call_tool, "notes__turn", {})
-        portal.call(wait_until, lambda: told_tools_changed(received))
+        portal.call(received.until, lambda: told_tools_changed(received), "a tools/list_changed notification")
         assert TOOL not in {tool.name for tool in portal.call(client.list_tools).tools}
 
         sign_in(browser, served.url, ADMIN)
@@ -62,7 +62,7 @@ def test_an_admin_accepts_a_changed_description_on_the_page_and_the_client_gets_
         browser.find_element(By.XPATH, "//button[text()='Accept']").click()
         wait_for_text(browser, "p.notice", "accepted")
 
-        portal.call(wait_until, lambda: told_tools_changed(received))
+        portal.call(received.until, lambda: told_tools_changed(received), "a tools/list_changed notification")
         tools = {tool.name: tool for tool in portal.call(client.list_tools).tools}
     assert tools[TOOL].description == POISONED
     assert "No change waits for a decision" in browser.find_element(By.ID, "main").text
