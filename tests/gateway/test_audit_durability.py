@@ -24,6 +24,7 @@ from gateway.stores import open_database
 from tests.support.access import http_client
 from tests.support.databases import Backend
 from tests.support.harness import REPO, free_port
+from tests.support.waiting import LIMIT, Lines, containing
 
 pytestmark = pytest.mark.anyio
 
@@ -143,25 +144,21 @@ async def test_every_answered_call_of_a_load_is_in_the_audit_trail_once_the_kill
 async def _serving(command: list[str]) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
     """A `gateway serve` process on a free port, once it answers `/healthz`: its URL and process; killed on leaving."""
     port = free_port()
-    async with await anyio.open_process([*command, str(port)], cwd=REPO) as process:
+    said, log = Lines(), Lines()
+    async with await anyio.open_process([*command, str(port)], cwd=REPO) as process, anyio.create_task_group() as group:
+        assert process.stdout is not None and process.stderr is not None
+        group.start_soon(said.read, process.stdout)
+        group.start_soon(log.read, process.stderr)
         url = f"http://127.0.0.1:{port}"
         try:
-            await _until_serving(url, process)
+            # Listening once it says so; the request waits for the app's start-up.
+            await said.until(containing("Serving MCP at"), "the gateway's banner")
+            async with httpx2.AsyncClient() as http:
+                assert (await http.get(f"{url}/healthz", timeout=LIMIT)).status_code == 200
             yield url, process
         finally:
             if process.returncode is None:
                 process.kill()
-
-
-async def _until_serving(url: str, process: anyio.abc.Process) -> None:
-    async with httpx2.AsyncClient() as http:
-        while True:
-            assert process.returncode is None, f"the gateway exited with {process.returncode}"
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx2.TransportError:
-                await anyio.sleep(0.05)
 
 
 async def _until_killed(load: Callable[[int], Awaitable[None]], index: int, killed: anyio.Event) -> None:

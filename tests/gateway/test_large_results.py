@@ -10,8 +10,10 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from gateway.service import Gateway
 from tests.support.harness import gateway_client, make_config, toy_stdio
 from tests.support.probe import toy_process
+from tests.support.waiting import tried_to_connect
 
 pytestmark = pytest.mark.anyio
 
@@ -21,17 +23,16 @@ def text_of(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
-async def ready(client: Client) -> None:
-    """Wait until the toy server's tools are listed."""
-    with anyio.fail_after(30):
-        while not (await client.list_tools()).tools:
-            await anyio.sleep(0.05)
+async def ready(gateway: Gateway, client: Client) -> None:
+    """Wait until the toy server has tried to connect; its tools are listed."""
+    await tried_to_connect(gateway)
+    assert (await client.list_tools()).tools
 
 
 async def test_a_result_over_max_result_bytes_is_refused_clearly_and_the_server_keeps_serving(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"toy": toy_stdio()}, max_result_bytes=1_000_000)
-    async with gateway_client(config) as (_, client):
-        await ready(client)
+    async with gateway_client(config) as (gateway, client):
+        await ready(gateway, client)
         with anyio.fail_after(30):
             refused = await client.call_tool("toy__big", {"size": 2_000_000})
             fits = await client.call_tool("toy__big", {"size": 900_000})
@@ -75,8 +76,8 @@ async def test_a_twenty_megabyte_result_costs_the_event_loop_no_more_than_ten_tw
     # linear time, ten times the bytes cost at most ten times the CPU (here less: the big one is
     # refused at the default cap); a reader that rejoins the line per chunk costs 50 to 100 times.
     config = make_config(tmp_path, {"toy": toy_stdio()})
-    async with gateway_client(config) as (_, client):
-        await ready(client)
+    async with gateway_client(config) as (gateway, client):
+        await ready(gateway, client)
         await client.call_tool("toy__big", {"size": 2_000_001})
         small = await loop_cpu_seconds(client, 2_000_000)
         large = await loop_cpu_seconds(client, 20_000_000)

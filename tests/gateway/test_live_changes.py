@@ -15,7 +15,7 @@ from mcp import Client
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 from tests.support.harness import REPO, gateway_client, make_config
-from tests.support.probe import wait_until
+from tests.support.waiting import Inbox, tried_to_connect
 
 pytestmark = pytest.mark.anyio
 
@@ -46,9 +46,9 @@ def marks_of(path: Path) -> list[tuple[str, str]]:
 
 
 async def ready(gateway: Gateway) -> None:
-    await wait_until(
-        lambda: all(status.state == State.READY for status in gateway.servers.statuses()), limit=JOIN_LIMIT
-    )
+    """Wait until every server has tried once to connect; each is ready."""
+    await tried_to_connect(gateway)
+    assert all(status.state == State.READY for status in gateway.servers.statuses()), gateway.servers.statuses()
 
 
 async def calls_during(client: Client, change: Any) -> list[str]:
@@ -81,18 +81,23 @@ async def test_a_restart_lets_calls_in_flight_finish_on_the_old_process_and_send
     marks = tmp_path / "marks"
     config = make_config(tmp_path, {"worker": worker(marks)}, call_timeout=CALL_TIMEOUT)
     held: list[str] = []
+    holding: Inbox[str] = Inbox()
     async with gateway_client(config) as (gateway, client):
         await ready(gateway)
         old = text(await client.call_tool("worker__count", {"n": -1})).split()[0]
 
         async def hold(label: str) -> None:
-            held.append(text(await client.call_tool("worker__hold", {"label": label, "seconds": 2})))
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
+                await holding.put(label)
+
+            arguments = {"label": label, "seconds": 2}
+            held.append(text(await client.call_tool("worker__hold", arguments, progress_callback=progress)))
 
         with anyio.fail_after(JOIN_LIMIT * 2):
             async with anyio.create_task_group() as group:
                 for label in "abcde":
                     group.start_soon(hold, label)
-                await wait_until(lambda: len(marks_of(marks)) == 6, limit=JOIN_LIMIT)
+                await holding.until(lambda: len(set(holding)) == 5, "the five held calls started")
                 await gateway.servers.restart("worker")
                 # Sent while the new process starts: it waits for it, within its deadline.
                 after = text(await client.call_tool("worker__count", {"n": -1}))
@@ -142,7 +147,6 @@ async def test_a_tags_only_change_of_a_registered_server_keeps_its_connection(tm
     async with gateway_client(config) as (gateway, client):
         await gateway.servers.add({"name": "worker", **worker(marks)})
         await ready(gateway)
-        await wait_until(lambda: gateway.catalog.tool("worker__count") is not None, limit=JOIN_LIMIT)
         answers = await calls_during(client, lambda: gateway.servers.change("worker", {"tags": ["patched"]}))
         tool = gateway.catalog.tool("worker__count")
     assert len({answer.split()[0] for answer in answers}) == 1

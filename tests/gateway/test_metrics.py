@@ -3,10 +3,10 @@ Prometheus scraper reads them, and who may read them."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 
@@ -16,6 +16,7 @@ from tests.support.harness import http_gateway, in_memory, make_config, placehol
 from tests.support.metrics import Samples, growth, parse, value
 from tests.support.skills import skill_config
 from tests.support.toy import build_server as toy
+from tests.support.waiting import containing, logged
 
 pytestmark = pytest.mark.anyio
 
@@ -90,14 +91,11 @@ async def test_the_state_gauge_follows_an_upstream_that_was_killed(tmp_path: Pat
     config = make_config(tmp_path, {"toy": toy_stdio()}, restart_backoff_initial=60, restart_backoff_max=60)
     async with http_gateway(config) as (gateway, url), http_client(url) as client:
         _, before = await scrape(url)
-        assert (await client.call_tool("toy__crash", {})).is_error
-        with anyio.fail_after(30):
-            # Reconnecting comes first (calls then wait); the restart is counted once the old process is gone.
-            while (gateway.servers.statuses()[0].state, gateway.servers.statuses()[0].restarts) != (
-                State.RECONNECTING,
-                1,
-            ):
-                await anyio.sleep(0.02)
+        with logged(level=logging.WARNING) as log:
+            assert (await client.call_tool("toy__crash", {})).is_error
+            # Said once the old process is gone, as the restart is counted.
+            await log.until(containing("upstream toy: connection closed"), "the word that the server went")
+        assert (gateway.servers.statuses()[0].state, gateway.servers.statuses()[0].restarts) == (State.RECONNECTING, 1)
         _, after = await scrape(url)
 
     assert value(before, "gateway_upstream_state", server="toy", state="ready") == 1

@@ -28,8 +28,9 @@ from gateway.upstreams.connection import State
 from gateway.upstreams.listing import LISTINGS_AT_ONCE
 from gateway.upstreams.transports import TransportFactory
 from tests.support.harness import REPO, free_port, http_gateway, listening, make_config, placeholder
-from tests.support.probe import gated, silent_transport, wait_until
+from tests.support.probe import gated, silent_transport
 from tests.support.toy import build_server as toy
+from tests.support.waiting import Lines, containing, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -76,7 +77,7 @@ async def test_the_gateway_serves_at_once_and_a_server_joins_when_ready(tmp_path
             assert (await http.get(f"{url}/readyz")).status_code == 503
             assert not any(name.startswith("toy__") for name in tool_names(await client.list_tools()))
             # The client opens its notification stream on its own time; the change must come after.
-            await wait_until(lambda: listening(gateway))
+            await poll_until(lambda: listening(gateway), "the client's notification stream")
             gate.set()
             await told.wait()
             assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
@@ -93,7 +94,7 @@ async def test_a_client_that_has_only_shaken_hands_is_told_when_a_server_joins(t
             Client(f"{url}/mcp", mode="legacy", message_handler=handle) as client,
         ):
             # No request yet: the gateway knows the client from its `notifications/initialized`.
-            await wait_until(lambda: listening(gateway))
+            await poll_until(lambda: listening(gateway), "the gateway to know the client")
             gate.set()
             await told.wait()
             assert "toy__echo" in tool_names(await client.list_tools(cache_mode="refresh"))
@@ -169,7 +170,8 @@ async def test_servers_that_never_answer_their_listing_keep_no_other_server_out_
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
         gateway = Gateway(config, transports=transports, local_identity=Identity("ivy", "admin", "stdio"))
         async with gateway.running(), Client(build_server(gateway), mode="legacy") as client:
-            await wait_until(lambda: {s.name: s.state for s in gateway.servers.statuses()}["toy"] == State.READY, 20)
+            await gateway.upstreams["toy"].first_attempt.wait()
+            assert {s.name: s.state for s in gateway.servers.statuses()}["toy"] == State.READY
             result = await client.call_tool("toy__echo", {"text": "still served"})
             states = {status.name: status.state for status in gateway.servers.statuses()}
 
@@ -217,26 +219,22 @@ async def test_serve_answers_while_a_required_server_hangs_and_stops_when_it_tim
     config = write_config(tmp_path, {"needed": {**HANGS, "required": True}}, upstream_connect_timeout=8)
     port = free_port()
     command = [sys.executable, "-m", "gateway", "--log-level", "WARNING", "serve", "--config", str(config)]
+    said, log = Lines(), Lines()
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
-        async with await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process:
+        async with (
+            await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process,
+            anyio.create_task_group() as group,
+        ):
+            assert process.stdout is not None and process.stderr is not None
+            group.start_soon(said.read, process.stdout)
+            group.start_soon(log.read, process.stderr)
+            await said.until(containing("Serving MCP at"), "the gateway's banner")
             async with httpx2.AsyncClient() as http:
-                while True:
-                    try:
-                        health = await http.get(f"http://127.0.0.1:{port}/healthz")
-                        break
-                    except httpx2.ConnectError:
-                        await anyio.sleep(0.05)
+                health = await http.get(f"http://127.0.0.1:{port}/healthz")
                 ready = await http.get(f"http://127.0.0.1:{port}/readyz")
-            assert process.stderr is not None
-            stderr = (await _read_all(process.stderr)).decode()
-            assert await process.wait() == 1, stderr
+            assert await process.wait() == 1, log.text
     assert (health.status_code, ready.status_code) == (200, 503)
-    assert "required server 'needed' did not connect: timed out after 8 s during initialize" in stderr
-
-
-async def _read_all(stream: Any) -> bytes:
-    chunks = [chunk async for chunk in stream]
-    return b"".join(chunks)
+    assert "required server 'needed' did not connect: timed out after 8 s during initialize" in log.text
 
 
 async def test_serve_on_a_port_already_taken_says_so_in_one_line_and_starts_no_server(tmp_path: Path) -> None:

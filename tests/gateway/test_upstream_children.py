@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from gateway.upstreams.children import LAUNCHER
 from tests.support.harness import REPO, until_listed
+from tests.support.waiting import LIMIT
 
 pytestmark = pytest.mark.anyio
 
@@ -69,10 +70,21 @@ def children_of(pid: int) -> list[int]:
 
 
 async def until_ended(processes: list[tuple[int, str]]) -> None:
-    """Wait, bounded, until none of `processes` runs."""
-    with anyio.fail_after(60):
-        while any(alive(process) for process in processes):
-            await anyio.sleep(0.05)
+    """Wait until none of `processes` runs: a process's pidfd becomes readable when it ends."""
+    with anyio.move_on_after(LIMIT):
+        for process in processes:
+            try:
+                pidfd = os.pidfd_open(process[0])
+            except ProcessLookupError:
+                continue
+            try:
+                # Opened on that very process, or on one that took its pid after it ended.
+                if alive(process):
+                    await anyio.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+        return
+    raise AssertionError(f"still running after {LIMIT:g} s: {[p for p in processes if alive(p)]}")
 
 
 def text(result: types.CallToolResult) -> str:
@@ -115,14 +127,18 @@ async def test_a_gateway_ends_what_a_previous_one_left_on_its_data_dir_and_nothi
 
     def stubborn(data_dir: Path) -> subprocess.Popen[bytes]:
         env = {**os.environ, mark: str(data_dir)}
-        return subprocess.Popen(STUBBORN, cwd=REPO, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            STUBBORN, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
 
     left, unrelated = stubborn(tmp_path / "data"), stubborn(tmp_path / "elsewhere")
     try:
-        with anyio.fail_after(60):
-            # Each has started its helper once it is listed as a parent.
-            while not (children_of(left.pid) and children_of(unrelated.pid)):
-                await anyio.sleep(0.05)
+        for process in (left, unrelated):
+            assert process.stderr is not None
+            # Said on its stderr once its helper runs: a blocking read, in a worker thread.
+            with anyio.fail_after(LIMIT):
+                said = await anyio.to_thread.run_sync(process.stderr.readline, abandon_on_cancel=True)
+            assert b"helper" in said and children_of(process.pid), said
         leftovers = [identity(pid) for pid in [left.pid, *children_of(left.pid)]]
         bystanders = [identity(pid) for pid in [unrelated.pid, *children_of(unrelated.pid)]]
 
@@ -137,6 +153,8 @@ async def test_a_gateway_ends_what_a_previous_one_left_on_its_data_dir_and_nothi
             with suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            if process.stderr is not None:
+                process.stderr.close()
 
 
 async def test_two_stdio_gateways_on_one_data_dir_serve_side_by_side_without_ending_each_other_s_servers(

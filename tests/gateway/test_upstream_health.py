@@ -18,12 +18,12 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from gateway.upstreams.connection import State, Status
 from tests.support.harness import REPO, gateway_client, http_gateway, make_config
-from tests.support.probe import wait_until
+from tests.support.waiting import containing, logged, poll_until
 
 pytestmark = pytest.mark.anyio
 
-# A server that starts, is killed and starts again takes a few seconds on a busy machine.
-LIMIT = 60
+READY = "upstream faulty ready"
+CLOSED = "upstream faulty: connection closed by the server"
 
 
 def faulty(down: Path, **options: Any) -> dict[str, Any]:
@@ -62,28 +62,35 @@ async def test_a_killed_upstream_that_stays_down_goes_unhealthy_then_is_restarte
     settings = {"restart_backoff_initial": 0.05, "restart_backoff_max": 0.2, "unhealthy_after": 3}
     config = make_config(tmp_path, {"faulty": faulty(down)}, **settings)
     async with gateway_client(config) as (gateway, client):
-        down.touch()
-        await kill(client)
-        await wait_until(lambda: status(gateway).state == State.UNHEALTHY, limit=LIMIT)
-        refused = await client.call_tool("faulty__echo", {"text": "anyone?"})
-        assert refused.is_error
-        assert "Server 'faulty' is unavailable" in text(refused) and "try again in about" in text(refused)
-        # The server's log is named to operators only.
-        assert "full log" in (status(gateway).error or "")
-        assert "full log" not in text(refused) and str(tmp_path) not in text(refused)
-        down.unlink()
-        await wait_until(lambda: ready_after(gateway, 3), limit=LIMIT)
+        with logged() as log:
+            down.touch()
+            await kill(client)
+            # Unhealthy after three failures in a row: a state no line of its own announces.
+            await poll_until(lambda: status(gateway).state == State.UNHEALTHY, "the server to be unhealthy")
+            refused = await client.call_tool("faulty__echo", {"text": "anyone?"})
+            assert refused.is_error
+            assert "Server 'faulty' is unavailable" in text(refused) and "try again in about" in text(refused)
+            # The server's log is named to operators only.
+            assert "full log" in (status(gateway).error or "")
+            assert "full log" not in text(refused) and str(tmp_path) not in text(refused)
+            down.unlink()
+            await log.until(containing(READY), "the server ready again")
+        assert ready_after(gateway, 3)
         assert text(await client.call_tool("faulty__echo", {"text": "back"})) == "back"
 
 
 async def test_an_upstream_that_stops_answering_pings_goes_unhealthy_and_is_restarted(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"faulty": faulty(tmp_path / "down")}, health_interval=0.3, unhealthy_after=2)
     async with gateway_client(config) as (gateway, client), anyio.create_task_group() as group:
-        await wait_until(lambda: status(gateway).last_health_check is not None, limit=LIMIT)
+        # An answered ping is logged nowhere: its time shows in the status only.
+        await poll_until(lambda: status(gateway).last_health_check is not None, "a health check")
         assert (status(gateway).last_health_check or 0) > 1e9  # epoch seconds
-        group.start_soon(client.call_tool, "faulty__freeze", {})
-        await wait_until(lambda: status(gateway).state == State.UNHEALTHY, limit=LIMIT)
-        await wait_until(lambda: ready_after(gateway, 1), limit=LIMIT)
+        with logged() as log:
+            group.start_soon(client.call_tool, "faulty__freeze", {})
+            await log.until(containing("did not answer 2 health checks in a row"), "the server given up on")
+            assert status(gateway).state == State.UNHEALTHY
+            await log.until(containing(READY), "the server ready again")
+        assert ready_after(gateway, 1)
         assert text(await client.call_tool("faulty__echo", {"text": "thawed"})) == "thawed"
 
 
@@ -96,13 +103,17 @@ async def test_the_restart_backoff_starts_over_after_a_stable_run(tmp_path: Path
     async with gateway, Client(build_server(gateway)) as client:
         waits = []
         for restarts in (1, 2, 3):
-            await kill(client)
-            await wait_until(lambda restarts=restarts: ready_after(gateway, restarts), limit=LIMIT)  # type: ignore[misc]
+            with logged() as log:
+                await kill(client)
+                await log.until(containing(READY), f"the server ready after restart {restarts}")
+            assert ready_after(gateway, restarts)
             waits.append(upstream.backoff.last)
         assert waits == [0.05, 0.1, 0.2]
         now[0] += 60
-        await kill(client)
-        await wait_until(lambda: ready_after(gateway, 4), limit=LIMIT)
+        with logged() as log:
+            await kill(client)
+            await log.until(containing(READY), "the server ready after a restart once stable")
+        assert ready_after(gateway, 4)
         assert upstream.backoff.last == 0.05
 
 
@@ -110,8 +121,10 @@ async def test_a_call_sent_while_its_server_restarts_waits_for_it_and_succeeds(t
     # The restart (a second's backoff, then starting Python) outlasts the retries of a read-only call.
     config = make_config(tmp_path, {"faulty": faulty(tmp_path / "down")}, restart_backoff_initial=1.0)
     async with gateway_client(config) as (gateway, client):
-        await kill(client)
-        await wait_until(lambda: status(gateway).state != State.READY, limit=LIMIT)
+        with logged() as log:
+            await kill(client)
+            await log.until(containing(CLOSED), "the word that the server closed its connection")
+        assert status(gateway).state != State.READY
         result = await client.call_tool("faulty__echo", {"text": "waited"})
         assert not result.is_error and text(result) == "waited"
         assert status(gateway).restarts >= 1
@@ -121,9 +134,11 @@ async def test_a_call_whose_deadline_passes_during_a_restart_says_when_to_retry(
     down = tmp_path / "down"
     config = make_config(tmp_path, {"faulty": faulty(down, timeout=1)}, unhealthy_after=1000, restart_backoff_max=2)
     async with gateway_client(config) as (gateway, client):
-        down.touch()
-        await kill(client)
-        await wait_until(lambda: status(gateway).state == State.RECONNECTING, limit=LIMIT)
+        with logged() as log:
+            down.touch()
+            await kill(client)
+            await log.until(containing(CLOSED), "the word that the server closed its connection")
+        assert status(gateway).state == State.RECONNECTING
         result = await client.call_tool("faulty__echo", {"text": "anyone?"})
         assert result.is_error
         assert re.search(r"Server 'faulty' is restarting; retry in \d+ s", text(result)), text(result)
@@ -141,7 +156,8 @@ async def test_readyz_shows_an_unhealthy_required_server_and_is_not_ready(tmp_pa
     ):
         down.touch()
         await kill(client)
-        await wait_until(lambda: status(gateway).state == State.UNHEALTHY, limit=LIMIT)
+        # Unhealthy after two failures in a row: a state no line of its own announces.
+        await poll_until(lambda: status(gateway).state == State.UNHEALTHY, "the server to be unhealthy")
         response = await http.get(f"{url}/readyz")
     assert response.status_code == 503
     detail = response.json()["servers"]["faulty"]

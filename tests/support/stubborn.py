@@ -1,13 +1,14 @@
 """An upstream that outlives its client (run as `python -m tests.support.stubborn`).
 
 It ignores SIGTERM and keeps running after its stdin closes, and so does the helper process it
-starts; `family` answers both process ids.
+starts; `family` answers both process ids, and a line on stderr says when the helper runs.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 
 from mcp.server import MCPServer
 
@@ -24,6 +25,7 @@ def main() -> None:
     helper = os.fork()
     if helper == 0:
         linger()
+    print(f"stubborn: helper {helper} started", file=sys.stderr, flush=True)
     server = MCPServer("stubborn")
 
     @server.tool(structured_output=False)

@@ -1,6 +1,7 @@
 """A stdio upstream for live changes (run as `python -m tests.support.worker MARKS`): each call
 appends the server's process id and what it did to the file MARKS when it starts, so a test can
-see which process ran it, that it ran once, and when calls are in flight."""
+see which process ran it and that it ran once; `hold` also reports progress once it started, so a
+client knows when it is in flight."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 import anyio
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 
 
 def main() -> None:
@@ -22,9 +24,10 @@ def main() -> None:
             file.write(f"{os.getpid()} {what}\n")
 
     @server.tool(structured_output=False)
-    async def hold(label: str, seconds: float) -> str:
+    async def hold(label: str, seconds: float, ctx: Context) -> str:
         """A write that takes a while."""
         mark(f"hold {label}")
+        await ctx.report_progress(0, seconds, "started")
         await anyio.sleep(seconds)
         return f"held {label} by {os.getpid()}"
 

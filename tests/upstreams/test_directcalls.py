@@ -4,6 +4,7 @@ results held to the output schema, errors, cancellation of abandoned calls, a co
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.upstreams.directcalls import DirectCalls
 from tests.support.harness import REPO, gateway_client, make_config, toy_stdio
-from tests.support.probe import wait_until
+from tests.support.waiting import Inbox, read_fifo
 
 pytestmark = pytest.mark.anyio
 
@@ -71,25 +72,26 @@ async def test_an_error_answer_of_a_stdio_server_reaches_the_caller_with_its_mes
 
 async def test_a_stdio_call_abandoned_at_its_deadline_is_cancelled_on_the_server(tmp_path: Path) -> None:
     cancelled = tmp_path / "cancelled"
+    os.mkfifo(cancelled)
     config = make_config(tmp_path, {"answers": answers(cancelled, tools={"hang": {"timeout": 0.5}})})
     async with gateway_client(config) as (_, client):
         result = await client.call_tool("answers__hang", {})
         assert result.is_error and "did not finish within 0.5 s" in text_of(result)
-        await wait_until(cancelled.exists, limit=30)
+        assert await read_fifo(cancelled, "the server's word that the call was cancelled") == "cancelled"
         assert text_of(await client.call_tool("answers__echo", {"text": "after"})) == "after"
 
 
 async def test_progress_of_a_call_to_a_stdio_server_still_reaches_the_client(tmp_path: Path) -> None:
-    seen: list[float] = []
+    seen: Inbox[float] = Inbox()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(progress)
+        seen.add(progress)
 
     config = make_config(tmp_path, {"toy": toy_stdio()})
     async with gateway_client(config) as (_, client):
         result = await client.call_tool("toy__sleep", {"seconds": 0.05}, progress_callback=on_progress)
         assert text_of(result) == "slept 0.05"
-        await wait_until(lambda: seen[-1:] == [9])
+        await seen.until(lambda: seen[-1:] == [9], "the last progress report")
 
 
 def response(ident: object, **body: object) -> bytes:
@@ -98,10 +100,10 @@ def response(ident: object, **body: object) -> bytes:
 
 async def test_only_the_response_to_a_waiting_direct_call_is_taken_off_the_pipe() -> None:
     direct = DirectCalls()
-    sent: list[dict[str, Any]] = []
+    sent: Inbox[dict[str, Any]] = Inbox()
 
     async def send(line: bytes) -> None:
-        sent.append(json.loads(line))
+        sent.add(json.loads(line))
 
     direct.attach(send)
     outcome: list[dict[str, Any]] = []
@@ -111,7 +113,7 @@ async def test_only_the_response_to_a_waiting_direct_call_is_taken_off_the_pipe(
 
     async with anyio.create_task_group() as group:
         group.start_soon(call)
-        await wait_until(lambda: bool(sent))
+        await sent.until(lambda: bool(sent), "the call sent down the pipe")
         ident = sent[0]["id"]
         assert sent[0]["method"] == "tools/call" and sent[0]["params"] == {"name": "echo", "arguments": {"text": "hi"}}
         # Not its own: the session's integer ids, a server's request, a malformed response.
@@ -139,10 +141,10 @@ async def test_a_direct_call_fails_as_closed_when_its_connection_ends() -> None:
 
 async def test_a_direct_call_answered_after_a_notification_returns_once_the_session_took_it() -> None:
     direct = DirectCalls()
-    sent: list[dict[str, Any]] = []
+    sent: Inbox[dict[str, Any]] = Inbox()
 
     async def send(line: bytes) -> None:
-        sent.append(json.loads(line))
+        sent.add(json.loads(line))
 
     direct.attach(send)
     outcome: list[dict[str, Any]] = []
@@ -152,7 +154,7 @@ async def test_a_direct_call_answered_after_a_notification_returns_once_the_sess
 
     async with anyio.create_task_group() as group:
         group.start_soon(call)
-        await wait_until(lambda: bool(sent))
+        await sent.until(lambda: bool(sent), "the call sent")
         # The server logged, then answered: the reader handed the session the log message first.
         direct.handed()
         assert direct.take(response(sent[0]["id"], result={"content": []}))

@@ -17,7 +17,6 @@ from gateway.catalog.tools import ToolRecord
 from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.listing import ListingSlots
-from tests.support.probe import wait_until
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -116,11 +115,14 @@ async def test_a_server_hanging_in_a_re_listing_holds_no_slot_from_another_serve
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             group.start_soon(first.run)
-            await wait_until(lambda: first.status().state == State.READY, 20)
+            await first.first_attempt.wait()
+            assert first.status().state == State.READY
             await first.call_tool(records["first"][0], {}, None)
             await relisting.wait()
             group.start_soon(second.run)
-            await wait_until(lambda: second.status().state == State.READY, 20)
+            # Within its connect timeout, or its first attempt fails.
+            await second.first_attempt.wait()
+            assert second.status().state == State.READY
             group.cancel_scope.cancel()
 
     assert "echo" in {record.name for record in records["second"]}
