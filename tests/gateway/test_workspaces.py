@@ -19,6 +19,7 @@ from gateway.runtime import owners
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
 from tests.support.harness import REPO, make_config
+from tests.support.waiting import ends_of, poll_until
 
 ALICE = Identity("alice", None, "api_key")
 
@@ -66,11 +67,10 @@ async def test_a_session_scoped_server_stops_when_its_session_ends(tmp_path: Pat
             await client.call_tool("files__list_directory", {})
             (context,) = gateway.sessions.live()
             instance = context.state["gateway.upstream.files"]
-        with anyio.fail_after(10):
-            while gateway.sessions.live():
-                await anyio.sleep(0.02)
-            while instance.status().state != State.STOPPED:
-                await anyio.sleep(0.02)
+            ended = ends_of([context])
+        await ended()
+        # Its closing cancels the instance, whose task then stops it: a state nothing announces.
+        await poll_until(lambda: instance.status().state == State.STOPPED, "the session's server to stop")
 
 
 class Clock:
@@ -84,17 +84,20 @@ class Clock:
 
 
 async def one_session(gateway: Gateway, path: str = "kept.txt", content: str = "results") -> Path:
-    """Run one session that writes a file into its workspace; return the workspace, its session ended."""
+    """Run one session that writes a file into its workspace; return the workspace once the session
+    has ended and its workspace was released."""
     others = {context.id for context in gateway.sessions.live()}
     async with Client(build_server(gateway), mode="legacy") as client:
+        await client.list_tools()
+        (context,) = [context for context in gateway.sessions.live() if context.id not in others]
+        # Told after the workspace is released: a session's closers run newest first, and the
+        # workspace's is registered by the write below.
+        ended = ends_of([context])
         with anyio.fail_after(20):
             written = await client.call_tool("files__write_file", {"path": path, "content": content})
         assert not written.is_error, written
-        (context,) = [context for context in gateway.sessions.live() if context.id not in others]
         workspace: Path = context.state["gateway.workspace"]
-    with anyio.fail_after(10):
-        while context.id in {live.id for live in gateway.sessions.live()}:
-            await anyio.sleep(0.02)
+    await ended()
     return workspace
 
 
@@ -243,9 +246,11 @@ async def test_a_session_whose_callers_workspaces_in_use_hold_its_cap_is_refused
                         assert not written.is_error, written
                     refused = await third.call_tool("files__write_file", {"path": "f", "content": "x"})
                 listed = kept(gateway)
-            with anyio.fail_after(10):
-                while len(gateway.sessions.live()) > 2:
-                    await anyio.sleep(0.02)
+            # Marked ended on disk by the session's closing: nothing announces it.
+            await poll_until(
+                lambda: any(entry.ended_at == clock.now for entry in gateway.workspaces.entries()),
+                "the first session's workspace to be marked ended",
+            )
             (first_ended,) = [entry.path for entry in gateway.workspaces.entries() if entry.ended_at == clock.now]
             ended = kept(gateway)
             with anyio.fail_after(30):

@@ -20,7 +20,7 @@ from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.sandbox.conftest import IMAGE, WAIT
 from tests.support.harness import REPO, make_config
-from tests.support.probe import wait_until
+from tests.support.waiting import poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -121,7 +121,8 @@ async def test_a_folder_flipped_to_a_host_link_by_the_sandbox_never_lets_a_read_
 
         async with anyio.create_task_group() as group:
             group.start_soon(flip)
-            await wait_until(lambda: bool(markers(workspaces)), WAIT)
+            # Written in the sandbox's workspace as the flipping starts: a file nothing announces.
+            await poll_until(lambda: bool(markers(workspaces)), "the flipper's marker")
             with anyio.fail_after(WAIT * 5):
                 for number in range(READS):
                     # Each read asks for a different limit, so the loop detector sees no repeated call.

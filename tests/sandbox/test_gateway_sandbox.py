@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ from gateway.upstreams.workspaces import SPARES
 from tests.sandbox.conftest import COUNTER_SERVER, IMAGE, WAIT
 from tests.support.harness import REPO, make_config, until_listed
 from tests.support.metrics import growth, parse
-from tests.support.probe import wait_until
+from tests.support.waiting import logged, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -179,7 +180,7 @@ async def client(sandboxed: Sandboxed) -> AsyncIterator[Client]:
     gateway, docker_client, scope = sandboxed
     async with session(gateway) as fresh:
         yield fresh
-    await wait_until(lambda: not session_containers(docker_client, scope), WAIT)
+    await poll_until(lambda: not session_containers(docker_client, scope), "the session's containers to go")
 
 
 PROBE = r"""
@@ -348,7 +349,7 @@ async def test_a_per_session_server_keeps_state_per_session_and_its_container_en
         assert await increment(other) == "1"
         assert len(session_containers(docker_client, scope) - {first}) == 1
     assert await increment(client) == "4"
-    await wait_until(lambda: session_containers(docker_client, scope) == {first}, WAIT)
+    await poll_until(lambda: session_containers(docker_client, scope) == {first}, "the other session's container to go")
     assert containers(docker_client, scope)[first][LABEL_SESSION].endswith("/counter")
 
 
@@ -388,7 +389,8 @@ async def test_a_sandboxed_server_that_fails_shows_admins_its_last_lines_of_stde
         return gateway.servers.statuses()[0].error or ""
 
     async with Gateway(config) as gateway:
-        await wait_until(lambda: "stderr" in error(gateway), WAIT)
+        with logged(level=logging.WARNING) as warned:
+            await warned.until(lambda line: line.startswith("upstream crashing:") and "stderr" in line, "its failure")
         shown = error(gateway)
     log = tmp_path / "data" / "logs" / "crashing.log"
     assert f"(stderr: line 2 | line 3 | line 4; full log: {log})" in shown
@@ -422,7 +424,7 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
         assert stdout_of(await run(client, "print(6 * 7)")) == "42\n"
         with anyio.fail_after(WAIT):
             assert text_of(await client.call_tool("counter__increment", {})) == "1"
-        await wait_until(lambda: len(_running(docker_client, scope)) == held, WAIT)
+        await poll_until(lambda: len(_running(docker_client, scope)) == held, f"{held} running containers")
         old = set(containers(docker_client, scope))
         spare_dir = tmp_path / "data" / "workspaces" / SPARES
         old_spares = {path for path in spare_dir.iterdir() if path.is_dir()}
@@ -434,7 +436,7 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
         assert not any(path.exists() for path in old_spares)
         await until_listed(client, "python__run_python")
         assert stdout_of(await run(client, "print(6 * 7)")) == "42\n"
-    await wait_until(lambda: not containers(docker_client, scope), WAIT)
+    await poll_until(lambda: not containers(docker_client, scope), "every container to go")
 
 
 def _running(client: DockerClient, scope: str) -> list[str]:

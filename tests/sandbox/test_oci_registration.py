@@ -15,10 +15,11 @@ import pytest
 from docker import DockerClient
 
 from tests.api.conftest import ADMIN, api, api_config
-from tests.sandbox.conftest import IMAGE, WAIT
+from tests.sandbox.conftest import IMAGE
 from tests.support.access import http_client
 from tests.support.harness import approve, http_gateway, in_memory
 from tests.support.toy import build_server as toy
+from tests.support.waiting import catalog_until, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -124,9 +125,9 @@ async def test_an_oci_package_runs_unprivileged_without_network_or_host_files_an
     async with http_gateway(config, transports=transports()) as (gateway, url):
         added = await post(url, body)
         async with http_client(url, ADMIN, elicitation_callback=approve) as client:
-            with anyio.fail_after(WAIT):  # a hang guard: the container starts in about a second
-                while "contained__run_python" not in {tool.name for tool in (await client.list_tools()).tools}:
-                    await anyio.sleep(0.05)
+            # Listed once its container has started, in about a second.
+            await catalog_until(gateway, lambda: gateway.catalog.tool("contained__run_python") is not None, "its tool")
+            assert "contained__run_python" in {tool.name for tool in (await client.list_tools()).tools}
             result = await client.call_tool("contained__run_python", {"code": PROBE})
         stored = gateway.registrations.entries("server")["contained"]
         hostile_args = [*stored["args"][:1], "--user=0:0", *stored["args"][1:]]
@@ -145,6 +146,5 @@ async def test_an_oci_package_runs_unprivileged_without_network_or_host_files_an
     assert patched.status_code == 422, patched.text
     assert patched.json()["problems"][0]["path"] == "servers.contained.args[1]"
     assert disabled.status_code == 200 and "sandbox" not in after and after["args"] == stored["args"]
-    with anyio.fail_after(WAIT):  # the container ends with its server; a hang guard, not a timing bound
-        while await anyio.to_thread.run_sync(marked, docker_client, mark):
-            await anyio.sleep(0.1)
+    # The container ends with its server, which Docker announces to no one waiting here.
+    await poll_until(lambda: anyio.to_thread.run_sync(lambda: not marked(docker_client, mark)), "the container to end")

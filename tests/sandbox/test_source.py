@@ -16,6 +16,7 @@ from gateway.errors import ToolExecutionError, ToolRefusedError, ToolTimeoutErro
 from gateway.sandbox import DockerSandbox, SandboxLimits, SandboxUnavailableError
 from gateway.upstreams.outputs import OutputValidators
 from tests.sandbox.conftest import IMAGE, SCOPE, WAIT, make_workspace, sandbox_ids
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -97,8 +98,10 @@ async def test_idle_sessions_are_closed(sandbox: DockerSandbox, tmp_path: Path, 
             assert await sandbox.close_idle(transport.last_activity + 1) == 0
             assert await sandbox.close_idle(transport.last_activity + sandbox.session_idle + 1) == 1
             # The removal is queued: a call made before it lands would still be answered.
-            while container in await anyio.to_thread.run_sync(sandbox_ids, docker_client):
-                await anyio.sleep(0.1)
+            await poll_until(
+                lambda: anyio.to_thread.run_sync(lambda: container not in sandbox_ids(docker_client)),
+                "the idle session's container to go",
+            )
             with pytest.raises(Exception):  # noqa: B017 - any failure will do: the container is gone
                 await client.call_tool("increment", {})
 

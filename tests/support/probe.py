@@ -89,12 +89,3 @@ async def toy_process(transport: str, name: str = "toy") -> AsyncIterator[int]:
             process.terminate()
             with anyio.fail_after(10):
                 await process.wait()
-
-
-async def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None:
-    """Poll `condition` until it holds; fail the test after `limit` seconds."""
-    with anyio.fail_after(limit):
-        # The states polled here (sessions, upstream status) belong to the code under test,
-        # which offers no event to wait on.
-        while not condition():
-            await anyio.sleep(0.02)
