@@ -28,6 +28,7 @@ from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from tests.support.harness import REPO, free_port
 from tests.support.toy import build_server as toy
+from tests.support.waiting import Lines, containing
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "mcp-gateway-test"
@@ -154,31 +155,20 @@ def recorded_headers(log: Path) -> list[dict[str, str]]:
 
 @asynccontextmanager
 async def recording_upstream(log: Path, name: str = "remote") -> AsyncIterator[str]:
-    """A toy server over streamable HTTP in its own process, logging request headers to `log`; yields its URL."""
+    """A toy server over streamable HTTP in its own process, logging request headers to `log`; yields
+    its URL once it listens."""
     port = free_port()
     command = [sys.executable, "-m", "tests.support.access", "--name", name, "--port", str(port), "--log", str(log)]
-    async with await anyio.open_process(
-        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    ) as process:
+    said = Lines()
+    async with (
+        await anyio.open_process(command, cwd=REPO, stdout=subprocess.DEVNULL) as process,
+        anyio.create_task_group() as group,
+    ):
+        assert process.stderr is not None
+        group.start_soon(said.read, process.stderr)
         try:
-            url = f"http://127.0.0.1:{port}"
-
-            async def ready() -> bool:
-                try:
-                    async with httpx2.AsyncClient() as http:
-                        # Any answer at all, even a 404, means the server is listening.
-                        await http.get(url)
-                        return True
-                except httpx2.TransportError:
-                    return False
-
-            with anyio.fail_after(20):
-                while not await ready():
-                    assert process.returncode is None, f"recording upstream exited with {process.returncode}"
-                    await anyio.sleep(0.05)
-            # The readiness probes are not the gateway's requests.
-            await anyio.Path(log).unlink(missing_ok=True)
-            yield f"{url}/mcp"
+            await said.until(containing("Uvicorn running on"), "the recording upstream's word that it listens")
+            yield f"http://127.0.0.1:{port}/mcp"
         finally:
             process.terminate()
             with anyio.fail_after(10):
@@ -193,7 +183,8 @@ def main() -> None:
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
     app = HeaderRecorder(toy(args.name).streamable_http_app(), args.log)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    # At info, uvicorn says when it listens; no line per request.
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="info", access_log=False)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from gateway.frontdoors.httpapp import create_app
 from gateway.frontdoors.mcpserver import CONNECTION_KEY, build_server
 from gateway.service import Gateway
 from gateway.upstreams.transports import TransportFactory
-from tests.support.waiting import LIMIT, Inbox, Lines
+from tests.support.waiting import LIMIT, Inbox, Lines, poll_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,12 +127,15 @@ async def http_gateway(
 
 
 async def until_listed(client: Client, name: str) -> None:
-    """Wait until the client is offered the tool `name`: upstreams join the catalog as they connect."""
-    # A hang guard: a server listed from a sandbox container takes a few seconds on a quiet machine.
-    with anyio.fail_after(60):
-        # A gateway over stdio answers before its upstreams have connected; their tools follow.
-        while name not in {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}:
-            await anyio.sleep(0.05)
+    """Wait until the client is offered the tool `name`: upstreams join the catalog as they connect.
+
+    It lists again every 50 ms: a handshake-era client over HTTP is told of a change only once its
+    stream is open, which nothing tells it, so a notice it could wait for may never come."""
+
+    async def offered() -> bool:
+        return name in {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+
+    await poll_until(offered, f"{name} offered to the client")
 
 
 def listening(gateway: Gateway) -> bool:

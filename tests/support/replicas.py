@@ -3,6 +3,7 @@ directories, sharing one Redis, behind a real HAProxy that hashes on `Mcp-Sessio
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -20,8 +21,11 @@ from anyio.abc import Process
 from tests.support.access import KEYS, auth_section
 from tests.support.harness import REPO, free_port
 from tests.support.services import haproxy
+from tests.support.waiting import Lines
 
 START_LIMIT = 60.0
+# The line `serve` prints once every server has connected or failed.
+SETTLED = re.compile(r"^\d+/\d+ servers ready")
 
 
 @dataclass
@@ -76,7 +80,8 @@ def replica_config(
 
 @asynccontextmanager
 async def replica(config: Path) -> AsyncIterator[Replica]:
-    """`python -m gateway serve` with `config` on a free port, once /readyz says its servers are ready."""
+    """`python -m gateway serve` with `config` on a free port, once /readyz says its servers are ready;
+    what it writes goes to gateway.log beside `config`."""
     port = free_port()
     log = config.with_name("gateway.log")
     command = [
@@ -91,26 +96,26 @@ async def replica(config: Path) -> AsyncIterator[Replica]:
         "--port",
         str(port),
     ]
-    with log.open("wb") as sink:
-        async with await anyio.open_process(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT) as process:
-            url = f"http://127.0.0.1:{port}"
-            try:
-                async with httpx2.AsyncClient() as http:
-                    with anyio.fail_after(START_LIMIT):
-                        while True:
-                            assert process.returncode is None, f"replica exited: {log.read_text()[-2000:]}"
-                            try:
-                                if (await http.get(f"{url}/readyz")).status_code == 200:
-                                    break
-                            except httpx2.TransportError:
-                                pass
-                            await anyio.sleep(0.05)
-                yield Replica(url, port, process, log)
-            finally:
-                if process.returncode is None:
-                    process.terminate()
-                with anyio.fail_after(20):
-                    await process.wait()
+    said = Lines(copy=log)
+    async with (
+        await anyio.open_process(command, cwd=REPO, stderr=subprocess.STDOUT) as process,
+        anyio.create_task_group() as group,
+    ):
+        assert process.stdout is not None
+        group.start_soon(said.read, process.stdout)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            # Said once every server has connected or failed: /readyz then answers as it stands.
+            await said.until(lambda line: SETTLED.match(line) is not None, "its servers settled", limit=START_LIMIT)
+            async with httpx2.AsyncClient() as http:
+                ready = await http.get(f"{url}/readyz", timeout=START_LIMIT)
+            assert ready.status_code == 200, f"replica not ready: {said.text[-2000:]}"
+            yield Replica(url, port, process, log)
+        finally:
+            if process.returncode is None:
+                process.terminate()
+            with anyio.fail_after(20):
+                await process.wait()
 
 
 @asynccontextmanager
