@@ -18,6 +18,7 @@ from gateway.runtime.background import Background
 from gateway.stores import spool as spool_module
 from gateway.stores.spool import Spool
 from tests.support.databases import Backend
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parents[1]
@@ -156,8 +157,12 @@ async def test_a_running_store_replays_the_spool_of_a_process_that_dies_while_it
                         said += await process.stdout.receive()
                     process.kill()
                     await process.wait()
-                while [entry.detail for entry in await store.recent()] != ["row 9"]:
-                    await anyio.sleep(0.05)
+
+            async def shipped() -> bool:
+                return [entry.detail for entry in await store.recent()] == ["row 9"]
+
+            # The store's maintenance loop replays the file in its own time, and tells no one.
+            await poll_until(shipped, "the dead process's spooled row in the store")
             group.cancel_scope.cancel()
     finally:
         store.close()

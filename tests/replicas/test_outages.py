@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from tests.support.access import KEYS, http_client
 from tests.support.harness import REPO, toy_stdio
 from tests.support.replicas import cluster, replica_config
 from tests.support.services import postgres_server, redis_server
+from tests.support.waiting import Inbox, poll_until
 
 pytestmark = pytest.mark.anyio
 MODERN = "2026-07-28"
@@ -60,7 +60,7 @@ async def test_both_replicas_serve_after_postgresql_and_redis_restart_under_traf
         ]
         async with cluster(configs, tmp_path) as gateways, httpx2.AsyncClient(headers=admin_key, timeout=60) as admin:
             first, second = (replica.url for replica in gateways.replicas)
-            answered: list[str] = []
+            answered: Inbox[str] = Inbox()
             stop = anyio.Event()
 
             async def traffic() -> None:
@@ -73,14 +73,14 @@ async def test_both_replicas_serve_after_postgresql_and_redis_restart_under_traf
                                 text = f"call {len(answered)}"
                                 result = await client.call_tool("toy__echo", {"text": text})
                                 if not result.is_error:
-                                    answered.append(_text(result))
+                                    answered.add(_text(result))
                                 await anyio.sleep(0.05)
                     except Exception:
                         await anyio.sleep(0.1)
 
             async with anyio.create_task_group() as group:
                 group.start_soon(traffic)
-                await _until(lambda: len(answered) >= 5)
+                await answered.until(lambda: len(answered) >= 5, "five calls answered")
                 database.stop()
                 # Each replica subscribes again and must read what it may have missed from a
                 # database that does not answer: the moment that ended every replica's service.
@@ -90,11 +90,10 @@ async def test_both_replicas_serve_after_postgresql_and_redis_restart_under_traf
                 database.start()
                 entry = {"name": "extra", **toy_stdio("extra"), "cwd": str(REPO)}
                 registered = await admin.post(f"{first}/api/v1/servers", json=entry)
-                with anyio.fail_after(LIMIT):
-                    while (await admin.get(f"{second}/api/v1/servers/extra")).status_code != 200:
-                        await anyio.sleep(0.05)
+                extra = f"{second}/api/v1/servers/extra"
+                await poll_until(lambda: _status(admin, extra, 200), "the other replica to know extra", LIMIT)
                 after = len(answered)
-                await _until(lambda: len(answered) >= after + 5)
+                await answered.until(lambda: len(answered) >= after + 5, "five calls answered after it")
                 stop.set()
             health = [(await admin.get(f"{url}/healthz")).status_code for url in (first, second)]
             ready = [(await admin.get(f"{url}/readyz")).json() for url in (first, second)]
@@ -116,21 +115,22 @@ async def test_both_replicas_serve_after_postgresql_and_redis_restart_under_traf
 
 async def _degraded(admin: httpx2.AsyncClient, url: str, loop: str) -> str:
     """Wait until the replica at `url` shows `loop` degraded in its `/readyz`; why it is."""
-    with anyio.fail_after(LIMIT):
-        while True:
-            condition = (await admin.get(f"{url}/readyz")).json().get("background", {}).get(loop, {})
-            if condition.get("state") == "degraded":
-                return str(condition["error"])
-            await anyio.sleep(0.1)
+    seen: dict[str, Any] = {}
+
+    async def degraded() -> bool:
+        seen.update((await admin.get(f"{url}/readyz")).json().get("background", {}).get(loop, {}))
+        return seen.get("state") == "degraded"
+
+    await poll_until(degraded, f"{loop} degraded on {url}", LIMIT)
+    return str(seen["error"])
+
+
+async def _status(admin: httpx2.AsyncClient, url: str, status: int) -> bool:
+    return (await admin.get(url)).status_code == status
 
 
 async def _until_listed(client: Any, name: str) -> None:
-    with anyio.fail_after(LIMIT):
-        while name not in {tool.name for tool in (await client.list_tools()).tools}:
-            await anyio.sleep(0.05)
+    async def listed() -> bool:
+        return name in {tool.name for tool in (await client.list_tools()).tools}
 
-
-async def _until(condition: Callable[[], bool]) -> None:
-    with anyio.fail_after(LIMIT):
-        while not condition():
-            await anyio.sleep(0.05)
+    await poll_until(listed, f"{name} listed", LIMIT)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 
@@ -16,6 +15,7 @@ from tests.support.access import KEYS
 from tests.support.harness import toy_stdio
 from tests.support.rawsessions import open_raw, raw_session, raw_status
 from tests.support.replicas import cluster, held_sessions, replica_config
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 # Bounds on waiting for what a loaded machine does slowly; never a claim about speed.
@@ -46,9 +46,7 @@ async def test_a_caller_at_its_limit_on_one_replica_ends_its_idle_session_on_the
         first, second = (f"{replica.url}/mcp" for replica in gateways.replicas)
         older = await raw_session(http, first, KEYS["analyst"])
         newer = await raw_session(http, second, KEYS["analyst"])
-        with anyio.fail_after(LIMIT):
-            while await raw_status(http, first, KEYS["analyst"], older) != 404:
-                await anyio.sleep(0.05)
+        await _until_gone(http, first, older)
         assert await raw_status(http, second, KEYS["analyst"], newer) == 200
         assert await held_sessions(gateways.replicas[0].url) == []
 
@@ -64,9 +62,12 @@ async def test_a_killed_replica_s_sessions_stop_counting_once_their_heartbeat_ex
         await raw_session(http, first, KEYS["analyst"])
         assert (await open_raw(http, second, KEYS["admin"])).status_code == 503
         gateways.replicas[0].kill()
-        with anyio.fail_after(EXPIRY_LIMIT):
-            while (await open_raw(http, second, KEYS["admin"])).status_code != 200:
-                await anyio.sleep(0.5)
+
+        async def admitted() -> bool:
+            return (await open_raw(http, second, KEYS["admin"])).status_code == 200
+
+        # Its heartbeat's expiry in Redis announces itself to no one.
+        await poll_until(admitted, "a session admitted once the killed replica's expired", EXPIRY_LIMIT)
 
 
 async def test_an_admin_of_one_replica_ends_a_session_the_other_replica_holds(tmp_path: Path, redis_url: str) -> None:
@@ -79,9 +80,16 @@ async def test_an_admin_of_one_replica_ends_a_session_the_other_replica_holds(tm
         admin = {"Authorization": f"Bearer {KEYS['admin']}"}
         ended = await http.delete(f"{other.url}/api/v1/sessions/{session}", headers=admin)
         assert ended.status_code == 204
-        with anyio.fail_after(LIMIT):
-            while await raw_status(http, f"{holder.url}/mcp", KEYS["analyst"], session) != 404:
-                await anyio.sleep(0.05)
+        await _until_gone(http, f"{holder.url}/mcp", session)
         assert await held_sessions(holder.url) == []
         again = await http.delete(f"{other.url}/api/v1/sessions/{session}", headers=admin)
         assert again.status_code == 404
+
+
+async def _until_gone(http: httpx2.AsyncClient, url: str, session: str) -> None:
+    """Wait until the replica at `url` answers `session` 404: ended there on another replica's word."""
+
+    async def gone() -> bool:
+        return await raw_status(http, url, KEYS["analyst"], session) == 404
+
+    await poll_until(gone, f"session {session} ended at {url}", LIMIT)

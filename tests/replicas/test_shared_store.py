@@ -22,6 +22,7 @@ from tests.support.databases import fresh_schema, server_url
 from tests.support.harness import REPO, toy_stdio
 from tests.support.launches import launches
 from tests.support.replicas import cluster, replica_config
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 MODERN = "2026-07-28"
@@ -70,13 +71,13 @@ async def test_a_server_registered_through_one_replica_reaches_a_client_of_the_o
                 answer = await admin.post(f"{first}/api/v1/servers", json=entry, timeout=30)
                 registered = time.monotonic()
                 assert answer.status_code == 201, answer.text
-                with anyio.fail_after(SEEN_LIMIT):
-                    while (await admin.get(f"{second}/api/v1/servers/extra")).status_code != 200:
-                        await anyio.sleep(0.01)
+                await _until_status(admin, f"{second}/api/v1/servers/extra", 200)
                 known = time.monotonic() - registered
-            with anyio.fail_after(SEEN_LIMIT):
-                while "extra__echo" not in {tool.name for tool in (await client.list_tools()).tools}:
-                    await anyio.sleep(0.02)
+
+            async def listed() -> bool:
+                return "extra__echo" in {tool.name for tool in (await client.list_tools()).tools}
+
+            await poll_until(listed, "extra__echo listed by the other replica", SEEN_LIMIT)
             seen = time.monotonic() - registered
             echoed = await client.call_tool("extra__echo", {"text": "from the other replica"})
     assert "extra__echo" not in before
@@ -147,6 +148,10 @@ async def test_groups_added_and_servers_removed_on_one_replica_follow_on_the_oth
 
 
 async def _until_status(admin: httpx2.AsyncClient, url: str, status: int) -> None:
-    with anyio.fail_after(SEEN_LIMIT):
-        while (await admin.get(url)).status_code != status:
-            await anyio.sleep(0.02)
+    """Wait until the other replica answers `url` with `status`: what it has seen of a change
+    another replica made, which nothing here is told of."""
+
+    async def answered() -> bool:
+        return (await admin.get(url)).status_code == status
+
+    await poll_until(answered, f"{status} from {url}", SEEN_LIMIT)

@@ -31,8 +31,10 @@ from gateway.shared.state import LocalState, SharedState, ShareSessionState, ses
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
 from tests.support.harness import free_port
+from tests.support.waiting import poll_until
 
 SETTINGS = GatewaySettings(data_dir=Path("/unused"), loop_window=10, loop_repeat_limit=3, skill_capacity=2)
+
 pytestmark = pytest.mark.anyio
 
 
@@ -272,9 +274,12 @@ async def test_state_written_behind_reaches_the_other_replica_without_another_ca
         async with anyio.create_task_group() as group:
             group.start_soon(writer.write_behind, Background().report)
             writer.save("s-behind", {"k": "v"}, 600)
-            with anyio.fail_after(30):
-                while (await reader.begin("s-behind", ["k"], None)).values != {"k": "v"}:
-                    await anyio.sleep(0.01)
+
+            async def written() -> bool:
+                return (await reader.begin("s-behind", ["k"], None)).values == {"k": "v"}
+
+            # Written behind, in the writer's own time: the reader has nothing to wait on but Redis.
+            await poll_until(written, "the state written behind")
             group.cancel_scope.cancel()
     finally:
         await writer.aclose()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import anyio
 import pytest
 import redis.asyncio as aioredis
 
@@ -20,6 +18,7 @@ from tests.support.harness import free_port, gateway_client, in_memory, make_con
 from tests.support.services import postgres_server
 from tests.support.skills import text
 from tests.support.toy import build_server
+from tests.support.waiting import Signal, poll_until
 
 pytestmark = pytest.mark.anyio
 MODERN = "2026-07-28"
@@ -48,11 +47,17 @@ async def test_a_change_announced_while_postgresql_is_down_degrades_the_follower
         store = StoreSettings(url=database.url, redis=redis_url)
         config = replace(make_config(tmp_path, placeholder(["toy"])), store=store)
         gateway = Gateway(config, transports=in_memory({"toy": build_server("toy")}))
+        groups = Signal()
+
+        async def group_changed(name: str) -> None:
+            groups.notify()
+
+        gateway.on_group_change(group_changed)
         async with gateway, aioredis.Redis.from_url(redis_url) as other:
-            await _until(lambda: _state(gateway, CHANGES) == "ok")
+            await _until(gateway, CHANGES, "ok")
             database.stop()
             await other.publish(CHANNEL, "another replica")
-            await _until(lambda: _state(gateway, REGISTRATIONS) == "degraded")
+            await _until(gateway, REGISTRATIONS, "degraded")
             reason = gateway.background.conditions()[REGISTRATIONS].error
             database.start()
             # Another replica registers once PostgreSQL is back, sealed with the key this gateway
@@ -61,8 +66,8 @@ async def test_a_change_announced_while_postgresql_is_down_degrades_the_follower
             registrations.save("group", "late", {"allow": [{"server": "toy"}]})
             registrations.close()
             await other.publish(CHANNEL, "another replica")
-            await _until(lambda: "late" in [group.name for group in gateway.groups.all()])
-            await _until(lambda: _state(gateway, REGISTRATIONS) == "ok")
+            await groups.until(lambda: "late" in [group.name for group in gateway.groups.all()], "the group registered")
+            await _until(gateway, REGISTRATIONS, "ok")
             alive = gateway.failure
     assert reason is not None and "connection" in reason
     assert alive is None
@@ -73,7 +78,6 @@ def _state(gateway: Gateway, name: str) -> object:
     return None if condition is None else condition.as_dict()["state"]
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    with anyio.fail_after(LIMIT):
-        while not condition():
-            await anyio.sleep(0.05)
+async def _until(gateway: Gateway, loop: str, state: str) -> None:
+    # A background loop's state is read, not announced.
+    await poll_until(lambda: _state(gateway, loop) == state, f"{loop} {state}", LIMIT)

@@ -10,7 +10,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 
@@ -21,6 +20,7 @@ from tests.support.harness import free_port, http_gateway, in_memory
 from tests.support.rawsessions import open_raw, raw_session, raw_status
 from tests.support.replicas import live_sessions
 from tests.support.toy import build_server as toy
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 # A bound on waiting for another replica to act; never a claim about speed.
@@ -39,9 +39,12 @@ async def replica(tmp_path: Path, name: str, redis_url: str, **settings: Any) ->
 
 
 async def _until_gone(http: httpx2.AsyncClient, url: str, key: str, session: str) -> None:
-    with anyio.fail_after(LIMIT):
-        while await raw_status(http, url, key, session) != 404:
-            await anyio.sleep(0.05)
+    """Wait until the replica at `url` answers `session` 404: ended there on another replica's word."""
+
+    async def gone() -> bool:
+        return await raw_status(http, url, key, session) == 404
+
+    await poll_until(gone, f"session {session} ended at {url}", LIMIT)
 
 
 async def test_a_caller_over_its_limit_loses_its_own_oldest_idle_session_on_another_replica(
