@@ -23,8 +23,8 @@ from gateway.pipeline.audit import AuditStore, arguments_digest
 from gateway.stores import open_database
 from tests.support.access import http_client
 from tests.support.databases import Backend
-from tests.support.harness import REPO, free_port
-from tests.support.waiting import LIMIT, Lines, containing
+from tests.support.harness import REPO, serving_url
+from tests.support.waiting import LIMIT, Lines
 
 pytestmark = pytest.mark.anyio
 
@@ -142,17 +142,15 @@ async def test_every_answered_call_of_a_load_is_in_the_audit_trail_once_the_kill
 
 @asynccontextmanager
 async def _serving(command: list[str]) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
-    """A `gateway serve` process on a free port, once it answers `/healthz`: its URL and process; killed on leaving."""
-    port = free_port()
+    """A `gateway serve` process on a port of its own, once it answers `/healthz`: its URL and
+    process; killed on leaving."""
     said, log = Lines(), Lines()
-    async with await anyio.open_process([*command, str(port)], cwd=REPO) as process, anyio.create_task_group() as group:
+    async with await anyio.open_process([*command, "0"], cwd=REPO) as process, anyio.create_task_group() as group:
         assert process.stdout is not None and process.stderr is not None
         group.start_soon(said.read, process.stdout)
         group.start_soon(log.read, process.stderr)
-        url = f"http://127.0.0.1:{port}"
         try:
-            # Listening once it says so; the request waits for the app's start-up.
-            await said.until(containing("Serving MCP at"), "the gateway's banner")
+            url = await serving_url(said)
             async with httpx2.AsyncClient() as http:
                 assert (await http.get(f"{url}/healthz", timeout=LIMIT)).status_code == 200
             yield url, process

@@ -24,10 +24,10 @@ from tests.support.access import KEYS, auth_section, token_for
 from tests.support.harness import (
     REPO,
     collector,
-    free_port,
     gateway_client,
     http_gateway,
     in_memory,
+    serving_url,
     toy_stdio,
     until_told_of,
 )
@@ -209,23 +209,22 @@ async def test_a_reload_applies_roles_to_tokens_and_the_registration_section_and
 
 async def test_sighup_reloads_a_serving_gateway_instead_of_ending_it(tmp_path: Path) -> None:
     path = write(tmp_path / "gateway.yaml", document(tmp_path, {}))
-    port = free_port()
-    command = [sys.executable, "-m", "gateway", "--log-level", "INFO", "serve", "--config", str(path)]
+    command = [sys.executable, "-m", "gateway", "--log-level", "INFO", "serve", "--config", str(path), "--port", "0"]
     said, log = Lines(), Lines()
     async with (
-        await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process,
+        await anyio.open_process(command, cwd=REPO) as process,
         anyio.create_task_group() as group,
         httpx2.AsyncClient(timeout=30) as http,
     ):
         assert process.stdout is not None and process.stderr is not None
         group.start_soon(said.read, process.stdout)
         group.start_soon(log.read, process.stderr)
-        await said.until(containing("Serving MCP at"), "the gateway's banner")
+        url = await serving_url(said)
         write(path, document(tmp_path, {"late": toy_stdio("late")}))
         process.send_signal(signal.SIGHUP)
         await log.until(containing("SIGHUP: reloading the configuration"), "the word that SIGHUP reloads")
         await log.until(containing("upstream late ready"), "the server the reload added, ready")
-        servers = (await http.get(f"http://127.0.0.1:{port}/readyz")).json()["servers"]
+        servers = (await http.get(f"{url}/readyz")).json()["servers"]
         assert process.returncode is None
         process.terminate()
     assert servers["late"]["state"] == State.READY

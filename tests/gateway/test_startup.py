@@ -27,10 +27,10 @@ from gateway.service import Gateway
 from gateway.upstreams.connection import State
 from gateway.upstreams.listing import LISTINGS_AT_ONCE
 from gateway.upstreams.transports import TransportFactory
-from tests.support.harness import REPO, free_port, http_gateway, listening, make_config, placeholder
+from tests.support.harness import REPO, http_gateway, listening, make_config, placeholder, serving_url
 from tests.support.probe import gated, silent_transport
 from tests.support.toy import build_server as toy
-from tests.support.waiting import Lines, containing, poll_until
+from tests.support.waiting import Lines, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -200,7 +200,7 @@ async def test_a_required_server_that_cannot_start_stops_the_gateway_with_the_re
 ) -> None:
     servers = {"needed": {"command": str(tmp_path / "no-such-program"), "required": True}}
     config = write_config(tmp_path, servers, upstream_connect_timeout=CONNECT_TIMEOUT)
-    port = ["--port", str(free_port())] if front_door == "serve" else []
+    port = ["--port", "0"] if front_door == "serve" else []
     finished = await gateway_command(front_door, "--config", str(config), *port)
     stderr = finished.stderr.decode()
     assert finished.returncode == 1, stderr
@@ -217,21 +217,20 @@ async def test_check_says_an_upstream_timed_out_during_initialize(tmp_path: Path
 
 async def test_serve_answers_while_a_required_server_hangs_and_stops_when_it_times_out(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"needed": {**HANGS, "required": True}}, upstream_connect_timeout=8)
-    port = free_port()
     command = [sys.executable, "-m", "gateway", "--log-level", "WARNING", "serve", "--config", str(config)]
     said, log = Lines(), Lines()
     with anyio.fail_after(CONNECT_TIMEOUT / 2):
         async with (
-            await anyio.open_process([*command, "--port", str(port)], cwd=REPO) as process,
+            await anyio.open_process([*command, "--port", "0"], cwd=REPO) as process,
             anyio.create_task_group() as group,
         ):
             assert process.stdout is not None and process.stderr is not None
             group.start_soon(said.read, process.stdout)
             group.start_soon(log.read, process.stderr)
-            await said.until(containing("Serving MCP at"), "the gateway's banner")
+            url = await serving_url(said)
             async with httpx2.AsyncClient() as http:
-                health = await http.get(f"http://127.0.0.1:{port}/healthz")
-                ready = await http.get(f"http://127.0.0.1:{port}/readyz")
+                health = await http.get(f"{url}/healthz")
+                ready = await http.get(f"{url}/readyz")
             assert await process.wait() == 1, log.text
     assert (health.status_code, ready.status_code) == (200, 503)
     assert "required server 'needed' did not connect: timed out after 8 s during initialize" in log.text

@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 from gateway.frontdoors.mcpserver import build_server
 from gateway.service import Gateway
 from tests.support.harness import REPO, http_gateway, in_memory, make_config, placeholder, toy_stdio, until_listed
-from tests.support.probe import Observed, probe_server, silent_transport, toy_process
+from tests.support.probe import Observed, probe_server, refused_transport, toy_process
 from tests.support.rawsessions import INITIALIZE, MCP_HEADERS
 from tests.support.toy import build_server as toy
 from tests.support.waiting import Inbox, ends_of
@@ -92,8 +92,8 @@ async def test_health_and_readiness_report_each_server(tmp_path: Path) -> None:
 
 async def test_readiness_is_503_while_a_required_server_is_down(tmp_path: Path) -> None:
     servers = {"toy": {"command": "unused"}, "needed": {"command": "unused", "required": True}}
-    config = make_config(tmp_path, servers, upstream_connect_timeout=0.5)
-    transports = {**in_memory({"toy": toy()}), "needed": silent_transport}
+    config = make_config(tmp_path, servers)
+    transports = {**in_memory({"toy": toy()}), "needed": refused_transport}
     async with http_gateway(config, transports=transports) as (_, url), httpx2.AsyncClient() as http:
         ready = await http.get(f"{url}/readyz")
     assert ready.status_code == 503
@@ -105,8 +105,8 @@ async def test_readiness_is_503_while_a_required_server_is_down(tmp_path: Path) 
 
 async def test_a_down_optional_server_leaves_the_gateway_ready(tmp_path: Path) -> None:
     servers = {"toy": {"command": "unused", "required": True}, "extra": {"command": "unused"}}
-    config = make_config(tmp_path, servers, upstream_connect_timeout=0.5)
-    transports = {**in_memory({"toy": toy()}), "extra": silent_transport}
+    config = make_config(tmp_path, servers)
+    transports = {**in_memory({"toy": toy()}), "extra": refused_transport}
     async with http_gateway(config, transports=transports) as (_, url), httpx2.AsyncClient() as http:
         ready = await http.get(f"{url}/readyz")
     assert ready.status_code == 200 and ready.json()["servers"]["extra"]["state"] != "ready"

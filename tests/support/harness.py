@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -181,6 +182,20 @@ async def approve(context: ClientRequestContext, params: types.ElicitRequestPara
     return types.ElicitResult(action="accept", content={"approve": True})
 
 
+BANNER = re.compile(r"^Serving MCP at (?P<url>http://\S+)/mcp ")
+"""The line `serve` prints once it has started, its socket listening."""
+
+
+async def serving_url(said: Lines) -> str:
+    """The base URL a `serve` process (on `--port 0`, so that no other takes its port) says it
+    serves at, once it says so: from then on a request waits to be accepted, which is once the
+    app's lifespan has started everything."""
+    line = await said.until(lambda line: BANNER.match(line) is not None, "the gateway's banner")
+    found = BANNER.match(line)
+    assert found is not None
+    return found["url"]
+
+
 @dataclass(frozen=True)
 class Served:
     """A gateway process that serves: its base URL and what it writes (stdout and stderr, in order)."""
@@ -192,9 +207,8 @@ class Served:
 @asynccontextmanager
 async def gateway_process(config: Path, output: Path, *cli_options: str) -> AsyncIterator[Served]:
     """`python -m gateway [cli_options] serve` (default: its default log level and format), stdout and
-    stderr copied into `output` as they come; yields it once it says where it serves."""
-    port = free_port()
-    command = [sys.executable, "-m", "gateway", *cli_options, "serve", "--config", str(config), "--port", str(port)]
+    stderr copied into `output` as they come; yields it once it serves."""
+    command = [sys.executable, "-m", "gateway", *cli_options, "serve", "--config", str(config), "--port", "0"]
     said = Lines(copy=output)
     async with (
         await anyio.open_process(command, cwd=REPO, stderr=subprocess.STDOUT) as process,
@@ -202,11 +216,8 @@ async def gateway_process(config: Path, output: Path, *cli_options: str) -> Asyn
     ):
         assert process.stdout is not None
         group.start_soon(said.read, process.stdout)
-        url = f"http://127.0.0.1:{port}"
         try:
-            # Printed once the gateway has started, its socket listening: a request made from then on
-            # waits to be accepted, which is once the app's lifespan has started everything.
-            await said.until(lambda line: line.startswith("Serving MCP at"), "the gateway's banner")
+            url = await serving_url(said)
             async with httpx2.AsyncClient() as http:
                 await http.get(f"{url}/healthz", timeout=LIMIT)
             yield Served(url, said)

@@ -1,4 +1,4 @@
-"""Test helpers for the gateway's spine: an observable upstream, a silent one, toy processes."""
+"""Test helpers for the gateway's spine: an observable upstream, a silent one, one not there, toy processes."""
 
 from __future__ import annotations
 
@@ -68,6 +68,13 @@ async def silent_transport() -> AsyncIterator[tuple[Any, Any]]:
     to_client, from_server = anyio.create_memory_object_stream[Any](16)
     async with to_server, from_client, to_client, from_server:
         yield from_server, to_server
+
+
+@asynccontextmanager
+async def refused_transport() -> AsyncIterator[tuple[Any, Any]]:
+    """A server that is not there: connecting fails at once, as to a port nobody listens on."""
+    raise ConnectionRefusedError("nobody listens there")
+    yield  # a generator, for asynccontextmanager
 
 
 @asynccontextmanager

@@ -19,7 +19,7 @@ import yaml
 from anyio.abc import Process
 
 from tests.support.access import KEYS, auth_section
-from tests.support.harness import REPO, free_port
+from tests.support.harness import REPO, serving_url
 from tests.support.services import haproxy
 from tests.support.waiting import Lines
 
@@ -80,22 +80,10 @@ def replica_config(
 
 @asynccontextmanager
 async def replica(config: Path) -> AsyncIterator[Replica]:
-    """`python -m gateway serve` with `config` on a free port, once /readyz says its servers are ready;
-    what it writes goes to gateway.log beside `config`."""
-    port = free_port()
+    """`python -m gateway serve` with `config` on a port of its own, once /readyz says its servers
+    are ready; what it writes goes to gateway.log beside `config`."""
     log = config.with_name("gateway.log")
-    command = [
-        sys.executable,
-        "-m",
-        "gateway",
-        "--log-level",
-        "INFO",
-        "serve",
-        "--config",
-        str(config),
-        "--port",
-        str(port),
-    ]
+    command = [sys.executable, "-m", "gateway", "--log-level", "INFO", "serve", "--config", str(config), "--port", "0"]
     said = Lines(copy=log)
     async with (
         await anyio.open_process(command, cwd=REPO, stderr=subprocess.STDOUT) as process,
@@ -103,14 +91,14 @@ async def replica(config: Path) -> AsyncIterator[Replica]:
     ):
         assert process.stdout is not None
         group.start_soon(said.read, process.stdout)
-        url = f"http://127.0.0.1:{port}"
         try:
+            url = await serving_url(said)
             # Said once every server has connected or failed: /readyz then answers as it stands.
             await said.until(lambda line: SETTLED.match(line) is not None, "its servers settled", limit=START_LIMIT)
             async with httpx2.AsyncClient() as http:
                 ready = await http.get(f"{url}/readyz", timeout=START_LIMIT)
             assert ready.status_code == 200, f"replica not ready: {said.text[-2000:]}"
-            yield Replica(url, port, process, log)
+            yield Replica(url, int(url.rsplit(":", 1)[1]), process, log)
         finally:
             if process.returncode is None:
                 process.terminate()
