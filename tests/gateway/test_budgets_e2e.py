@@ -199,6 +199,6 @@ async def test_a_session_that_ends_is_forgotten_by_the_budgets_once(tmp_path: Pa
             assert await _echo(client) == (False, "hi")
             (session,) = gateway.sessions.live()
         await tracker.ended.until(lambda: bool(tracker.ended), "the budgets told that the session ended")
-        # Forgotten as it was released, and no more.
+        # Released by the gateway before its closers told the budgets.
         assert len(gateway.sessions) == 0
     assert tracker.ended == [session.id]
