@@ -14,7 +14,7 @@ import pytest
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewayConfig
 from tests.api.conftest import ADMIN, ROLES, api
-from tests.api.test_changes import send, tool_names, until
+from tests.api.test_changes import send, until_offered
 from tests.support.access import auth_section, recorded_headers, recording_upstream
 from tests.support.harness import http_gateway, toy_stdio
 from tests.support.webclient import web_client
@@ -133,11 +133,11 @@ async def test_a_secret_offered_to_registrations_reaches_the_server_and_the_api_
     log = tmp_path / "headers.jsonl"
     async with (
         recording_upstream(log, "gh") as listener,
-        http_gateway(secrets_config(tmp_path)) as (_, url),
+        http_gateway(secrets_config(tmp_path)) as (gateway, url),
     ):
         body = {"name": "gh", "url": listener, "headers": {"Authorization": "Bearer ${secret:github_token}"}}
         added = await send(url, ADMIN, "POST", "/api/v1/servers", body)
-        await until(lambda: _listed(url, "gh__echo"))
+        await until_offered(gateway, url, "gh__echo")
         listing = await send(url, ADMIN, "GET", "/api/v1/servers")
         detail = await send(url, ADMIN, "GET", "/api/v1/servers/gh")
         async with web_client(url) as web:
@@ -169,15 +169,15 @@ async def test_a_registered_literal_credential_is_masked_stored_encrypted_and_st
     log = tmp_path / "headers.jsonl"
     config = secrets_config(tmp_path)
     async with recording_upstream(log, "remote") as listener:
-        async with http_gateway(config) as (_, url):
+        async with http_gateway(config) as (gateway, url):
             body = {"name": "remote", "url": listener, "headers": {"X-Api-Key": LITERAL}}
             added = await send(url, ADMIN, "POST", "/api/v1/servers", body)
-            await until(lambda: _listed(url, "remote__echo"))
+            await until_offered(gateway, url, "remote__echo")
             shown = await send(url, ADMIN, "GET", "/api/v1/servers/remote")
         stored = b"".join(path.read_bytes() for path in config.settings.data_dir.glob("registrations.db*"))
         log.unlink()
-        async with http_gateway(config) as (_, url):
-            await until(lambda: _listed(url, "remote__echo"))
+        async with http_gateway(config) as (gateway, url):
+            await until_offered(gateway, url, "remote__echo")
             async with api(url, ADMIN) as http:
                 listing = await http.get("/api/v1/servers")
     assert added.status_code == 201, added.text
@@ -185,10 +185,6 @@ async def test_a_registered_literal_credential_is_masked_stored_encrypted_and_st
     assert LITERAL.encode() not in stored and b"X-Api-Key" not in stored
     assert recorded_headers(log)[0]["x-api-key"] == LITERAL
     assert [row["headers"] for row in listing.json()["servers"]] == [{"X-Api-Key": "***"}]
-
-
-async def _listed(url: str, name: str) -> bool:
-    return name in await tool_names(url, "q=echo")
 
 
 async def test_a_change_naming_the_gateway_s_environment_is_refused_and_leaves_the_entry_as_it_was(
