@@ -36,7 +36,7 @@ from tests.support.harness import (
     until_listed,
 )
 from tests.support.skills import text
-from tests.support.waiting import Inbox
+from tests.support.waiting import Inbox, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore", category=MCPDeprecationWarning)]
 
@@ -226,6 +226,11 @@ async def updates(client: Client, uri: str, tool: str, *others: str) -> tuple[li
     raise AssertionError("the stream ended without an update")
 
 
+async def unsubscribed(client: Client) -> bool:
+    """Whether the asking server behind the gateway holds no subscription: it announces none."""
+    return await call(client, "subscriptions") == "none"
+
+
 async def test_a_2026_era_listen_stream_gets_resource_updates_as_a_direct_connection_does(tmp_path: Path) -> None:
     async with Client(asking(), mode="2026-07-28") as direct:
         assert await updates(direct, NOTE_URI, "touch") == ([NOTE_URI], [NOTE_URI])
@@ -236,9 +241,7 @@ async def test_a_2026_era_listen_stream_gets_resource_updates_as_a_direct_connec
         honored, updated = await updates(client, NOTE, "asking__touch", "plain+plain://fixed", "nowhere://at-all")
         assert (honored, updated) == ([NOTE], [NOTE])
         # The stream subscribed the server; once it ends, the gateway unsubscribes it.
-        with anyio.fail_after(30):
-            while await call(client, "subscriptions") != "none":
-                await anyio.sleep(0.05)
+        await poll_until(lambda: unsubscribed(client), "the server unsubscribed once the stream ended")
 
 
 async def test_a_listen_stream_holds_the_server_s_subscription_while_it_is_open(tmp_path: Path) -> None:
@@ -246,9 +249,7 @@ async def test_a_listen_stream_holds_the_server_s_subscription_while_it_is_open(
     async with gateway_client(config(tmp_path), transports=transports, mode="2026-07-28") as (_, client):
         async with client.listen(resource_subscriptions=[NOTE]), client.listen(resource_subscriptions=[NOTE]):
             assert await call(client, "subscriptions") == NOTE_URI
-        with anyio.fail_after(30):
-            while await call(client, "subscriptions") != "none":
-                await anyio.sleep(0.05)
+        await poll_until(lambda: unsubscribed(client), "the server unsubscribed once the stream ended")
 
 
 async def test_a_listen_stream_follows_at_most_a_hundred_resources(tmp_path: Path) -> None:

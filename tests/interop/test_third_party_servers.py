@@ -22,7 +22,7 @@ from gateway.catalog.naming import exposed_name
 from gateway.upstreams.sdkclient import send_as_is
 from tests.support.harness import http_gateway, make_config
 from tests.support.node import require_node_command
-from tests.support.probe import wait_until
+from tests.support.waiting import Inbox
 
 pytestmark = pytest.mark.anyio
 
@@ -208,15 +208,15 @@ async def test_server_everything_s_task_only_tool_answers_a_plain_2026_era_call_
 
 async def test_server_everything_s_log_message_reaches_a_2026_era_client_on_its_call_s_stream(tmp_path: Path) -> None:
     tool = "toggle-simulated-logging"
-    direct_logged: list[Any] = []
+    direct_logged: Inbox[Any] = Inbox()
     async with Client(EVERYTHING.launch(), mode="legacy", logging_callback=keeper(direct_logged)) as direct:
         await direct.call_tool(tool, {})
-        await wait_until(lambda: bool(direct_logged))
+        await direct_logged.until(lambda: bool(direct_logged), "the server's first log message")
         await direct.call_tool(tool, {})
     config = make_config(tmp_path, {EVERYTHING.name: _entry(EVERYTHING)})
     async with http_gateway(config) as (_, url):
         for level, expected in (("debug", 1), (None, 0)):
-            logged: list[Any] = []
+            logged: Inbox[Any] = Inbox()
             options: dict[str, Any] = {"logging_callback": keeper(logged), "log_level": level}
             async with Client(f"{url}/mcp", mode="2026-07-28", **options) as client:
                 await client.call_tool(exposed_name(EVERYTHING.name, tool), {})  # starts the server's logging
@@ -233,11 +233,11 @@ async def test_server_everything_s_resource_updates_reach_a_2026_era_listen_stre
     tmp_path: Path,
 ) -> None:
     toggle = "toggle-subscriber-updates"
-    direct_updates: list[str] = []
+    direct_updates: Inbox[str] = Inbox()
 
     async def direct_handler(message: Any) -> None:
         if isinstance(message, types.ResourceUpdatedNotification):
-            direct_updates.append(message.params.uri)
+            direct_updates.add(message.params.uri)
 
     async with Client(EVERYTHING.launch(), mode="legacy", message_handler=direct_handler) as direct:
         original = (await direct.list_resources()).resources[0].uri
@@ -245,7 +245,7 @@ async def test_server_everything_s_resource_updates_reach_a_2026_era_listen_stre
             types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original)), types.EmptyResult
         )
         await direct.call_tool(toggle, {})
-        await wait_until(lambda: bool(direct_updates))
+        await direct_updates.until(lambda: bool(direct_updates), "the server's first resource update")
         await direct.call_tool(toggle, {})
     config = make_config(tmp_path, {EVERYTHING.name: _entry(EVERYTHING)})
     exposed = f"{EVERYTHING.name}+{original}"
@@ -296,11 +296,11 @@ async def test_server_everything_s_roots_tool_names_the_roots_the_rule_gives_it_
         assert await _roots_tool(client, tool) == said_directly
 
 
-def keeper(kept: list[Any]) -> LoggingFnT:
+def keeper(kept: Inbox[Any]) -> LoggingFnT:
     """A logging callback that keeps each message's data."""
 
     async def keep(params: types.LoggingMessageNotificationParams) -> None:
-        kept.append(params.data)
+        kept.add(params.data)
 
     return keep
 

@@ -84,7 +84,7 @@ async def catalog_until(gateway: Gateway, condition: Callable[[], bool], what: s
     signal = _CATALOG_CHANGES.get(gateway)
     if signal is None:
         signal = _CATALOG_CHANGES[gateway] = Signal()
-        gateway.on_change(_awaitable(signal.notify))
+        gateway.live_catalog.on_change(_awaitable(signal.notify))
     await signal.until(condition, what, limit)
 
 
