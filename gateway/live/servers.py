@@ -113,13 +113,16 @@ class LiveServers:
 
     # Building the set
 
-    def enlist(self, member: Member) -> None:
-        """Add a server that is not in the set; its connection starts now if the set has started."""
+    def enlist(self, member: Member, subscribed: Upstream | None = None) -> None:
+        """Add a server that is not in the set; its connection starts now if the set has started,
+        holding the resource subscriptions of `subscribed` (the connection it replaces)."""
         self.members[member.name] = member
         if not member.config.enabled:
             self._router.serve(member.config, None)
             return
         upstream = self._upstream(member.config)
+        if subscribed is not None:
+            upstream.take_subscriptions(subscribed)
         self.upstreams[member.name] = upstream
         self._router.serve(member.config, upstream)
         if self._group is not None:
@@ -207,6 +210,8 @@ class LiveServers:
         timeout) while the old one serves, then takes over the server's calls and listing."""
         fresh = self._upstream(member.config)
         old = self._running.pop(member.name, None)
+        if old is not None:
+            fresh.take_subscriptions(old.upstream)
         running = self._launch(fresh)
         await fresh.first_attempt.wait()
         self.members[member.name] = member
@@ -268,7 +273,7 @@ class LiveServers:
         if not member.config.enabled:
             raise ConflictError(f"Server '{name}' is disabled; enable it before restarting it")
         old = self._running.pop(name, None)
-        self.enlist(member)
+        self.enlist(member, subscribed=old.upstream if old is not None else None)
         if old is not None:
             self._retire(old)
         return self.status(name)

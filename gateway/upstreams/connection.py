@@ -185,6 +185,9 @@ class Upstream:
         the live one: a replacement publishes it when it takes over)."""
         self._calls = 0
         self._drained: anyio.Event | None = None
+        self._subscribed: set[str] = set()
+        """The resources (original URIs) the gateway holds a subscription to: renewed on each new
+        connection, which the server knows nothing of."""
 
     @property
     def name(self) -> str:
@@ -306,6 +309,8 @@ class Upstream:
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._follow_changes, session)
                     group.start_soon(self._check_health, session)
+                    if self._subscribed:
+                        group.start_soon(self._renew_subscriptions, session)
                     await watched.closed.wait()
                     group.cancel_scope.cancel()
             finally:
@@ -622,11 +627,34 @@ class Upstream:
     async def subscribe(self, uri: str, subscribed: bool) -> None:
         """Subscribe to (or, with `subscribed` false, unsubscribe from) updates of a resource by its original URI."""
         session = await self._live_session()
+        if not subscribed:
+            self._subscribed.discard(uri)
+        await self._send_subscription(session, uri, subscribed)
+        if subscribed:
+            self._subscribed.add(uri)
+
+    def take_subscriptions(self, old: Upstream) -> None:
+        """Hold the subscriptions `old` (the connection this one replaces) held: this one makes them
+        once it connects."""
+        self._subscribed |= old._subscribed
+
+    async def _renew_subscriptions(self, session: ClientSession) -> None:
+        """Subscribe a new connection to what the gateway's subscribers follow, and tell them each
+        resource may have changed while the server was away."""
+        for uri in sorted(self._subscribed):
+            try:
+                await self._send_subscription(session, uri, True)
+            except GatewayError as error:
+                log.warning("upstream %s: the subscription to %s was not renewed: %s", self.name, uri, error.message)
+                continue
+            params = types.ResourceUpdatedNotificationParams(uri=uri)
+            await self.client_side.on_message(types.ResourceUpdatedNotification(params=params))
+
+    async def _send_subscription(self, session: ClientSession, uri: str, subscribed: bool) -> None:
         try:
             # The typed request, not the SDK's helpers, which warn that the 2026 era drops subscriptions.
-            params = types.SubscribeRequestParams(uri=uri)
             request: types.ClientRequest = (
-                types.SubscribeRequest(params=params)
+                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
                 if subscribed
                 else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
             )

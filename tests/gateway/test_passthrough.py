@@ -25,6 +25,7 @@ from gateway.serving.passthrough import LogThrottle
 from tests.support.access import ROLES, access_config, http_client
 from tests.support.asking import NOTE_URI
 from tests.support.asking import build_server as asking
+from tests.support.flaky import DroppingLink
 from tests.support.harness import (
     REPO,
     collector,
@@ -199,6 +200,43 @@ async def test_a_subscriber_is_told_of_updates_under_the_exposed_uri(tmp_path: P
         assert updates == [exposed]
         await client.unsubscribe_resource(exposed)
         assert await call(client, "subscriptions") == "none"
+
+
+class Reborn(DroppingLink):
+    """The asking server as a process would be: born anew, knowing no subscription, at each
+    connection; its first `chatty` call ends the connection."""
+
+    def __init__(self) -> None:
+        super().__init__(asking(), drop={"chatty"})
+
+    def __call__(self) -> Any:
+        self._server = asking()
+        return super().__call__()
+
+
+async def test_a_subscription_is_renewed_on_the_server_s_next_connection_and_its_subscriber_told_to_read_again(
+    tmp_path: Path,
+) -> None:
+    received, handle = collector()
+
+    def updated() -> list[str]:
+        return [m.params.uri for m in received if isinstance(m, types.ResourceUpdatedNotification)]
+
+    async with gateway_client(config(tmp_path), transports={"asking": Reborn()}, message_handler=handle) as pair:
+        gateway, client = pair
+        await client.subscribe_resource(NOTE)
+        assert await call(client, "subscriptions") == NOTE_URI
+        # The server goes away mid-call and comes back knowing nothing of the subscription.
+        await client.call_tool("asking__chatty", {"count": 1})
+        await received.until(lambda: len(updated()) == 1, "the word to read the resource again")
+        assert await call(client, "subscriptions") == NOTE_URI
+        await call(client, "touch")
+        await received.until(lambda: len(updated()) == 2, "the update the renewed subscription brings")
+        # A restart is a new connection too.
+        await gateway.servers.restart("asking")
+        await received.until(lambda: len(updated()) == 3, "the word to read it again after the restart")
+        assert await call(client, "subscriptions") == NOTE_URI
+    assert updated() == [NOTE] * 3
 
 
 def plain_resources() -> MCPServer:
