@@ -57,6 +57,7 @@ from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
+from gateway.stores.database import DatabaseError
 from gateway.stores.names import NameStore
 from gateway.stores.registrations import RegistrationStore
 from gateway.upstreams import children
@@ -361,9 +362,12 @@ class Gateway:
                 return f"required server '{status.name}' did not connect: {reason}"
         return None
 
-    def _pending(self) -> int:
-        """How many approvals are pending, for the metrics."""
-        return len(self.approvals.pending())
+    def _pending(self) -> int | None:
+        """How many approvals are pending, for the metrics; None while their store cannot be read."""
+        try:
+            return len(self.approvals.pending())
+        except DatabaseError:
+            return None
 
 
 def _causes(error: BaseException) -> list[BaseException]:

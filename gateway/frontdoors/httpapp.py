@@ -232,7 +232,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         # With auth on, the middleware has already answered a missing or bad credential with a 401 challenge.
         if not sees_detail(request):
             return JSONResponse({"error": "Metrics are shown to admins only"}, status_code=403)
-        return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
+        return Response(await service.metrics.exposition(), media_type=CONTENT_TYPE)
 
     mcp = StreamableHTTPASGIApp(sessions)
     # `/mcp` and `/mcp/g/<group>` never reach Starlette's router: McpFront sends them past it.

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, get_args
 
+import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -49,7 +50,9 @@ class Readings:
     servers: Callable[[], Iterable[ServerReading]]
     states: Sequence[str]
     sessions: Callable[[], Iterable[SessionContext]]
-    pending_approvals: Callable[[], int]
+    pending_approvals: Callable[[], int | None]
+    """How many approvals wait, or None while their store cannot be read; it may block (a database),
+    so a scrape reads it off the event loop."""
     flagged_tools: Callable[[], Mapping[str, int]]
 
 
@@ -62,6 +65,7 @@ class Metrics:
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.registry = CollectorRegistry()
+        self._state: _StateCollector | None = None
         self._calls = Counter(
             "gateway_tool_calls",
             "Tool calls by tool, server and outcome (ok, error, refused, timeout, invalid_arguments, ...).",
@@ -113,7 +117,8 @@ class Metrics:
 
     def watch(self, readings: Readings) -> None:
         """Expose the gateway's live state, read at every scrape."""
-        self.registry.register(_StateCollector(readings))
+        self._state = _StateCollector(readings)
+        self.registry.register(self._state)
 
     def call(self, tool: str, server: str, outcome: str, seconds: float) -> None:
         """One tool call ended with the audit `outcome`; `refused:<reason>` counts as a refusal too."""
@@ -147,8 +152,11 @@ class Metrics:
         """A server changed a tool's definition, or a person decided such a change (`pinning.Decision`)."""
         self._tool_changes.labels(server, decision).inc()
 
-    def exposition(self) -> bytes:
-        """Everything, in the Prometheus text format (`CONTENT_TYPE`)."""
+    async def exposition(self) -> bytes:
+        """Everything, in the Prometheus text format (`CONTENT_TYPE`); what comes from a database is
+        read in a worker thread, so a database that does not answer holds up no other request."""
+        if self._state is not None:
+            self._state.pending = await anyio.to_thread.run_sync(self._state.readings.pending_approvals)
         return generate_latest(self.registry)
 
 
@@ -156,14 +164,16 @@ class _StateCollector:
     """Reads upstream states and restarts, sessions, pending approvals and flagged tools at scrape time."""
 
     def __init__(self, readings: Readings) -> None:
-        self._readings = readings
+        self.readings = readings
+        self.pending: int | None = None
+        """The approvals pending, as last read (`Metrics.exposition`)."""
 
     def describe(self) -> list[Metric]:
         # Nothing to announce at registration: reading the gateway before it started would fail.
         return []
 
     def collect(self) -> Iterator[Metric]:
-        readings = self._readings
+        readings = self.readings
         state = GaugeMetricFamily(
             "gateway_upstream_state",
             "1 for the state each upstream server is in, 0 for the others.",
@@ -183,11 +193,13 @@ class _StateCollector:
         for transport in get_args(Transport):
             sessions.add_metric((transport,), float(counts[transport]))
         yield sessions
-        yield GaugeMetricFamily(
-            "gateway_approvals_pending",
-            "High-risk calls waiting for a person to approve or decline them.",
-            value=float(readings.pending_approvals()),
-        )
+        # Left out while the store is unreachable: a scrape still answers with everything else.
+        if self.pending is not None:
+            yield GaugeMetricFamily(
+                "gateway_approvals_pending",
+                "High-risk calls waiting for a person to approve or decline them.",
+                value=float(self.pending),
+            )
         flagged = GaugeMetricFamily(
             "gateway_flagged_tools",
             "Tools whose model-visible text looks aimed at the model (tool poisoning), by server.",

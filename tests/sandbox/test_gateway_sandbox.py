@@ -288,9 +288,9 @@ os._exit(0)
 
 async def test_each_sandbox_run_is_counted_by_outcome_and_timed(sandboxed: Sandboxed, client: Client) -> None:
     gateway, _, _ = sandboxed
-    _, before = parse(gateway.metrics.exposition().decode())
+    _, before = parse((await gateway.metrics.exposition()).decode())
     assert stdout_of(await run(client, "print('counted')")) == "counted\n"
-    _, after = parse(gateway.metrics.exposition().decode())
+    _, after = parse((await gateway.metrics.exposition()).decode())
     assert growth(before, after, "gateway_sandbox_runs_total", outcome="ok") == 1
     assert growth(before, after, "gateway_sandbox_run_duration_seconds_count") == 1
     assert growth(before, after, "gateway_sandbox_run_duration_seconds_sum") > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import httpx2
 import pytest
 import redis.asyncio as aioredis
 
@@ -14,7 +15,7 @@ from gateway.shared.redisstate import CHANNEL
 from gateway.shared.state import CHANGES
 from gateway.stores import StoreSettings
 from gateway.stores.registrations import RegistrationStore
-from tests.support.harness import free_port, gateway_client, in_memory, make_config, placeholder
+from tests.support.harness import free_port, gateway_client, http_gateway, in_memory, make_config, placeholder
 from tests.support.services import postgres_server
 from tests.support.skills import text
 from tests.support.toy import build_server
@@ -71,6 +72,23 @@ async def test_a_change_announced_while_postgresql_is_down_degrades_the_follower
             alive = gateway.failure
     assert reason is not None and "connection" in reason
     assert alive is None
+
+
+async def test_metrics_answer_while_postgresql_is_down_without_the_pending_approvals_they_cannot_read(
+    tmp_path: Path,
+) -> None:
+    with postgres_server() as database:
+        config = replace(make_config(tmp_path, placeholder(["toy"])), store=StoreSettings(url=database.url))
+        transports = in_memory({"toy": build_server("toy")})
+        async with http_gateway(config, transports=transports) as (_, url), httpx2.AsyncClient(timeout=LIMIT) as http:
+            before = await http.get(f"{url}/metrics")
+            database.stop()
+            during = await http.get(f"{url}/metrics")
+            database.start()
+            after = await http.get(f"{url}/metrics")
+    assert before.status_code == during.status_code == after.status_code == 200
+    assert "gateway_approvals_pending 0.0" in before.text and "gateway_approvals_pending 0.0" in after.text
+    assert "gateway_approvals_pending" not in during.text and "gateway_sessions" in during.text
 
 
 def _state(gateway: Gateway, name: str) -> object:
