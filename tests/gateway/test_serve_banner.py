@@ -15,7 +15,9 @@ pytestmark = pytest.mark.anyio
 async def test_serve_prints_its_urls_then_how_many_servers_are_ready_and_which_are_not(tmp_path: Path) -> None:
     config = tmp_path / "gateway.yaml"
     servers = {"toy": toy_stdio(), "broken": toy_stdio("broken", "--fail-at-start")}
-    config.write_text(yaml.safe_dump({"gateway": {"data_dir": str(tmp_path / "data")}, "servers": servers}))
+    # A connect timeout a loaded machine's process start cannot miss: the line counts servers, not speed.
+    settings = {"data_dir": str(tmp_path / "data"), "upstream_connect_timeout": 60}
+    config.write_text(yaml.safe_dump({"gateway": settings, "servers": servers}))
     output = tmp_path / "output"
     async with gateway_process(config, output) as served:
         await served.output.until(lambda line: "servers ready;" in line, "the line saying how many servers are ready")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,15 @@ async def test_an_oci_package_runs_unprivileged_without_network_or_host_files_an
     mark = uuid.uuid4().hex
     body = server_json("contained", [named("-e", f"MARK={mark}")], ["python3", "-m", "servers.python"])
     config = api_config(tmp_path, registration={"allow_commands": ["docker"]})
+    # A container whose Python starts slowly on a loaded machine connects at its first attempt.
+    config = replace(config, settings=replace(config.settings, upstream_connect_timeout=60))
     async with http_gateway(config, transports=transports()) as (gateway, url):
         added = await post(url, body)
         async with http_client(url, ADMIN, elicitation_callback=approve) as client:
-            # Listed once its container has started, in about a second.
-            await catalog_until(gateway, lambda: gateway.catalog.tool("contained__run_python") is not None, "its tool")
+            # Listed once its container has started, in about a second on a quiet machine.
+            await catalog_until(
+                gateway, lambda: gateway.catalog.tool("contained__run_python") is not None, "its tool", limit=120
+            )
             assert "contained__run_python" in {tool.name for tool in (await client.list_tools()).tools}
             result = await client.call_tool("contained__run_python", {"code": PROBE})
         stored = gateway.registrations.entries("server")["contained"]

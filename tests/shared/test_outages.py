@@ -53,7 +53,7 @@ async def test_a_change_announced_while_postgresql_is_down_degrades_the_follower
         async def group_changed(name: str) -> None:
             groups.notify()
 
-        gateway.on_group_change(group_changed)
+        gateway.groups.on_change(group_changed)
         async with gateway, aioredis.Redis.from_url(redis_url) as other:
             await _until(gateway, CHANGES, "ok")
             database.stop()
