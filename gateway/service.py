@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from gateway import builder
-from gateway.auth.authenticator import Authenticator
+from gateway.auth.authenticator import KEYS_LOOP, Authenticator
 from gateway.auth.groups import GroupSet
 from gateway.auth.identity import Identity
 from gateway.auth.policy import Policy
@@ -316,6 +316,7 @@ class Gateway:
         self.background.start("idle_sessions", self.sessions.expire_idle)
         self.background.start(audit.SHIPPING, self.audit.maintain, report)
         self.background.start(state.WRITES, self.shared.write_behind, report)
+        self.background.start(KEYS_LOOP, self.authenticator.maintain_keys, report)
         self.replicas = Replicas(
             self.servers,
             self.groups,

@@ -1,27 +1,90 @@
 """Turning an `Authorization` header into an `Identity`: an API key, a JWT, or no credential at all.
 
-Pure: the HTTP edge (gateway/auth/middleware.py) hands it the header. Keys and tokens are never
-logged, kept in plain text, or echoed in an error.
+`authenticate` is pure: it verifies with the keys at hand. `identify`, which the HTTP edge
+(gateway/auth/middleware.py) calls, does the same and, when a token names a signing key the
+issuer's cached key set lacks, fetches that set again once (`gateway.auth.oidc`). Keys and tokens
+are never logged, kept in plain text, or echoed in an error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
+from functools import partial
+
+import anyio
 
 from gateway.auth.apikeys import TOKEN68, TOKEN68_RULE, ApiKey
 from gateway.auth.identity import ANONYMOUS_CALLER, HOST_CALLER, LOCAL_CALLER, AuthenticationError, Identity
+from gateway.auth.oidc import IssuerKeys
 from gateway.auth.settings import AuthSettings
-from gateway.auth.tokens import verify_jwt
+from gateway.auth.tokens import UnknownKeyError, verify_jwt
+from gateway.runtime.background import Report
 from gateway.runtime.hostaccess import HostAccess
+
+KeysFactory = Callable[[str, tuple[str, ...]], IssuerKeys]
+KEYS_LOOP = "identity_provider"
+"""The background loop keeping the issuer's keys fresh, as `/readyz` names it."""
 
 
 class Authenticator:
-    """Turns an `Authorization` header into an Identity, or raises AuthenticationError."""
+    """Turns an `Authorization` header into an Identity, or raises AuthenticationError.
 
-    def __init__(self, settings: AuthSettings, host: HostAccess | None = None) -> None:
-        self.settings = settings
+    `keys` builds the key cache of an issuer (`auth.jwt` with discovery); tests pass one with their clock.
+    """
+
+    def __init__(self, settings: AuthSettings, host: HostAccess | None = None, keys: KeysFactory = IssuerKeys) -> None:
         self._host = host
+        self._make_keys = keys
+        self.keys: IssuerKeys | None = None
+        """The issuer's key cache when `auth.jwt` uses discovery."""
+        self._changed: anyio.Event | None = None
+        """Set when a reload changes the issuer, while `maintain_keys` runs."""
+        self._settings = settings
+        self.settings = settings
+
+    @property
+    def settings(self) -> AuthSettings:
+        """The `auth` section in effect; a reload sets it, keeping the key cache while the issuer stays."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: AuthSettings) -> None:
+        self._settings = settings
+        jwt = settings.jwt
+        if jwt is None or not jwt.discovery:
+            self.keys = None
+        elif self.keys is None or (self.keys.issuer, self.keys.algorithms) != (jwt.issuer, frozenset(jwt.algorithms)):
+            self.keys = self._make_keys(jwt.issuer, jwt.algorithms)
+        else:
+            return
+        if self._changed is not None:
+            self._changed.set()
+
+    async def identify(self, authorization_header: str | None) -> Identity:
+        """`authenticate`, fetching the issuer's keys once more when the token names a key not held
+        (rate-limited by the cache) or none were ever fetched."""
+        try:
+            return self.authenticate(authorization_header)
+        except AuthenticationError as error:
+            keys = self.keys
+            retry = isinstance(error, UnknownKeyError) or (keys is not None and not keys.loaded)
+            if keys is None or not retry or not await keys.refresh_for_unknown_key():
+                raise
+        return self.authenticate(authorization_header)
+
+    async def maintain_keys(self, report: Report) -> None:
+        """Keep the current issuer's keys fresh (`IssuerKeys.maintain`), following reloads."""
+        while True:
+            self._changed = changed = anyio.Event()
+            async with anyio.create_task_group() as group:
+                if self.keys is not None:
+                    group.start_soon(self.keys.maintain, partial(report, KEYS_LOOP))
+                else:
+                    report(KEYS_LOOP, None)
+                await changed.wait()
+                group.cancel_scope.cancel()
 
     def anonymous(self) -> Identity:
         """The identity of a request that carries no credential, when that is allowed."""
@@ -49,7 +112,7 @@ class Authenticator:
             return identity
         if token.count(".") == 2:
             if self.settings.jwt is not None:
-                return verify_jwt(token, self.settings.jwt, self.settings.known_roles)
+                return verify_jwt(token, self.settings.jwt, self.settings.known_roles, self.keys)
             raise AuthenticationError("unknown API key (JWTs are not accepted: auth.jwt is not configured)")
         raise AuthenticationError("unknown API key")
 

@@ -94,7 +94,7 @@ class AuthMiddleware:
         try:
             if len(values) > 1:
                 raise AuthenticationError("send one Authorization header, not several", error="invalid_request")
-            identity = self._authenticator.authenticate(values[0] if values else None)
+            identity = await self._authenticator.identify(values[0] if values else None)
         except AuthenticationError as error:
             client = scope.get("client") or ("?", 0)
             log.info("refused %s %s from %s: %s", scope["method"], scope["path"], client[0], error.message)

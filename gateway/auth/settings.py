@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.auth.apikeys import ApiKey, key_problem
 from gateway.auth.identity import CALLER
-from gateway.auth.tokens import JWT_ALGORITHMS, JwtSettings
+from gateway.auth.oidc import url_problem
+from gateway.auth.roles import RoleRule
+from gateway.auth.tokens import DISCOVERY_ALGORITHMS, JWT_ALGORITHMS, STATIC_ALGORITHMS, JwtSettings
 from gateway.problems import ConfigProblems, validate_section
 
 if TYPE_CHECKING:
@@ -82,6 +84,10 @@ _API_KEY = _object(
     "caller",
     "role",
 )
+_ROLE_RULE = {
+    **_object({"claim": _TEXT, "value": _TEXT, "role": _TEXT}, "role"),
+    "dependentRequired": {"claim": ["value"], "value": ["claim"]},
+}
 _JWT = _object(
     {
         "issuer": _TEXT,
@@ -93,6 +99,7 @@ _JWT = _object(
         "caller_claim": _TEXT,
         "algorithms": {"type": "array", "minItems": 1, "items": {"enum": list(JWT_ALGORITHMS)}},
         "leeway": {"type": "number", "minimum": 0},
+        "role_rules": {"type": "array", "minItems": 1, "items": _ROLE_RULE},
     },
     "issuer",
 )
@@ -139,6 +146,8 @@ def _build(section: Mapping[str, Any], base_dir: Path, roles: frozenset[str] | N
     if anonymous_role is not None:
         check_role(anonymous_role, "auth.anonymous_role")
     jwt_settings = _jwt(section["jwt"], section.get("resource_url"), base_dir, problems) if "jwt" in section else None
+    for index, rule in enumerate(section.get("jwt", {}).get("role_rules", [])):
+        check_role(rule["role"], f"auth.jwt.role_rules[{index}].role")
     enabled = section.get("enabled", bool(section.get("api_keys")) or "jwt" in section)
     if enabled and not section.get("api_keys") and "jwt" not in section:
         problems.append(("auth.enabled", "is true, but neither auth.api_keys nor auth.jwt is configured"))
@@ -175,15 +184,25 @@ def _jwt(
         problems.append(("auth.jwt.hs256_secret", f"must be at least {MIN_HS256_SECRET} characters (256 bits)"))
     public_key = _public_key(raw, base_dir, problems)
     given = {"HS256": secret is not None, "RS256": "rs256_public_key" in raw or "rs256_public_key_file" in raw}
-    algorithms = tuple(raw.get("algorithms", [name for name in JWT_ALGORITHMS if given[name]]))
-    if not algorithms:
-        problems.append(
-            ("auth.jwt", "give hs256_secret or rs256_public_key (or rs256_public_key_file) to verify tokens")
-        )
-    for name in algorithms:
-        if not given[name]:
-            key_name = "hs256_secret" if name == "HS256" else "rs256_public_key or rs256_public_key_file"
-            problems.append(("auth.jwt.algorithms", f"{name} needs auth.jwt.{key_name}"))
+    # Without a configured key, the keys are the issuer's, found by OpenID discovery.
+    discovery = not any(given.values())
+    if discovery:
+        algorithms = tuple(raw.get("algorithms", DISCOVERY_ALGORITHMS))
+        if (problem := url_problem(raw["issuer"])) is not None:
+            problems.append(
+                ("auth.jwt.issuer", f"{problem}: its signing keys are fetched from it (or configure a key)")
+            )
+        for name in algorithms:
+            if name not in DISCOVERY_ALGORITHMS:
+                problems.append(("auth.jwt.algorithms", f"{name} needs auth.jwt.hs256_secret"))
+    else:
+        algorithms = tuple(raw.get("algorithms", [name for name in STATIC_ALGORITHMS if given[name]]))
+        for name in algorithms:
+            if name not in STATIC_ALGORITHMS:
+                problems.append(("auth.jwt.algorithms", f"{name} needs the issuer's keys: configure no static key"))
+            elif not given[name]:
+                key_name = "hs256_secret" if name == "HS256" else "rs256_public_key or rs256_public_key_file"
+                problems.append(("auth.jwt.algorithms", f"{name} needs auth.jwt.{key_name}"))
     if len(problems) > count or audience is None:
         return None
     return JwtSettings(
@@ -195,6 +214,10 @@ def _jwt(
         role_claim=raw.get("role_claim", "role"),
         caller_claim=raw.get("caller_claim", "sub"),
         leeway=float(raw.get("leeway", 30)),
+        discovery=discovery,
+        role_rules=tuple(
+            RoleRule(rule["role"], rule.get("claim"), rule.get("value")) for rule in raw.get("role_rules", ())
+        ),
     )
 
 

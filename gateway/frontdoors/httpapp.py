@@ -187,13 +187,13 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     authenticator = service.authenticator
 
-    def sees_detail(request: Request) -> bool:
+    async def sees_detail(request: Request) -> bool:
         """Whether `/readyz` may name servers and their errors: to admins, or to anyone on loopback without auth."""
         if not authenticator.settings.enabled:
             return loopback
         values = request.headers.getlist("authorization")
         try:
-            identity = authenticator.authenticate(values[0] if len(values) == 1 else None)
+            identity = await authenticator.identify(values[0] if len(values) == 1 else None)
         except AuthenticationError:
             return False
         return service.policy.is_admin(identity.role)
@@ -207,7 +207,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
         audit_problem = service.audit.writable()
         ready = ready and audit_problem is None and service.failure is None
         body: dict[str, object] = {"ready": ready}
-        if sees_detail(request):
+        if await sees_detail(request):
             if audit_problem is not None:
                 body["audit"] = audit_problem
             if service.reloader.pending_restart:
@@ -218,6 +218,8 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             # feature into an outage of all.
             conditions = service.background.conditions().items()
             body["background"] = {name: condition.as_dict() for name, condition in conditions}
+            if (keys := authenticator.keys) is not None:
+                body["identity_provider"] = {"issuer": keys.issuer, "keys": keys.kids(), "error": keys.error}
             if service.sandboxes.docker is not None:
                 available, reason = service.sandboxes.availability()
                 body["sandbox"] = {"available": available, "reason": reason}
@@ -230,7 +232,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
 
     async def metrics(request: Request) -> Response:
         # With auth on, the middleware has already answered a missing or bad credential with a 401 challenge.
-        if not sees_detail(request):
+        if not await sees_detail(request):
             return JSONResponse({"error": "Metrics are shown to admins only"}, status_code=403)
         return Response(await service.metrics.exposition(), media_type=CONTENT_TYPE)
 

@@ -286,13 +286,23 @@ def test_a_config_error_is_a_gateway_config_error_naming_the_file() -> None:
         ({"enabled": True}, "auth.enabled", "neither auth.api_keys nor auth.jwt"),
         ({"jwt": {"issuer": ISSUER, "hs256_secret": SECRET}}, "auth.jwt", "missing required key 'audience'"),
         ({"jwt": {"issuer": ISSUER, "audience": "a", "hs256_secret": "short"}}, "auth.jwt.hs256_secret", "32"),
-        ({"jwt": {"issuer": ISSUER, "audience": "a"}}, "auth.jwt", "give hs256_secret or rs256_public_key"),
+        ({"jwt": {"issuer": "http://idp.example", "audience": "a"}}, "auth.jwt.issuer", "must be an https URL"),
+        (
+            {"jwt": {"issuer": ISSUER, "audience": "a", "hs256_secret": SECRET, "algorithms": ["ES256"]}},
+            "auth.jwt.algorithms",
+            "ES256 needs the issuer's keys",
+        ),
+        (
+            {"jwt": {"issuer": ISSUER, "audience": "a", "role_rules": [{"claim": "groups", "role": "admin"}]}},
+            "auth.jwt.role_rules[0]",
+            "value",
+        ),
         (
             {"jwt": {"issuer": ISSUER, "audience": "a", "hs256_secret": SECRET, "algorithms": ["RS256"]}},
             "auth.jwt.algorithms",
             "RS256 needs auth.jwt.rs256_public_key",
         ),
-        ({"jwt": {"issuer": ISSUER, "audience": "a", "algorithms": ["ES256"]}}, "auth.jwt.algorithms[0]", "HS256"),
+        ({"jwt": {"issuer": ISSUER, "audience": "a", "algorithms": ["ES512"]}}, "auth.jwt.algorithms[0]", "HS256"),
         ({"jwt": {"issuer": ISSUER, "audience": "a", "rs256_public_key": "nope"}}, "auth.jwt.rs256_public_key", "PEM"),
         (
             {"jwt": {"issuer": ISSUER, "audience": "a", "rs256_public_key_file": "missing.pem"}},
