@@ -29,3 +29,15 @@ def require_node_command(name: str) -> Path:
             pytest.fail(problem)
         pytest.skip(problem)
     return command
+
+
+def require_node_package(name: str) -> Path:
+    """The installed package directory `name` (e.g. `oidc-provider`) for a test: skipped when missing,
+    failed instead under CI=true."""
+    directory = NODE_PREFIX / "node_modules" / name
+    if shutil.which("node") is None or not directory.is_dir():
+        problem = f"the npm package {name} is not installed under {NODE_PREFIX}; run `bash .ci/node.sh`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return directory
