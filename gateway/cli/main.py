@@ -63,7 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     stdio.add_argument("--caller", help="who the stdio client is (default: gateway.stdio_caller, 'local')")
     stdio.add_argument("--role", help="the stdio client's role (default: gateway.stdio_role)")
     stdio.add_argument("--group", help="serve only this tool group's tools (a group of the config or the API)")
-    with_config("check", "validate the configuration, connect to each server and report")
+    check = with_config("check", "validate the configuration, connect to each server and report")
+    check.add_argument(
+        "--token", help="also report the caller and role this API key or JWT gets, and why (- reads it from stdin)"
+    )
     catalog = with_config(
         "catalog",
         "the running gateway's catalog (with --config: offline, from the file's servers)",
@@ -403,6 +406,7 @@ def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
 def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
     import anyio
 
+    from gateway.cli.tokencheck import read_token, token_report
     from gateway.service import START_GRACE, Gateway
     from gateway.upstreams.connection import State
     from gateway.upstreams.workspaces import PRIVILEGED
@@ -457,6 +461,10 @@ def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
                     print(f"  [ok] Find_Tools ranks by words and meaning ({model})")
                 else:
                     print(f"  warning: Find_Tools ranks by word matching alone: {unloaded}")
+            if args.token is not None:
+                accepted, lines = await token_report(gateway.authenticator, read_token(args.token))
+                print("\n".join(lines))
+                failed = failed or not accepted
             return 1 if failed else 0
 
     return anyio.run(run)

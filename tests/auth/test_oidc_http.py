@@ -8,8 +8,10 @@ from typing import Any
 
 import httpx2
 import pytest
+import yaml
 
 from gateway.config.model import GatewayConfig
+from tests.gateway.test_cli_processes import cli
 from tests.support.access import CALLERS, KEYS, ROLES, access_config, http_client, toy_entry
 from tests.support.harness import http_gateway, in_memory
 from tests.support.oidc import AUDIENCE, openid_provider
@@ -62,3 +64,37 @@ async def test_readyz_tells_admins_that_the_providers_keys_cannot_be_fetched(tmp
     detail = ready.json()["identity_provider"]
     assert detail["issuer"] == provider.issuer and detail["keys"] == []
     assert "answered HTTP 500" in detail["error"]
+
+
+async def test_check_shows_the_caller_role_and_rule_a_sample_token_gets_and_why_another_is_refused(
+    tmp_path: Path,
+) -> None:
+    with openid_provider() as provider:
+        document = {
+            "gateway": {"data_dir": str(tmp_path / "data")},
+            "servers": {},
+            "roles": {"analyst": {"allow": ["*"]}, "intern": {"allow": []}},
+            "auth": {
+                "resource_url": AUDIENCE,
+                "jwt": {
+                    "issuer": provider.issuer,
+                    "role_rules": [{"claim": "groups", "value": "ops", "role": "analyst"}, {"role": "intern"}],
+                },
+            },
+        }
+        path = tmp_path / "gateway.yaml"
+        path.write_text(yaml.safe_dump(document))
+        token = await provider.token("svc-rs256")
+        accepted = await cli("check", "--config", str(path), "--token", token)
+        foreign = await provider.token("svc-rs256", audience="http://elsewhere.test/mcp")
+        refused = await cli("check", "--config", str(path), "--token", foreign)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert f"  [ok] issuer {provider.issuer}: keys " in accepted.stdout
+    assert (
+        "  [ok] token: caller 'svc-rs256', role 'analyst' "
+        "(by auth.jwt.role_rules[0]: 'groups' holding 'ops' gives 'analyst')" in accepted.stdout.splitlines()
+    )
+    assert token not in accepted.stdout + accepted.stderr
+    assert refused.returncode == 1
+    assert "  [FAIL] token refused: the token is not meant for this gateway" in refused.stdout
+    assert "Traceback" not in refused.stdout + refused.stderr

@@ -5,7 +5,8 @@
 // resource its access tokens are for; REDIRECT_URI, the web sign-in callback of its one browser
 // client. Prints one JSON line, {"issuer": ...}, once it listens.
 //
-// Machine clients (client credentials, secret "secret-<id>") get JWT access tokens for AUDIENCE,
+// Machine clients (client credentials, secret "secret-<id>") get JWT access tokens for AUDIENCE (or
+// the resource they ask for),
 // signed with the algorithm their id names and carrying the groups CLIENTS gives them:
 //   svc-rs256, svc-ps256, svc-es256, svc-eddsa.
 // People sign in through the provider's development login form; any login is accepted, the account
@@ -87,9 +88,9 @@ async function provider(issuer) {
         defaultResource: () => AUDIENCE,
         useGrantedResource: () => true,
         getResourceServerInfo: (ctx, resource, client) => {
-          if (resource !== AUDIENCE) throw new Error(`unknown resource ${resource}`);
+          // Any resource is served, so that tests can get a token meant for another service.
           const alg = CLIENTS[client.clientId]?.alg ?? 'RS256';
-          return { scope: 'mcp', audience: AUDIENCE, accessTokenFormat: 'jwt', jwt: { sign: { alg } } };
+          return { scope: 'mcp', audience: resource, accessTokenFormat: 'jwt', jwt: { sign: { alg } } };
         },
       },
     },
