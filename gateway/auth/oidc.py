@@ -89,7 +89,7 @@ class IssuerKeys:
     ) -> None:
         self.issuer = issuer
         self.algorithms = frozenset(algorithms)
-        self._client = client
+        self.client = client
         self._clock = clock
         self._interval = unknown_kid_interval
         self._keys = KeySet()
@@ -101,6 +101,9 @@ class IssuerKeys:
         """Why the last fetch failed, or None once one succeeded."""
         self.loaded = False
         """Whether keys were ever fetched."""
+        self.authorization_endpoint: str | None = None
+        self.token_endpoint: str | None = None
+        """The provider's endpoints for the web sign-in, from its discovery document (None when it names none)."""
 
     def key(self, kid: str | None, algorithm: str) -> PyJWK | None:
         """The cached key for a token's `kid` and `alg`, or None."""
@@ -129,7 +132,7 @@ class IssuerKeys:
                 return
             self._last_attempt = self._clock()
             try:
-                keys, seconds = await self._fetch()
+                keys, seconds, endpoints = await self._fetch()
             except IdentityProviderError as error:
                 self.error = error.message
                 log.warning("the signing keys of %s cannot be fetched: %s", self.issuer, error.message)
@@ -139,6 +142,7 @@ class IssuerKeys:
             if self.error is not None or not self.loaded:
                 log.info("fetched the signing keys of %s: %s", self.issuer, ", ".join(keys.kids()) or "(no key ids)")
             self._keys, self._expires = keys, self._clock() + seconds
+            self.authorization_endpoint, self.token_endpoint = endpoints
             self.error, self.loaded = None, True
 
     async def refresh_for_unknown_key(self) -> bool:
@@ -163,12 +167,12 @@ class IssuerKeys:
                     report(f"the signing keys of {self.issuer} cannot be fetched: {error.message}")
             await anyio.sleep(self.seconds_left())
 
-    async def _fetch(self) -> tuple[KeySet, float]:
-        """The keys, and how long to use them."""
+    async def _fetch(self) -> tuple[KeySet, float, tuple[str | None, str | None]]:
+        """The keys, how long to use them, and the authorization and token endpoints."""
         import httpx2
 
         try:
-            async with self._client() as client:
+            async with self.client() as client:
                 discovery_url = self.issuer.rstrip("/") + DISCOVERY_PATH
                 document, _ = await _get_json(client, discovery_url, "the discovery document")
                 if not isinstance(document, dict) or document.get("issuer") != self.issuer:
@@ -182,12 +186,47 @@ class IssuerKeys:
                         f"the discovery document's jwks_uri {jwks_uri!r} is unusable: it {problem or 'must be a URL'}"
                     )
                 jwks, cache_control = await _get_json(client, jwks_uri, "the key set")
+                endpoints = (_endpoint(document, "authorization_endpoint"), _endpoint(document, "token_endpoint"))
         except httpx2.HTTPError as error:
             raise IdentityProviderError(f"cannot reach the identity provider: {_describe(error)}") from None
         try:
-            return parse_jwks(jwks, self.algorithms), lifetime(cache_control)
+            return parse_jwks(jwks, self.algorithms), lifetime(cache_control), endpoints
         except JwksError as error:
             raise IdentityProviderError(f"{jwks_uri}: {error.message}") from None
+
+
+def _endpoint(document: dict[str, object], name: str) -> str | None:
+    """An endpoint the discovery document names, when it is a URL keys could be fetched from too."""
+    value = document.get(name)
+    return value if isinstance(value, str) and url_problem(value) is None else None
+
+
+async def exchange_code(
+    client: ClientFactory,
+    token_endpoint: str,
+    form: dict[str, str],
+    credentials: tuple[str, str] | None,
+) -> dict[str, object]:
+    """The token response for an authorization code (`form`), the client authenticating with HTTP
+    Basic when it has a secret; IdentityProviderError says why there is none."""
+    import httpx2
+
+    auth = httpx2.USE_CLIENT_DEFAULT if credentials is None else httpx2.BasicAuth(*credentials)
+    try:
+        async with client() as http:
+            response = await http.post(token_endpoint, data=form, auth=auth, headers={"Accept": "application/json"})
+    except httpx2.HTTPError as error:
+        raise IdentityProviderError(f"cannot reach the identity provider: {_describe(error)}") from None
+    try:
+        answer = json.loads(response.content)
+    except ValueError:
+        answer = None
+    if response.status_code != 200 or not isinstance(answer, dict):
+        code = answer.get("error") if isinstance(answer, dict) else None
+        raise IdentityProviderError(
+            f"the token endpoint refused the code (HTTP {response.status_code}, {code or 'no error code'})"
+        )
+    return answer
 
 
 async def _get_json(client: httpx2.AsyncClient, url: str, what: str) -> tuple[object, str | None]:

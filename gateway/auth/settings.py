@@ -27,6 +27,15 @@ MIN_RSA_BITS = 2048
 
 
 @dataclass(frozen=True, slots=True)
+class WebSignin:
+    """`auth.web_signin`: the web page's client at the issuer of `auth.jwt`, for OpenID Connect sign-in."""
+
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)
+    scopes: tuple[str, ...] = ("openid",)
+
+
+@dataclass(frozen=True, slots=True)
 class AuthSettings:
     """The validated `auth` section; the default is authentication off."""
 
@@ -37,9 +46,10 @@ class AuthSettings:
     scopes_supported: tuple[str, ...] = ()
     api_keys: tuple[ApiKey, ...] = ()
     jwt: JwtSettings | None = None
+    web_signin: WebSignin | None = None
     known_roles: frozenset[str] | None = None
     plain_keys: tuple[str, ...] = field(default=(), repr=False)
-    """The keys the file gives in plain, kept only so that redaction can hide them."""
+    """The keys (and the web client's secret) the file gives in plain, kept only so that redaction can hide them."""
 
     @classmethod
     def from_config(
@@ -112,6 +122,14 @@ _SCHEMA = _object(
         "scopes_supported": {"type": "array", "items": _TEXT},
         "api_keys": {"type": "array", "items": _API_KEY},
         "jwt": _JWT,
+        "web_signin": _object(
+            {
+                "client_id": _TEXT,
+                "client_secret": _TEXT,
+                "scopes": {"type": "array", "items": _TEXT, "contains": {"const": "openid"}},
+            },
+            "client_id",
+        ),
     }
 )
 
@@ -148,6 +166,9 @@ def _build(section: Mapping[str, Any], base_dir: Path, roles: frozenset[str] | N
     jwt_settings = _jwt(section["jwt"], section.get("resource_url"), base_dir, problems) if "jwt" in section else None
     for index, rule in enumerate(section.get("jwt", {}).get("role_rules", [])):
         check_role(rule["role"], f"auth.jwt.role_rules[{index}].role")
+    signin = section.get("web_signin")
+    if signin is not None and (jwt_settings is None or not jwt_settings.discovery):
+        problems.append(("auth.web_signin", "needs auth.jwt with an issuer whose keys are found by discovery"))
     enabled = section.get("enabled", bool(section.get("api_keys")) or "jwt" in section)
     if enabled and not section.get("api_keys") and "jwt" not in section:
         problems.append(("auth.enabled", "is true, but neither auth.api_keys nor auth.jwt is configured"))
@@ -164,8 +185,12 @@ def _build(section: Mapping[str, Any], base_dir: Path, roles: frozenset[str] | N
         scopes_supported=tuple(section.get("scopes_supported", ())),
         api_keys=tuple(keys),
         jwt=jwt_settings,
+        web_signin=None
+        if signin is None
+        else WebSignin(signin["client_id"], signin.get("client_secret"), tuple(signin.get("scopes", ["openid"]))),
         known_roles=roles,
-        plain_keys=tuple(entry["key"] for entry in section.get("api_keys", []) if "key" in entry),
+        plain_keys=tuple(entry["key"] for entry in section.get("api_keys", []) if "key" in entry)
+        + tuple(secret for secret in [(signin or {}).get("client_secret")] if secret),
     )
 
 

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.auth import codeflow
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import AuthenticationError, Identity
 from gateway.web import csrf
@@ -108,6 +109,15 @@ class WebSessions:
     def check_form(self, nonce: str | None, submitted: object) -> None:
         """Raise `CsrfError` unless `submitted` is a token of `form_token(nonce)` still good."""
         csrf.check_signin(self._key, nonce, submitted, self._wall_clock())
+
+    def seal_flow(self, target: str) -> tuple[codeflow.Flow, str]:
+        """A new OpenID Connect sign-in returning to `target`, and the cookie value that carries it."""
+        flow = codeflow.start(target, self._wall_clock())
+        return flow, codeflow.seal(self._key, flow)
+
+    def open_flow(self, sealed: str | None, state: str | None) -> codeflow.Flow:
+        """The sign-in a provider's answer with `state` belongs to (AuthenticationError when none)."""
+        return codeflow.unseal(self._key, sealed, state, self._wall_clock())
 
     def _still_valid(self, session: WebSession) -> bool:
         if session.expires is not None and self._wall_clock() >= session.expires:

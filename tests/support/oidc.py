@@ -48,9 +48,13 @@ class OpenIdProvider:
         """Make the JWKS endpoint answer 500 (or answer again)."""
         await self._control("break" if broken else "mend")
 
-    async def _control(self, action: str) -> None:
+    async def redirect_to(self, uri: str) -> None:
+        """Register `uri` as the browser client's redirect URI."""
+        await self._control("redirect", {"uri": uri})
+
+    async def _control(self, action: str, params: dict[str, str] | None = None) -> None:
         async with httpx2.AsyncClient() as http:
-            (await http.post(f"{self.issuer}/_control/{action}")).raise_for_status()
+            (await http.post(f"{self.issuer}/_control/{action}", params=params)).raise_for_status()
 
     def stop(self) -> None:
         """The provider goes down."""
@@ -62,10 +66,10 @@ class OpenIdProvider:
 
 
 @contextmanager
-def openid_provider(redirect_uri: str | None = None) -> Iterator[OpenIdProvider]:
+def openid_provider() -> Iterator[OpenIdProvider]:
     """A provider on a free loopback port, stopped afterwards; skipped (failed under CI) without Node."""
     require_node_package("oidc-provider")
-    env = {**os.environ, "AUDIENCE": AUDIENCE, **({"REDIRECT_URI": redirect_uri} if redirect_uri else {})}
+    env = {**os.environ, "AUDIENCE": AUDIENCE}
     process = subprocess.Popen(
         ["node", str(SCRIPT), str(NODE_PREFIX)],
         stdout=subprocess.PIPE,

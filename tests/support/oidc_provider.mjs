@@ -2,19 +2,20 @@
 // loopback with a fresh key set.
 //
 // Argument: the directory of the installed npm packages (.ci/node.sh). Environment: AUDIENCE, the
-// resource its access tokens are for; REDIRECT_URI, the web sign-in callback of its one browser
-// client. Prints one JSON line, {"issuer": ...}, once it listens.
+// resource its access tokens are for. Prints one JSON line, {"issuer": ...}, once it listens.
 //
 // Machine clients (client credentials, secret "secret-<id>") get JWT access tokens for AUDIENCE (or
 // the resource they ask for),
 // signed with the algorithm their id names and carrying the groups CLIENTS gives them:
 //   svc-rs256, svc-ps256, svc-es256, svc-eddsa.
-// People sign in through the provider's development login form; any login is accepted, the account
-// `ops-<name>` is in the group "ops", every other in "staff".
+// People sign in through the provider's development login form at the browser client `gateway-web`
+// (secret "secret-gateway-web"); any login is accepted, the account `ops-<name>` is in the group
+// "ops", every other in "staff", and the ID token carries the groups.
 //
 // Control routes, for the tests only:
 //   POST /_control/rotate  every signing key replaced by a new one (new kids; the old ones removed)
 //   POST /_control/break   the JWKS endpoint answers 500 until /_control/mend
+//   POST /_control/redirect?uri=U   the browser client's redirect URI becomes U (the keys stay)
 import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -24,7 +25,7 @@ const { default: Provider } = await import(pathToFileURL(path.join(modules, 'oid
 const jose = await import(pathToFileURL(path.join(modules, 'jose', 'dist', 'webapi', 'index.js')));
 
 const AUDIENCE = process.env.AUDIENCE;
-const REDIRECT_URI = process.env.REDIRECT_URI || 'http://127.0.0.1/unused';
+let redirectUri = 'http://127.0.0.1/unused';
 const CLIENTS = {
   'svc-rs256': { alg: 'RS256', groups: ['ops'] },
   'svc-ps256': { alg: 'PS256', groups: ['staff'] },
@@ -56,7 +57,7 @@ function groupsOf(accountId) {
   return accountId.startsWith('ops-') ? ['ops'] : ['staff'];
 }
 
-async function provider(issuer) {
+async function provider(issuer, keys) {
   const machineClients = Object.keys(CLIENTS).map((id) => ({
     client_id: id,
     client_secret: `secret-${id}`,
@@ -65,7 +66,7 @@ async function provider(issuer) {
     response_types: [],
   }));
   const made = new Provider(issuer, {
-    jwks: { keys: await signingKeys() },
+    jwks: { keys },
     clients: [
       ...machineClients,
       {
@@ -73,7 +74,7 @@ async function provider(issuer) {
         client_secret: 'secret-gateway-web',
         grant_types: ['authorization_code'],
         response_types: ['code'],
-        redirect_uris: [REDIRECT_URI],
+        redirect_uris: [redirectUri],
         id_token_signed_response_alg: 'ES256',
       },
     ],
@@ -81,6 +82,8 @@ async function provider(issuer) {
     scopes: ['openid', 'groups'],
     findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id, groups: groupsOf(id) }) }),
     pkce: { required: () => true },
+    // The groups go in the ID token too, as identity providers are usually set up to do for sign-in.
+    conformIdTokenClaims: false,
     features: {
       clientCredentials: { enabled: true },
       resourceIndicators: {
@@ -107,11 +110,18 @@ async function provider(issuer) {
 const server = http.createServer();
 server.listen(0, '127.0.0.1', async () => {
   const issuer = `http://127.0.0.1:${server.address().port}`;
-  let current = await provider(issuer);
+  let keys = await signingKeys();
+  let current = await provider(issuer, keys);
   server.on('request', async (req, res) => {
-    if (req.method === 'POST' && req.url === '/_control/rotate') {
-      current = await provider(issuer);
+    const url = new URL(req.url, issuer);
+    if (req.method === 'POST' && url.pathname === '/_control/rotate') {
+      keys = await signingKeys();
+      current = await provider(issuer, keys);
       res.end('rotated');
+    } else if (req.method === 'POST' && url.pathname === '/_control/redirect') {
+      redirectUri = url.searchParams.get('uri');
+      current = await provider(issuer, keys);
+      res.end('redirect set');
     } else if (req.method === 'POST' && (req.url === '/_control/break' || req.url === '/_control/mend')) {
       broken = req.url === '/_control/break';
       res.end(broken ? 'broken' : 'mended');
