@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -19,7 +20,8 @@ from gateway.auth.apikeys import TOKEN68, TOKEN68_RULE, ApiKey
 from gateway.auth.identity import ANONYMOUS_CALLER, HOST_CALLER, LOCAL_CALLER, AuthenticationError, Identity
 from gateway.auth.oidc import IssuerKeys
 from gateway.auth.settings import AuthSettings
-from gateway.auth.tokens import UnknownKeyError, verify_jwt
+from gateway.auth.tokens import JwtSettings, UnknownKeyError, identity_of, verified_claims
+from gateway.auth.verified import VerifiedTokens
 from gateway.runtime.background import Report
 from gateway.runtime.hostaccess import HostAccess
 
@@ -32,11 +34,20 @@ class Authenticator:
     """Turns an `Authorization` header into an Identity, or raises AuthenticationError.
 
     `keys` builds the key cache of an issuer (`auth.jwt` with discovery); tests pass one with their clock.
+    `wall_clock` tells when a token verified earlier expires (`gateway.auth.verified`).
     """
 
-    def __init__(self, settings: AuthSettings, host: HostAccess | None = None, keys: KeysFactory = IssuerKeys) -> None:
+    def __init__(
+        self,
+        settings: AuthSettings,
+        host: HostAccess | None = None,
+        keys: KeysFactory = IssuerKeys,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self._host = host
         self._make_keys = keys
+        self._wall_clock = wall_clock
+        self._verified = VerifiedTokens()
         self.keys: IssuerKeys | None = None
         """The issuer's key cache when `auth.jwt` uses discovery."""
         self._changed: anyio.Event | None = None
@@ -52,6 +63,7 @@ class Authenticator:
     @settings.setter
     def settings(self, settings: AuthSettings) -> None:
         self._settings = settings
+        self._verified.clear()
         jwt = settings.jwt
         if jwt is None or not jwt.discovery:
             self.keys = None
@@ -112,9 +124,19 @@ class Authenticator:
             return identity
         if token.count(".") == 2:
             if self.settings.jwt is not None:
-                return verify_jwt(token, self.settings.jwt, self.settings.known_roles, self.keys)
+                return self._by_jwt(token, self.settings.jwt)
             raise AuthenticationError("unknown API key (JWTs are not accepted: auth.jwt is not configured)")
         raise AuthenticationError("unknown API key")
+
+    def _by_jwt(self, token: str, settings: JwtSettings) -> Identity:
+        """The identity of a JWT: remembered from an earlier request while the key set stays, else verified."""
+        generation = 0 if self.keys is None else self.keys.generation
+        identity = self._verified.get(token, generation, self._wall_clock())
+        if identity is None:
+            claims = verified_claims(token, settings, self.keys)
+            identity = identity_of(claims, settings, self.settings.known_roles)
+            self._verified.put(token, generation, identity, float(claims["exp"]))
+        return identity
 
     def _is_host(self, header: str) -> bool:
         scheme, _, token = header.strip().partition(" ")

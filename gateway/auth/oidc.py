@@ -96,6 +96,8 @@ class IssuerKeys:
         self._expires = 0.0
         self._last_attempt: float | None = None
         self._fetches = 0
+        self.generation = 0
+        """Counts the key sets fetched: what was verified with an earlier one is verified again."""
         self._lock = anyio.Lock()
         self.error: str | None = None
         """Why the last fetch failed, or None once one succeeded."""
@@ -142,6 +144,7 @@ class IssuerKeys:
             if self.error is not None or not self.loaded:
                 log.info("fetched the signing keys of %s: %s", self.issuer, ", ".join(keys.kids()) or "(no key ids)")
             self._keys, self._expires = keys, self._clock() + seconds
+            self.generation += 1
             self.authorization_endpoint, self.token_endpoint = endpoints
             self.error, self.loaded = None, True
 

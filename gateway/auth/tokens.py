@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -59,32 +61,17 @@ class KeysUnavailableError(AuthenticationError):
         )
 
 
-def verify_jwt(
-    token: str,
-    settings: JwtSettings,
-    known_roles: frozenset[str] | None,
-    keys: IssuerKeys | None = None,
-    *,
-    audience: str | None = None,
-) -> Identity:
-    """The identity a signed, current JWT for this audience and issuer names.
+def verified_claims(
+    token: str, settings: JwtSettings, keys: IssuerKeys | None = None, *, audience: str | None = None
+) -> dict[str, Any]:
+    """The claims of a JWT whose signature, issuer, audience and times check out.
 
     With `settings.discovery`, the key comes from `keys` (UnknownKeyError when they hold none for the
     token's `kid`). `audience` replaces the configured one (an ID token is for the web client).
     """
-    return identity_of(verified_claims(token, settings, keys, audience=audience), settings, known_roles)
-
-
-def verified_claims(
-    token: str, settings: JwtSettings, keys: IssuerKeys | None = None, *, audience: str | None = None
-) -> dict[str, Any]:
-    """The claims of a JWT whose signature, issuer, audience and times check out."""
     import jwt
 
-    try:
-        header = jwt.get_unverified_header(token)
-    except jwt.InvalidTokenError:
-        raise AuthenticationError("the token is neither a known API key nor a well-formed JWT") from None
+    header = _header(token)
     algorithm, kid = header.get("alg"), header.get("kid")
     if algorithm not in settings.algorithms:
         accepted = ", ".join(settings.algorithms)
@@ -111,6 +98,18 @@ def verified_claims(
     except jwt.PyJWTError as error:  # an unusable key too: never a traceback, never access
         raise AuthenticationError(_jwt_problem(error, settings, audience)) from None
     return claims
+
+
+def _header(token: str) -> dict[str, Any]:
+    """The JOSE header of a compact JWT, read only to pick the key: `jwt.decode` checks it all again."""
+    try:
+        segment = token.partition(".")[0]
+        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except ValueError:  # binascii.Error and JSONDecodeError among them
+        header = None
+    if not isinstance(header, dict):
+        raise AuthenticationError("the token is neither a known API key nor a well-formed JWT")
+    return header
 
 
 def identity_of(claims: Mapping[str, Any], settings: JwtSettings, known_roles: frozenset[str] | None) -> Identity:
