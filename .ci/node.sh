@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Make Node ready for the interop tests and the conformance run: install Node and npm from Debian when
 # missing, then the npm packages of .ci/npm (the official conformance suite, the reference
-# "everything" server and an MCP Apps example server) into a cache outside git, so nothing is
-# downloaded while tests run. Idempotent.
+# "everything" server, an MCP Apps example server and the OpenID provider `oidc-provider` of the
+# identity tests) into a cache outside git, so nothing is downloaded while tests run. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
