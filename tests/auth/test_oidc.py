@@ -162,3 +162,17 @@ async def test_a_discovery_document_naming_another_issuer_is_refused(provider: O
     with pytest.raises(AuthenticationError, match="cannot verify tokens"):
         await gate.identify(f"Bearer {await provider.token()}")
     assert gate.keys is not None and gate.keys.error is not None and "names the issuer" in gate.keys.error
+
+
+async def test_a_reload_applies_new_role_rules_to_a_token_verified_before_and_keeps_the_issuers_keys(
+    provider: OpenIdProvider,
+) -> None:
+    clock = Clock()
+    gate = authenticator(provider.issuer, clock)
+    token = f"Bearer {await provider.token()}"
+    assert (await gate.identify(token)).role == "admin"
+    keys = gate.keys
+    section = {"jwt": {"issuer": provider.issuer, "audience": AUDIENCE, "role_rules": [{"role": "intern"}]}}
+    gate.settings = AuthSettings.from_config(section, source_file="gateway.yaml", known_roles=ROLES)
+    assert gate.authenticate(token).role == "intern"  # no fetch needed: the same issuer's keys
+    assert gate.keys is keys
