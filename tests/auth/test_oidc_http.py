@@ -71,7 +71,7 @@ async def test_check_shows_the_caller_role_and_rule_a_sample_token_gets_and_why_
 ) -> None:
     with openid_provider() as provider:
         document = {
-            "gateway": {"data_dir": str(tmp_path / "data")},
+            "gateway": {"data_dir": str(tmp_path / "data"), "find_tools_model": "none"},
             "servers": {},
             "roles": {"analyst": {"allow": ["*"]}, "intern": {"allow": []}},
             "auth": {
