@@ -190,7 +190,7 @@ class IssuerKeys:
                     )
                 jwks, cache_control = await _get_json(client, jwks_uri, "the key set")
                 endpoints = (_endpoint(document, "authorization_endpoint"), _endpoint(document, "token_endpoint"))
-        except httpx2.HTTPError as error:
+        except (httpx2.HTTPError, httpx2.InvalidURL) as error:
             raise IdentityProviderError(f"cannot reach the identity provider: {_describe(error)}") from None
         try:
             return parse_jwks(jwks, self.algorithms), lifetime(cache_control), endpoints
@@ -218,7 +218,7 @@ async def exchange_code(
     try:
         async with client() as http:
             response = await http.post(token_endpoint, data=form, auth=auth, headers={"Accept": "application/json"})
-    except httpx2.HTTPError as error:
+    except (httpx2.HTTPError, httpx2.InvalidURL) as error:
         raise IdentityProviderError(f"cannot reach the identity provider: {_describe(error)}") from None
     try:
         answer = json.loads(response.content)
