@@ -359,3 +359,15 @@ def test_an_identity_s_key_names_how_and_as_whom_it_signed_in_and_is_worked_out_
     assert jwt_caller.key is jwt_caller.key
     assert jwt_caller == Identity("alice", "dev", "jwt", issuer="https://id.example")
     assert "key" not in repr(jwt_caller)
+
+
+def test_the_web_sign_in_needs_an_issuer_with_discovery_and_its_client_secret_is_redacted() -> None:
+    signin = {"client_id": "web", "client_secret": "web-client-secret-0123456789"}
+    found = problems({"jwt": {"issuer": ISSUER, "audience": "a", "hs256_secret": SECRET}, "web_signin": signin})
+    assert ("auth.web_signin", "needs auth.jwt with an issuer whose keys are found by discovery") in found
+    settings = AuthSettings.from_config(
+        {"jwt": {"issuer": ISSUER, "audience": "a"}, "web_signin": signin}, source_file="gateway.yaml"
+    )
+    assert settings.web_signin is not None and settings.web_signin.scopes == ("openid",)
+    assert "web-client-secret-0123456789" in settings.plain_keys
+    assert "web-client-secret" not in repr(settings)
