@@ -13,6 +13,7 @@ import hmac
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 import anyio
 
@@ -20,12 +21,13 @@ from gateway.auth.apikeys import TOKEN68, TOKEN68_RULE, ApiKey
 from gateway.auth.identity import ANONYMOUS_CALLER, HOST_CALLER, LOCAL_CALLER, AuthenticationError, Identity
 from gateway.auth.oidc import IssuerKeys
 from gateway.auth.settings import AuthSettings
-from gateway.auth.tokens import JwtSettings, UnknownKeyError, identity_of, verified_claims
+from gateway.auth.tokens import JwtSettings, KeysUnavailableError, UnknownKeyError, identity_of, verified_claims
 from gateway.auth.verified import VerifiedTokens
 from gateway.runtime.background import Report
 from gateway.runtime.hostaccess import HostAccess
 
 KeysFactory = Callable[[str, tuple[str, ...]], IssuerKeys]
+T = TypeVar("T")
 KEYS_LOOP = "identity_provider"
 """The background loop keeping the issuer's keys fresh, as `/readyz` names it."""
 
@@ -77,14 +79,16 @@ class Authenticator:
     async def identify(self, authorization_header: str | None) -> Identity:
         """`authenticate`, fetching the issuer's keys once more when the token names a key not held
         (rate-limited by the cache) or none were ever fetched."""
+        return await self.with_fresh_keys(lambda: self.authenticate(authorization_header))
+
+    async def with_fresh_keys(self, attempt: Callable[[], T]) -> T:
+        """`attempt()`; when it fails for want of the issuer's key, once more after fetching the keys."""
         try:
-            return self.authenticate(authorization_header)
-        except AuthenticationError as error:
-            keys = self.keys
-            retry = isinstance(error, UnknownKeyError) or (keys is not None and not keys.loaded)
-            if keys is None or not retry or not await keys.refresh_for_unknown_key():
+            return attempt()
+        except (UnknownKeyError, KeysUnavailableError):
+            if self.keys is None or not await self.keys.refresh_for_unknown_key():
                 raise
-        return self.authenticate(authorization_header)
+        return attempt()
 
     async def maintain_keys(self, report: Report) -> None:
         """Keep the current issuer's keys fresh (`IssuerKeys.maintain`), following reloads."""

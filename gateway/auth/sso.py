@@ -14,7 +14,7 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.codeflow import Flow
 from gateway.auth.identity import AuthenticationError, Identity
 from gateway.auth.oidc import IdentityProviderError, exchange_code
-from gateway.auth.tokens import UnknownKeyError, identity_of, verified_claims
+from gateway.auth.tokens import identity_of, verified_claims
 
 
 async def redeem(authenticator: Authenticator, flow: Flow, code: str, redirect_uri: str) -> tuple[Identity, float]:
@@ -40,12 +40,9 @@ async def redeem(authenticator: Authenticator, flow: Flow, code: str, redirect_u
     id_token = answer.get("id_token")
     if not isinstance(id_token, str):
         raise IdentityProviderError("the token endpoint answered without an ID token (is 'openid' among the scopes?)")
-    try:
-        claims = verified_claims(id_token, settings, keys, audience=signin.client_id)
-    except UnknownKeyError:
-        if not await keys.refresh_for_unknown_key():
-            raise
-        claims = verified_claims(id_token, settings, keys, audience=signin.client_id)
+    claims = await authenticator.with_fresh_keys(
+        lambda: verified_claims(id_token, settings, keys, audience=signin.client_id)
+    )
     nonce = claims.get("nonce")
     if not isinstance(nonce, str) or not hmac.compare_digest(nonce.encode(), flow.nonce.encode()):
         raise AuthenticationError("the ID token was not made for this sign-in (its nonce differs): sign in again")

@@ -84,7 +84,9 @@ def routes(web: Web) -> list[Route]:
         assert nonce is not None  # check_form refuses a browser without the cookie
         target = safe_next(values.get("next"))
         try:
-            signed = web.sessions.sign_in(web.sessions.get(nonce), values.get("credential", ""))
+            previous, credential = web.sessions.get(nonce), values.get("credential", "")
+            # A pasted JWT of a key the cache lacks fetches the issuer's keys, as on /mcp.
+            signed = await web.gateway.authenticator.with_fresh_keys(lambda: web.sessions.sign_in(previous, credential))
         except AuthenticationError as error:
             return signin_page(request, nonce, target, 401, error.message)
         return web.with_cookie(request, RedirectResponse(target, status_code=303), signed.id)

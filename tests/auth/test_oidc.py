@@ -14,6 +14,7 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.identity import AuthenticationError
 from gateway.auth.oidc import UNKNOWN_KID_INTERVAL, IssuerKeys
 from gateway.auth.settings import AuthSettings
+from gateway.web.signin import WebSessions
 from tests.support.oidc import AUDIENCE, MACHINE_CLIENTS, OpenIdProvider, openid_provider
 
 pytestmark = pytest.mark.anyio
@@ -176,3 +177,15 @@ async def test_a_reload_applies_new_role_rules_to_a_token_verified_before_and_ke
     gate.settings = AuthSettings.from_config(section, source_file="gateway.yaml", known_roles=ROLES)
     assert gate.authenticate(token).role == "intern"  # no fetch needed: the same issuer's keys
     assert gate.keys is keys
+
+
+async def test_a_token_of_a_rotated_in_key_pasted_on_the_web_page_signs_in(provider: OpenIdProvider) -> None:
+    clock = Clock()
+    gate = authenticator(provider.issuer, clock)
+    await gate.identify(f"Bearer {await provider.token()}")
+    await provider.rotate()
+    token = await provider.token("svc-eddsa")
+    clock.now += UNKNOWN_KID_INTERVAL
+    sessions = WebSessions(lambda: gate)
+    session = await gate.with_fresh_keys(lambda: sessions.sign_in(None, token))
+    assert (session.identity.caller, session.identity.role) == ("svc-eddsa", "analyst")
