@@ -98,3 +98,23 @@ async def test_check_shows_the_caller_role_and_rule_a_sample_token_gets_and_why_
     assert refused.returncode == 1
     assert "  [FAIL] token refused: the token is not meant for this gateway" in refused.stdout
     assert "Traceback" not in refused.stdout + refused.stderr
+
+
+async def test_the_web_sign_in_with_a_provider_down_says_so_and_offers_api_keys(tmp_path: Path) -> None:
+    with openid_provider() as provider:
+        issuer = provider.issuer
+    section: dict[str, Any] = {
+        "resource_url": AUDIENCE,
+        "api_keys": [{"caller": CALLERS["admin"], "role": "admin", "key": KEYS["admin"]}],
+        "jwt": {"issuer": issuer},
+        "web_signin": {"client_id": "gateway-web"},
+    }
+    config = access_config(tmp_path, {"toy": toy_entry()}, auth=section)
+    async with (
+        http_gateway(config, transports=in_memory({"toy": toy("toy")})) as (_, url),
+        httpx2.AsyncClient() as http,
+    ):
+        started = await http.get(f"{url}/signin/oidc?next=/audit")
+    assert started.status_code == 503
+    assert f"The identity provider {issuer} cannot be reached now; sign in with an API key" in started.text
+    assert "Traceback" not in started.text
