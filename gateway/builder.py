@@ -37,13 +37,16 @@ from gateway.serving.routing import Router
 from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
 from gateway.skills.host import SkillAccess, SkillHost, SkillLifecycle
 from gateway.stores import StoreSettings
+from gateway.stores.grants import GrantStore
 from gateway.stores.names import NameStore
 from gateway.stores.pins import PinStore
 from gateway.stores.registrations import RegistrationStore
 from gateway.stores.vectors import VectorStore
 from gateway.upstreams.addresses import Resolver
-from gateway.upstreams.clientside import Notice
+from gateway.upstreams.callers import CallerUpstreams
+from gateway.upstreams.clientside import Notice, NoticeHandler
 from gateway.upstreams.connection import Upstream
+from gateway.upstreams.grants import Grants
 from gateway.upstreams.listing import ListingSlots
 from gateway.upstreams.localtools import LocalToolSource, local_sources
 from gateway.upstreams.transports import LoggedTransportFactory, TransportFactory
@@ -66,6 +69,7 @@ class Sources:
     local: dict[str, LocalToolSource]
     router: Router
     upstream: UpstreamFactory
+    grants: Grants
 
 
 def sources(
@@ -90,6 +94,18 @@ def sources(
     )
     given = dict(transports)
     listing_slots = ListingSlots()
+    grants = Grants(wall_clock)
+
+    def caller_notices(session: SessionContext) -> NoticeHandler:
+        async def tell(server: str, notice: Notice) -> None:
+            if workspaces.notices is not None:
+                await workspaces.notices(server, notice, session)
+
+        return tell
+
+    callers = CallerUpstreams(
+        settings, grants, data_dir / "logs", notices=caller_notices, resolver=resolver
+    )
 
     def upstream(server: ServerConfig, on_listing: ListingHandler) -> Upstream:
         transport = given.get(server.name)
@@ -111,6 +127,8 @@ def sources(
             notices=shared_notices,
             listing_slots=listing_slots,
             resolver=resolver,
+            # A server that acts as each user lists its tools with a connected user's grant.
+            auth=functools.partial(grants.any_auth, server) if server.oauth is not None else None,
         )
 
     async def shared_notices(server: str, notice: Notice) -> None:
@@ -118,13 +136,15 @@ def sources(
             await workspaces.notices(server, notice, None)
 
     local = local_sources(config.local_tools)
-    return Sources(sandboxes, workspaces, local, Router(local, sandboxes, workspaces), upstream)
+    router = Router(local, sandboxes, workspaces, callers)
+    return Sources(sandboxes, workspaces, local, router, upstream, grants)
 
 
 @dataclass(frozen=True)
 class Stores:
     """The durable stores: the audit trail, confirmation tokens, parked approvals, API registrations,
-    pinned tool definitions, the owners of exposed tool names, Find_Tools' embeddings."""
+    pinned tool definitions, the owners of exposed tool names, Find_Tools' embeddings, and the
+    callers' grants for upstream servers."""
 
     audit: AuditStore
     confirmations: ConfirmationStore
@@ -133,6 +153,7 @@ class Stores:
     pins: PinStore
     names: NameStore
     vectors: VectorStore
+    grants: GrantStore
 
 
 def open_stores(
@@ -155,7 +176,9 @@ def open_stores(
     stack.callback(names.close)
     vectors = VectorStore.open(settings, data_dir)
     stack.callback(vectors.close)
-    return Stores(audit, confirmations, approvals, registrations, pins, names, vectors)
+    grants = GrantStore.open(settings, data_dir)
+    stack.callback(grants.close)
+    return Stores(audit, confirmations, approvals, registrations, pins, names, vectors, grants)
 
 
 def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> SharedState:

@@ -13,7 +13,8 @@
     └── ToolError                     answered as a tool result with is_error: true
         ├── ToolInputError            arguments do not match the tool's input schema
         ├── ToolRefusedError          a policy step refused the call (loop, sandbox unavailable, ...)
-        │   └── StateUnavailableError     the state replicas share (Redis) cannot be reached
+        │   ├── StateUnavailableError     the state replicas share (Redis) cannot be reached
+        │   └── ConnectionNeededError     the caller has not connected their account to the tool's server (OAuth)
         ├── ToolTimeoutError          the call ran past its deadline
         ├── UpstreamUnavailableError  the server behind the tool is not connected
         │   └── UpstreamRestartingError   it is restarting and was not back within the call's deadline
@@ -165,6 +166,20 @@ class StateUnavailableError(ToolRefusedError):
 
     reason = "shared_state"
     hint = "Retry in a moment; if it persists, tell the user the gateway's shared state is down."
+
+
+class ConnectionNeededError(ToolRefusedError):
+    """The tool's server takes each caller's own OAuth grant, and this caller has none (or lost it);
+    `url` is the page where they connect it."""
+
+    reason = "connection_needed"
+
+    def __init__(self, message: str, url: str) -> None:
+        super().__init__(
+            message,
+            hint=f"Tell the user to open {url} and press Connect for this server, then call the tool again.",
+        )
+        self.url = url
 
 
 class UpstreamUnavailableError(ToolError):

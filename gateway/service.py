@@ -120,6 +120,10 @@ class Gateway:
         sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics, resolver)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
+        self.grants = sources.grants
+        """Each caller's OAuth grants for the servers that act as each user, and the Connects under way."""
+        if host_access is not None:
+            self.grants.public_url = host_access.url
         self.authenticator = Authenticator(config.auth, host_access)
         if host_access is not None:
             self.redact.learn([host_access.token, host_access.link_code or ""])
@@ -274,6 +278,7 @@ class Gateway:
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
         self.registrations, self.name_store = stores.registrations, stores.names
         self.skills.vectors = stores.vectors
+        self.grants.open(stores.grants)
         self.pins.start(stores.pins)
         await self.live_catalog.load_names(self.name_store)
         self._stack.push_async_callback(self.shared.aclose)

@@ -27,6 +27,7 @@ from gateway.config.model import (
     GatewayConfig,
     GatewaySettings,
     LocalToolConfig,
+    OAuthSettings,
     SandboxSettings,
     Scope,
     ServerConfig,
@@ -414,6 +415,7 @@ def _server(
         },
         scope=_scope(raw, path, problems),
         roots=_roots(raw, path, base_dir, env, problems),
+        oauth=_oauth(raw, path, problems),
         on_tool_change=raw.get("on_tool_change"),
     )
 
@@ -437,6 +439,24 @@ def _roots(
         )
     return tuple(
         local_path(text, base_dir, env, (*path, "roots", index), problems).as_uri() for index, text in enumerate(texts)
+    )
+
+
+def _oauth(raw: Mapping[str, Any], path: JsonPath, problems: list[Problem]) -> OAuthSettings | None:
+    """How each caller's own OAuth grant reaches the server: only a server reached by url has one."""
+    section: Mapping[str, Any] | None = raw.get("oauth")
+    if section is None:
+        return None
+    if "url" not in raw:
+        problems.append(((*path, "oauth"), "applies only to servers reached by url"))
+    if raw.get("scope") == "session":
+        problems.append(((*path, "oauth"), "a server reached with each caller's grant is one per caller already"))
+    if "client_secret" in section and "client_id" not in section:
+        problems.append(((*path, "oauth", "client_secret"), "needs the client_id it belongs to"))
+    return OAuthSettings(
+        client_id=section.get("client_id"),
+        client_secret=section.get("client_secret"),
+        scopes=tuple(section.get("scopes", ())),
     )
 
 

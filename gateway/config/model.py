@@ -45,6 +45,16 @@ class SandboxSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OAuthSettings:
+    """A server each caller connects with their own OAuth grant (`oauth:`): the client the gateway
+    is at the server's authorization server (None: registered there dynamically) and the scopes it asks for."""
+
+    client_id: str | None = None
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSettings:
     """Overrides for one tool, keyed by the tool's original name on its server."""
 
@@ -87,6 +97,9 @@ class ServerConfig:
     on_tool_change: OnToolChange | None = None
     """What a changed tool definition meets; None: the default of where the server is defined
     (`gateway.catalog.pinning`)."""
+    oauth: OAuthSettings | None = None
+    """Set when each caller reaches the server with their own OAuth grant, connected on the web page
+    (`gateway.upstreams.grants`); None for a server reached as the gateway (its `headers`)."""
     registration: RegistrationPolicy | None = None
     """For a server registered through the admin API, the policy that judges its URL, and the
     addresses its host resolves to, at every connection; None for the config file's servers,

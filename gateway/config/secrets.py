@@ -32,6 +32,8 @@ def server_secrets(server: ServerConfig) -> Iterator[str]:
     """The secret values of one server: its `env` and `headers` values, its URL's query values and password."""
     yield from server.env.values()
     yield from _header_secrets(server.headers)
+    if server.oauth is not None and server.oauth.client_secret is not None:
+        yield server.oauth.client_secret
     if server.url is not None:
         parts = urlsplit(server.url)
         yield from (value for _, value in parse_qsl(parts.query))

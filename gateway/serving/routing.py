@@ -20,6 +20,7 @@ from gateway.config.model import ServerConfig
 from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes, WarmStart
+from gateway.upstreams.callers import CallerUpstreams
 from gateway.upstreams.connection import Upstream
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
@@ -37,12 +38,19 @@ class Router:
     calls running on each, so that a server being removed can let them finish (`idle`).
     """
 
-    def __init__(self, local_sources: Mapping[str, ToolSource], sandboxes: Sandboxes, workspaces: Workspaces) -> None:
+    def __init__(
+        self,
+        local_sources: Mapping[str, ToolSource],
+        sandboxes: Sandboxes,
+        workspaces: Workspaces,
+        callers: CallerUpstreams,
+    ) -> None:
         self._servers: dict[str, ServerConfig] = {}
         self._upstreams: dict[str, Upstream] = {}
         self._local = dict(local_sources)
         self._sandboxes = sandboxes
         self._workspaces = workspaces
+        self._callers = callers
         self._running: dict[str, int] = {}
         self._idle: dict[str, anyio.Event] = {}
         self.group: TaskGroup | None = None
@@ -59,6 +67,7 @@ class Router:
         """Route nothing more to the server `name`; calls already running go on."""
         self._servers.pop(name, None)
         self._upstreams.pop(name, None)
+        self._callers.withdraw(name)
 
     async def idle(self, name: str) -> None:
         """Return once no call routed to the source `name` is running."""
@@ -109,6 +118,8 @@ class Router:
             server = self._servers.get(name)
             if server is not None and call.tool.sandbox == "per-call":
                 return await self._sandboxes.call(call, server, await self._workspaces.open(call.session))
+            if server is not None and server.oauth is not None:
+                return await self._as_caller(call, server)
             source: ToolSource | None = self._upstreams.get(name) or self._local.get(name)
             if self._session_scoped(name) is not None:
                 source = await self.upstream(call.session, Route(name, call.tool.original_name))
@@ -125,8 +136,22 @@ class Router:
                 return await source.call_as_task(call.tool, call.arguments)
             return await source.call_tool(call.tool, call.arguments, call.progress)
 
+    async def _as_caller(self, call: ToolCall, server: ServerConfig) -> types.CallToolResult:
+        """A call of a server that takes each caller's grant, on the caller's own connection."""
+        assert self.group is not None
+        upstream = await self._callers.upstream(call.session, server, self.group)
+        try:
+            return await upstream.call_tool(call.tool, call.arguments, call.progress)
+        except GatewayError as error:
+            raise self._callers.answer(server.name, call.session.caller, error) from None
+
     async def upstream(self, session: SessionContext, route: Route) -> Upstream:
-        """The upstream serving `route` for `session`: its own instance of a session-scoped server."""
+        """The upstream serving `route` for `session`: its own instance of a session-scoped server,
+        its caller's connection to a server that takes their grant."""
+        server = self._servers.get(route.source)
+        if server is not None and server.oauth is not None:
+            assert self.group is not None
+            return await self._callers.upstream(session, server, self.group)
         scoped = self._session_scoped(route.source)
         if scoped is not None:
             assert self.group is not None

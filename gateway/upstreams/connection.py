@@ -51,7 +51,13 @@ from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, 
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.sdkclient import send_as_is
 from gateway.upstreams.stdio import RESULT_TOO_LARGE
-from gateway.upstreams.transports import LoggedTransportFactory, TransportFactory, WatchedStream, transport_for
+from gateway.upstreams.transports import (
+    AuthSource,
+    LoggedTransportFactory,
+    TransportFactory,
+    WatchedStream,
+    transport_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +145,7 @@ class Upstream:
         workspace: Path | None = None,
         listing_slots: ListingSlots | None = None,
         resolver: Resolver = system_resolver,
+        auth: AuthSource | None = None,
     ) -> None:
         self.config = config
         # Shared by a gateway's upstreams; one's own otherwise.
@@ -155,6 +162,7 @@ class Upstream:
         self._transport = transport
         self._logged_transport = logged_transport
         self._resolver = resolver
+        self._auth = auth
         self._session: ClientSession | None = None
         self._direct: tuple[DirectCalls, ResultParser] | None = None
         """The connection's direct path for plain calls, when its transport offers one (stdio), and
@@ -272,7 +280,7 @@ class Upstream:
                 factory = self._logged_transport(self._errlog(stack))
             else:
                 factory = transport_for(
-                    self.config, data_dir, self._errlog(stack), limit, self.faults, direct, self._resolver
+                    self.config, data_dir, self._errlog(stack), limit, self.faults, direct, self._resolver, self._auth
                 )
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)

@@ -3,7 +3,7 @@ read stream that tells when the peer has gone."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,6 +22,9 @@ Streams = tuple[Any, Any]
 # Each HTTP request to an upstream carries the trace context of the call that sends it, when traced.
 _HOOKS = {"request": [tracing.inject_headers]}
 TransportFactory = Callable[[], AbstractAsyncContextManager[Streams]]
+AuthSource = Callable[[], Awaitable[Any]]
+"""What authenticates a connection's HTTP requests (an `httpx2.Auth`), found as it opens: a caller's
+OAuth grant (`gateway.upstreams.grants`). It may raise `GatewayError` when there is none."""
 LoggedTransportFactory = Callable[[TextIO], TransportFactory]
 """A transport made for one connection whose server's stderr goes to the log it is given (a sandboxed server's)."""
 
@@ -74,6 +77,7 @@ def transport_for(
     fault_log: FaultLog,
     direct: DirectCalls | None = None,
     resolver: Resolver = system_resolver,
+    auth: AuthSource | None = None,
 ) -> TransportFactory:
     """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
 
@@ -111,6 +115,7 @@ def transport_for(
     @asynccontextmanager
     async def sse() -> AsyncIterator[Streams]:
         transport = await pinned()
+        granted = await auth() if auth is not None else None
 
         def client(
             headers: dict[str, str] | None = None,
@@ -119,7 +124,7 @@ def transport_for(
         ) -> httpx2.AsyncClient:
             timeout = default_timeout if timeout is None else timeout
             return httpx2.AsyncClient(
-                headers=headers, timeout=timeout, auth=auth, transport=transport, event_hooks=_HOOKS
+                headers=headers, timeout=timeout, auth=granted or auth, transport=transport, event_hooks=_HOOKS
             )
 
         async with sse_client(url, headers=headers, httpx_client_factory=client) as streams:
@@ -127,9 +132,10 @@ def transport_for(
 
     @asynccontextmanager
     async def http() -> AsyncIterator[Streams]:
+        granted = await auth() if auth is not None else None
         async with (
             httpx2.AsyncClient(
-                headers=headers, timeout=default_timeout, transport=await pinned(), event_hooks=_HOOKS
+                headers=headers, timeout=default_timeout, auth=granted, transport=await pinned(), event_hooks=_HOOKS
             ) as client,
             streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
         ):
