@@ -70,6 +70,7 @@ class Sources:
     router: Router
     upstream: UpstreamFactory
     grants: Grants
+    callers: CallerUpstreams
 
 
 def sources(
@@ -103,9 +104,7 @@ def sources(
 
         return tell
 
-    callers = CallerUpstreams(
-        settings, grants, data_dir / "logs", notices=caller_notices, resolver=resolver
-    )
+    callers = CallerUpstreams(settings, grants, data_dir / "logs", notices=caller_notices, resolver=resolver)
 
     def upstream(server: ServerConfig, on_listing: ListingHandler) -> Upstream:
         transport = given.get(server.name)
@@ -137,7 +136,7 @@ def sources(
 
     local = local_sources(config.local_tools)
     router = Router(local, sandboxes, workspaces, callers)
-    return Sources(sandboxes, workspaces, local, router, upstream, grants)
+    return Sources(sandboxes, workspaces, local, router, upstream, grants, callers)
 
 
 @dataclass(frozen=True)

@@ -120,8 +120,9 @@ class Gateway:
         sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics, resolver)
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
-        self.grants = sources.grants
-        """Each caller's OAuth grants for the servers that act as each user, and the Connects under way."""
+        self.grants, self.callers = sources.grants, sources.callers
+        """Each caller's OAuth grants for the servers that act as each user, the Connects under way,
+        and each caller's own connections to those servers."""
         if host_access is not None:
             self.grants.public_url = host_access.url
         self.authenticator = Authenticator(config.auth, host_access)

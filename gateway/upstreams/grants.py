@@ -103,7 +103,9 @@ class CallerTokens:
         if stored is None:
             return None
         client = OAuthClientInformationFull.model_validate_json(stored)
-        if self._redirect_uri is not None and self._redirect_uri not in {str(uri) for uri in client.redirect_uris or ()}:
+        if self._redirect_uri is not None and self._redirect_uri not in {
+            str(uri) for uri in client.redirect_uris or ()
+        }:
             return None  # registered for another address of the gateway: register again
         return client
 
@@ -130,7 +132,9 @@ class GrantAuth(httpx2.Auth):
 
     requires_response_body = True
 
-    def __init__(self, provider: OAuthClientProvider, tokens: CallerTokens, lost: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self, provider: OAuthClientProvider, tokens: CallerTokens, lost: Callable[[], Awaitable[None]]
+    ) -> None:
         self._provider = provider
         self._tokens = tokens
         self._lost = lost
@@ -213,9 +217,14 @@ class Grants:
         """The answer to a call of `server` by `caller`, who has no grant for it (or lost it)."""
         why = self.lost.get((server, caller))
         if why is not None:
-            text = f"Your connection to server '{server}' no longer works ({why}): connect it again at {self.page_url()}"
+            text = (
+                f"Your connection to server '{server}' no longer works ({why}): connect it again at {self.page_url()}"
+            )
         else:
-            text = f"Server '{server}' acts with each user's own account, and you have not connected yours: connect it at {self.page_url()}"
+            text = (
+                f"Server '{server}' acts with each user's own account, and you have not connected yours:"
+                f" connect it at {self.page_url()}"
+            )
         return ConnectionNeededError(text, self.page_url())
 
     async def connected(self, server: str, caller: str) -> bool:
@@ -236,7 +245,9 @@ class Grants:
         tokens = CallerTokens(self, server, caller)
 
         async def lost() -> None:
-            log.warning("upstream %s: the provider refused the grant of %s; they must connect it again", server.name, caller)
+            log.warning(
+                "upstream %s: the provider refused the grant of %s; they must connect it again", server.name, caller
+            )
             await self.forget(server.name, caller, "the provider refused its tokens")
 
         provider = OAuthClientProvider(server.url, _metadata(server, None), tokens)

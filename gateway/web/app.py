@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.service import Gateway
-from gateway.web import account, approvals, apps, audit, catalog, changes, connect, servers, skills, tool
+from gateway.web import account, approvals, apps, audit, catalog, changes, connect, connections, servers, skills, tool
 from gateway.web.headers import SecurityHeaders
 from gateway.web.pages import Web
 
@@ -31,6 +31,7 @@ def web_app(gateway: Gateway, web: Web | None = None) -> ASGIApp:
         *servers.routes(web),
         *skills.routes(web),
         *connect.routes(web),
+        *connections.routes(web),
         *approvals.routes(web),
         *changes.routes(web),
         *audit.routes(web),

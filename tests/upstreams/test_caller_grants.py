@@ -1,0 +1,182 @@
+"""Servers that act as each user: an MCP server protected by OAuth through the SDK's own server-side
+auth, behind a real gateway over HTTP, connected on the connections page by two users, each then
+calling it with their own grant."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from gateway.service import Gateway
+from gateway.upstreams.connection import State
+from gateway.upstreams.grants import REFRESH_AHEAD
+from tests.support.access import access_config, http_client
+from tests.support.harness import http_gateway
+from tests.support.oauthserver import ACCESS_LIFETIME, Provider, notes_server
+from tests.support.webclient import web_client
+
+pytestmark = pytest.mark.anyio
+
+KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
+
+
+class WallClock:
+    """The gateway's wall clock, which a test moves on instead of waiting."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.offset = 0.0
+        self._time = time.time
+
+    def __call__(self) -> float:
+        return self._time() + self.offset
+
+
+def grant_config(tmp_path: Path, url: str) -> Any:
+    auth = {"api_keys": [{"caller": name, "role": "user", "key": key} for name, key in KEYS.items()]}
+    return access_config(tmp_path, {"notes": {"url": url, "oauth": {}}}, roles={"user": {"allow": ["*"]}}, auth=auth)
+
+
+@asynccontextmanager
+async def grant_gateway(tmp_path: Path) -> AsyncIterator[tuple[Provider, Gateway, str, WallClock]]:
+    """The notes server, and a gateway that reaches it with each user's grant, served over HTTP."""
+    clock = WallClock()
+    async with (
+        notes_server() as (provider, url),
+        http_gateway(grant_config(tmp_path, url), wall_clock=clock) as (
+            gateway,
+            base,
+        ),
+    ):
+        gateway.grants.public_url = base
+        yield provider, gateway, base, clock
+
+
+async def connect(base: str, user: str, provider: Provider) -> str:
+    """`user` connects the notes server on the connections page, as a browser would: Connect, the
+    provider's sign-in and consent, back to the gateway. The page they land on."""
+    async with web_client(base) as web:
+        signed = await web.sign_in(KEYS[user])
+        assert signed.status_code == 303, signed.text[:2000]
+        started = await web.submit("/connections", "/connections/notes/connect")
+        assert started.status_code == 303, started.text[:2000]
+        authorize = started.headers["location"]
+        assert authorize.startswith(provider.issuer), authorize
+        async with httpx2.AsyncClient(follow_redirects=False) as browser:
+            to_signin = await browser.get(authorize)
+            assert to_signin.status_code == 302, to_signin.text
+            page = await browser.get(to_signin.headers["location"])
+            pending = page.text.split('name="pending" value="', 1)[1].split('"', 1)[0]
+            back = await browser.post(f"{provider.issuer}/signin", data={"pending": pending, "user": user})
+        callback = back.headers["location"]
+        assert callback.startswith(f"{base}/connections/callback?"), callback
+        landed = await web.get(callback.removeprefix(base))
+        assert landed.status_code == 303, landed.text[:2000]
+        shown = await web.get(landed.headers["location"])
+        return shown.text
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> tuple[bool, str]:
+    result = await client.call_tool(tool, arguments or {})
+    text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
+    return result.is_error, text
+
+
+async def until_ready(gateway: Gateway, name: str) -> None:
+    upstream = gateway.upstreams[name]
+    with anyio.fail_after(30):
+        while upstream.status().state != State.READY:
+            await anyio.sleep(0.02)
+
+
+async def test_two_users_who_connect_a_server_each_see_their_own_data(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, _):
+        assert "Connected" in await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        await connect(base, "bob", provider)
+        async with http_client(base, KEYS["alice"]) as alice, http_client(base, KEYS["bob"]) as bob:
+            assert await call(alice, "notes__add_note", {"text": "buy milk"}) == (False, "kept for alice")
+            assert await call(bob, "notes__add_note", {"text": "call mum"}) == (False, "kept for bob")
+            assert await call(alice, "notes__my_notes") == (False, "alice: buy milk")
+            assert await call(bob, "notes__my_notes") == (False, "bob: call mum")
+        # One client registered dynamically for the gateway, each user's grant kept apart.
+        assert len(provider.clients) == 1
+        assert {grant.caller for grant in gateway.grants.store.grants("notes")} == {"api_key:alice", "api_key:bob"}
+
+
+async def test_a_user_who_has_not_connected_the_server_is_told_where_to_connect_it(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, _):
+        await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        async with http_client(base, KEYS["bob"]) as bob:
+            failed, text = await call(bob, "notes__my_notes")
+        assert failed
+        assert "you have not connected yours: connect it at" in text
+        assert f"{base}/connections" in text
+        assert provider.refreshed == 0
+
+
+async def test_grants_are_sealed_at_rest(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, _gateway, base, _):
+        await connect(base, "alice", provider)
+        access = next(iter(provider.access))
+    stored = sqlite3.connect(tmp_path / "data" / "grants.db").execute("SELECT tokens FROM upstream_grants").fetchall()
+    assert len(stored) == 1
+    assert access not in stored[0][0]
+    assert (tmp_path / "data" / "grants.db").read_bytes().find(access.encode()) == -1
+
+
+async def test_an_access_token_about_to_expire_is_refreshed_before_the_call(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, clock):
+        await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        async with http_client(base, KEYS["alice"]) as alice:
+            assert await call(alice, "notes__add_note", {"text": "one"}) == (False, "kept for alice")
+            clock.offset = ACCESS_LIFETIME - REFRESH_AHEAD / 2
+            assert await call(alice, "notes__my_notes") == (False, "alice: one")
+        assert provider.refreshed == 1
+
+
+async def test_a_refresh_token_the_provider_revoked_asks_the_user_to_connect_again(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, clock):
+        await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        async with http_client(base, KEYS["alice"]) as alice:
+            assert await call(alice, "notes__add_note", {"text": "one"}) == (False, "kept for alice")
+            provider.revoke_refresh_tokens("alice")
+            provider.access.clear()
+            clock.offset = ACCESS_LIFETIME
+            failed, text = await call(alice, "notes__my_notes")
+            assert failed
+            assert "Your connection to server 'notes' no longer works" in text
+            assert f"connect it again at {base}/connections" in text
+            assert "Traceback" not in text
+            # Asked again, it says the same at once; connecting again brings the notes back.
+            assert (await call(alice, "notes__my_notes"))[1] == text
+            clock.offset = 0
+            await connect(base, "alice", provider)
+            assert await call(alice, "notes__my_notes") == (False, "alice: one")
+
+
+async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, _):
+        await connect(base, "alice", provider)
+        await connect(base, "bob", provider)
+        await until_ready(gateway, "notes")
+        async with web_client(base) as web:
+            await web.sign_in(KEYS["alice"])
+            done = await web.submit("/connections", "/connections/notes/disconnect")
+            assert done.status_code == 303
+        async with http_client(base, KEYS["alice"]) as alice:
+            failed, text = await call(alice, "notes__my_notes")
+        assert failed and "you have not connected yours" in text
+        assert {grant.caller for grant in gateway.grants.store.grants("notes")} == {"api_key:bob"}
