@@ -17,7 +17,7 @@ from mcp import Client
 
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
-from gateway.upstreams.grants import REFRESH_AHEAD
+from gateway.upstreams.oauthflow import REFRESH_AHEAD
 from tests.support.access import access_config, http_client
 from tests.support.harness import http_gateway
 from tests.support.oauthserver import ACCESS_LIFETIME, Provider, notes_server
