@@ -5,6 +5,7 @@ protocol errors (`mcpserver.build_server` registers them)."""
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from gateway.runtime import requestid
 from gateway.runtime.redaction import Redactor
 from gateway.service import Gateway
 from gateway.skills.metatools import STATE_TOOLS
+from gateway.upstreams.grants import CONNECT_NOTE
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,13 @@ def client_notes(ctx: Context) -> dict[str, Any]:
             return _approves(await ctx.session.elicit_form(message, APPROVAL_SCHEMA))
 
         notes[ELICIT_NOTE] = elicit
+        if capabilities.elicitation.url is not None:
+
+            async def connect_by_url(message: str, url: str) -> bool:
+                answer = await ctx.session.elicit_url(message, url, secrets.token_urlsafe(16))
+                return answer.action == "accept"
+
+            notes[CONNECT_NOTE] = connect_by_url
     return notes
 
 

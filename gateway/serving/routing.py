@@ -17,11 +17,12 @@ from gateway.catalog.tools import ToolRecord
 from gateway.clients.session import SessionContext
 from gateway.clients.tasks import TASK_NOTE, TaskEntry, TaskOrder
 from gateway.config.model import ServerConfig
-from gateway.errors import GatewayError, UpstreamUnavailableError
+from gateway.errors import ConnectionNeededError, GatewayError, UpstreamUnavailableError
 from gateway.pipeline.chain import ToolCall, ToolSource
 from gateway.sandbox.sandboxes import Sandboxes, WarmStart
 from gateway.upstreams.callers import CallerUpstreams
 from gateway.upstreams.connection import Upstream
+from gateway.upstreams.grants import CONNECT_NOTE, ConnectByUrl
 from gateway.upstreams.transports import TransportFactory
 from gateway.upstreams.workspaces import Workspaces
 
@@ -139,7 +140,15 @@ class Router:
     async def _as_caller(self, call: ToolCall, server: ServerConfig) -> types.CallToolResult:
         """A call of a server that takes each caller's grant, on the caller's own connection."""
         assert self.group is not None
-        upstream = await self._callers.upstream(call.session, server, self.group)
+        try:
+            upstream = await self._callers.upstream(call.session, server, self.group)
+        except ConnectionNeededError as needed:
+            # A client that can open a URL for its user offers the page; once they connect, the call runs.
+            ask: ConnectByUrl | None = call.notes.get(CONNECT_NOTE)
+            if ask is None or not await ask(needed.message, needed.url):
+                raise
+            await self._callers.until_connected(server.name, call.session.caller)
+            upstream = await self._callers.upstream(call.session, server, self.group)
         try:
             return await upstream.call_tool(call.tool, call.arguments, call.progress)
         except GatewayError as error:

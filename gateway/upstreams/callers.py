@@ -128,6 +128,10 @@ class CallerUpstreams:
             return self._grants.needed(server, caller)
         return error
 
+    async def until_connected(self, server: str, caller: str) -> None:
+        """Return once `caller` has connected `server`."""
+        await self._grants.until_connected(server, caller)
+
     async def disconnect(self, server: str, caller: str) -> bool:
         """End `caller`'s grant for `server` and their connection to it; whether they held one."""
         self._stop((server, caller))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -32,6 +32,11 @@ PAGE_PATH = "/connections"
 CALLBACK_PATH = f"{PAGE_PATH}/callback"
 """Where the provider sends the user back with the authorization code."""
 
+CONNECT_NOTE = "connect_by_url"
+"""The call note holding `ConnectByUrl` when the client can open a URL for its user (URL-mode elicitation)."""
+ConnectByUrl = Callable[[str, str], Awaitable[bool]]
+"""Asks the client's user to open the page at the URL (the second argument), saying why (the first);
+whether they agreed to."""
 Clock = Callable[[], float]
 T = TypeVar("T")
 
@@ -50,6 +55,7 @@ class Grants:
         self.lost: dict[tuple[str, str], str] = {}
         """Grants the provider refused on a call, by (server, caller): why, told until the user connects again."""
         self._connects: dict[str, Connect] = {}
+        self._granted: dict[tuple[str, str], anyio.Event] = {}
 
     @property
     def store(self) -> GrantStore:
@@ -90,6 +96,12 @@ class Grants:
     async def connected(self, server: str, caller: str) -> bool:
         """Whether `caller` holds a grant for `server`."""
         return await self.run(self.store.grant, server, caller) is not None
+
+    async def until_connected(self, server: str, caller: str) -> None:
+        """Return once `caller` has connected `server` (at once when they have)."""
+        event = self._granted.setdefault((server, caller), anyio.Event())
+        if not await self.connected(server, caller):
+            await event.wait()
 
     async def forget(self, server: str, caller: str, why: str | None = None) -> bool:
         """End `caller`'s grant for `server` (`why`: the provider ended it); whether there was one."""
@@ -151,4 +163,7 @@ class Grants:
         await connect.done.wait()
         if connect.error is not None or not await self.connected(connect.server, caller):
             raise OperationError(f"Connecting server '{connect.server}' failed: {connect.error or 'no grant was kept'}")
+        granted = self._granted.pop((connect.server, caller), None)
+        if granted is not None:
+            granted.set()
         return connect.server

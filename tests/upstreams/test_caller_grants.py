@@ -12,8 +12,10 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.context import ClientRequestContext
 
 from gateway.service import Gateway
 from gateway.upstreams.connection import State
@@ -180,3 +182,35 @@ async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -
             failed, text = await call(alice, "notes__my_notes")
         assert failed and "you have not connected yours" in text
         assert {grant.caller for grant in gateway.grants.store.grants("notes")} == {"api_key:bob"}
+
+
+async def test_a_client_that_opens_urls_is_offered_the_page_and_the_call_runs_once_connected(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, _), anyio.create_task_group() as group:
+        await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        asked: list[types.ElicitRequestURLParams] = []
+
+        async def open_page(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+            # The user agrees to open the page and connects there, while the call waits.
+            assert isinstance(params, types.ElicitRequestURLParams)
+            asked.append(params)
+            group.start_soon(connect, base, "bob", provider)
+            return types.ElicitResult(action="accept")
+
+        async with http_client(base, KEYS["bob"], elicitation_callback=open_page) as bob:
+            assert await call(bob, "notes__add_note", {"text": "first"}) == (False, "kept for bob")
+        assert [params.url for params in asked] == [f"{base}/connections"]
+        assert "you have not connected yours" in asked[0].message
+
+
+async def test_a_user_who_declines_to_open_the_page_gets_the_answer_naming_it(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, _):
+        await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+
+        async def decline(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+            return types.ElicitResult(action="decline")
+
+        async with http_client(base, KEYS["bob"], elicitation_callback=decline) as bob:
+            failed, text = await call(bob, "notes__my_notes")
+        assert failed and f"connect it at {base}/connections" in text
