@@ -5,7 +5,7 @@ see every caller's grants and revoke any of them."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -59,7 +59,11 @@ def routes(web: Web) -> list[Route]:
         server = server_of(request.path_params["name"])
         assert gateway.router.group is not None
         url = await gateway.grants.start(server, caller_of(person), str(request.base_url), gateway.router.group)
-        return RedirectResponse(url, status_code=303)
+        # A page that moves on by itself, not a redirect: the form's CSP (`form-action 'self'`)
+        # refuses a redirect to another site, and the person sees where they are sent.
+        host = urlsplit(url).netloc
+        text = f"Server {server.name!r} asks you to sign in at {host} and agree there; you come back here after."
+        return web.render(request, person, "connections_continue.html", heading="Connecting", text=text, target=url)
 
     async def callback(request: Request) -> Response:
         # The provider sends the browser back from another site, and the session cookie is
@@ -71,7 +75,8 @@ def routes(web: Web) -> list[Route]:
             if params.pop(RESUMED, None) is not None:
                 return RedirectResponse(f"/signin?next={PAGE_PATH}", status_code=303)
             again = f"{CALLBACK_PATH}?{urlencode({**params, RESUMED: '1'})}"
-            return web.render(request, None, "connections_resume.html", again=again)
+            text = "The provider sent you back."
+            return web.render(request, None, "connections_continue.html", heading="Connecting", text=text, target=again)
         params.pop(RESUMED, None)
         try:
             name = await gateway.grants.finish(caller_of(person), params)

@@ -5,99 +5,28 @@ calling it with their own grant."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 
-from gateway.service import Gateway
-from gateway.upstreams.connection import State
 from gateway.upstreams.oauthflow import REFRESH_AHEAD
-from tests.support.access import access_config, http_client
-from tests.support.harness import http_gateway
-from tests.support.oauthserver import ACCESS_LIFETIME, Provider, notes_server
+from tests.support.access import http_client
+from tests.support.granted import KEYS, connect, grant_gateway, until_ready
+from tests.support.oauthserver import ACCESS_LIFETIME
 from tests.support.webclient import web_client
 
 pytestmark = pytest.mark.anyio
-
-KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
-
-
-class WallClock:
-    """The gateway's wall clock, which a test moves on instead of waiting."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.offset = 0.0
-        self._time = time.time
-
-    def __call__(self) -> float:
-        return self._time() + self.offset
-
-
-def grant_config(tmp_path: Path, url: str) -> Any:
-    auth = {"api_keys": [{"caller": name, "role": "user", "key": key} for name, key in KEYS.items()]}
-    return access_config(tmp_path, {"notes": {"url": url, "oauth": {}}}, roles={"user": {"allow": ["*"]}}, auth=auth)
-
-
-@asynccontextmanager
-async def grant_gateway(tmp_path: Path) -> AsyncIterator[tuple[Provider, Gateway, str, WallClock]]:
-    """The notes server, and a gateway that reaches it with each user's grant, served over HTTP."""
-    clock = WallClock()
-    async with (
-        notes_server() as (provider, url),
-        http_gateway(grant_config(tmp_path, url), wall_clock=clock) as (
-            gateway,
-            base,
-        ),
-    ):
-        gateway.grants.public_url = base
-        yield provider, gateway, base, clock
-
-
-async def connect(base: str, user: str, provider: Provider) -> str:
-    """`user` connects the notes server on the connections page, as a browser would: Connect, the
-    provider's sign-in and consent, back to the gateway. The page they land on."""
-    async with web_client(base) as web:
-        signed = await web.sign_in(KEYS[user])
-        assert signed.status_code == 303, signed.text[:2000]
-        started = await web.submit("/connections", "/connections/notes/connect")
-        assert started.status_code == 303, started.text[:2000]
-        authorize = started.headers["location"]
-        assert authorize.startswith(provider.issuer), authorize
-        async with httpx2.AsyncClient(follow_redirects=False) as browser:
-            to_signin = await browser.get(authorize)
-            assert to_signin.status_code == 302, to_signin.text
-            page = await browser.get(to_signin.headers["location"])
-            pending = page.text.split('name="pending" value="', 1)[1].split('"', 1)[0]
-            back = await browser.post(f"{provider.issuer}/signin", data={"pending": pending, "user": user})
-        callback = back.headers["location"]
-        assert callback.startswith(f"{base}/connections/callback?"), callback
-        landed = await web.get(callback.removeprefix(base))
-        assert landed.status_code == 303, landed.text[:2000]
-        shown = await web.get(landed.headers["location"])
-        return shown.text
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> tuple[bool, str]:
     result = await client.call_tool(tool, arguments or {})
     text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
     return result.is_error, text
-
-
-async def until_ready(gateway: Gateway, name: str) -> None:
-    upstream = gateway.upstreams[name]
-    with anyio.fail_after(30):
-        while upstream.status().state != State.READY:
-            await anyio.sleep(0.02)
 
 
 async def test_two_users_who_connect_a_server_each_see_their_own_data(tmp_path: Path) -> None:
