@@ -20,7 +20,8 @@ from tests.support.harness import http_gateway
 from tests.support.oauthserver import Provider, notes_server
 from tests.support.webclient import web_client
 
-KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
+KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef", "ada": "ada-key-0123456789abcdef"}
+ROLES = {"alice": "user", "bob": "user", "ada": "admin"}
 
 
 class WallClock:
@@ -35,8 +36,9 @@ class WallClock:
 
 def grant_config(tmp_path: Path, url: str) -> GatewayConfig:
     """Callers alice and bob with API keys, and the notes server at `url` reached with each one's grant."""
-    auth = {"api_keys": [{"caller": name, "role": "user", "key": key} for name, key in KEYS.items()]}
-    return access_config(tmp_path, {"notes": {"url": url, "oauth": {}}}, roles={"user": {"allow": ["*"]}}, auth=auth)
+    auth = {"api_keys": [{"caller": name, "role": ROLES[name], "key": key} for name, key in KEYS.items()]}
+    roles = {"user": {"allow": ["*"]}, "admin": {"allow": ["*"], "admin": True}}
+    return access_config(tmp_path, {"notes": {"url": url, "oauth": {}}}, roles=roles, auth=auth)
 
 
 @asynccontextmanager

@@ -111,6 +111,19 @@ async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -
             failed, text = await call(alice, "notes__my_notes")
         assert failed and "you have not connected yours" in text
         assert {grant.caller for grant in gateway.grants.store.grants("notes")} == {"api_key:bob"}
+        async with web_client(base) as web:
+            await web.sign_in(KEYS["bob"])
+            refused = await web.submit("/connections", "/connections/notes/revoke", {"caller": "api_key:alice"})
+            assert refused.status_code == 403
+            await web.sign_in(KEYS["ada"])
+            page = await web.get("/connections")
+            assert "api_key:bob" in page.text
+            done = await web.submit("/connections", "/connections/notes/revoke", {"caller": "api_key:bob"})
+            assert done.status_code == 303
+        async with http_client(base, KEYS["bob"]) as bob:
+            failed, text = await call(bob, "notes__my_notes")
+        assert failed and "you have not connected yours" in text
+        assert gateway.grants.store.grants("notes") == []
 
 
 async def test_a_client_that_opens_urls_is_offered_the_page_and_the_call_runs_once_connected(tmp_path: Path) -> None:
