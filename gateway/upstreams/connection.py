@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager, suppress
@@ -163,6 +164,8 @@ class Upstream:
         self._logged_transport = logged_transport
         self._resolver = resolver
         self._auth = auth
+        self._challenge: str | None = None
+        """What the server's last OAuth challenge asked for, when it refused the gateway's own credentials."""
         self._session: ClientSession | None = None
         self._direct: tuple[DirectCalls, ResultParser] | None = None
         """The connection's direct path for plain calls, when its transport offers one (stdio), and
@@ -240,7 +243,7 @@ class Upstream:
                 self._error = "connection closed by the server" + self._stderr_tail()
                 log.warning("upstream %s: %s", self.name, self._error)
             except Exception as error:  # any failure of one upstream must not stop the others
-                self._error = _failure(error) + self._stderr_tail()
+                self._error = (self._challenged() or _failure(error)) + self._stderr_tail()
                 log.warning("upstream %s: %s", self.name, self._error)
             finally:
                 self._not_ready()
@@ -253,6 +256,21 @@ class Upstream:
             self._resume_at = self._clock() + delay
             await anyio.sleep(delay)
             self._resume_at = None
+
+    def _challenged(self) -> str | None:
+        """Why a server that answered with an OAuth challenge did not connect, and what makes it."""
+        challenge, self._challenge = self._challenge, None
+        if challenge is None:
+            return None
+        found = re.search(r'resource_metadata="([^"]+)"', challenge)
+        where = f" (its protected-resource metadata: {found.group(1)})" if found else ""
+        return (
+            f"the server asks for an OAuth token{where}: give its entry `oauth: {{}}` so that each user "
+            "connects their own account on the web page's Accounts, or headers with a token it accepts"
+        )
+
+    def _take_challenge(self, challenge: str) -> None:
+        self._challenge = challenge
 
     def _down_state(self) -> State:
         """The state of a server that is not connected: unhealthy after too many failures in a row."""
@@ -280,7 +298,15 @@ class Upstream:
                 factory = self._logged_transport(self._errlog(stack))
             else:
                 factory = transport_for(
-                    self.config, data_dir, self._errlog(stack), limit, self.faults, direct, self._resolver, self._auth
+                    self.config,
+                    data_dir,
+                    self._errlog(stack),
+                    limit,
+                    self.faults,
+                    direct,
+                    self._resolver,
+                    self._auth,
+                    self._take_challenge,
                 )
             read, write = await stack.enter_async_context(factory())
             watched = WatchedStream(read)

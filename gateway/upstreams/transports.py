@@ -78,6 +78,7 @@ def transport_for(
     direct: DirectCalls | None = None,
     resolver: Resolver = system_resolver,
     auth: AuthSource | None = None,
+    challenged: Callable[[str], None] | None = None,
 ) -> TransportFactory:
     """The client transport that reaches `config`'s server, reading no message over `max_message_bytes`.
 
@@ -109,6 +110,17 @@ def transport_for(
         address = await checked_address(config, resolver)
         return PinnedTransport(httpx2.URL(url).host, address)
 
+    hooks: dict[str, list[Callable[..., Any]]] = dict(_HOOKS)
+    if auth is None and challenged is not None:
+
+        async def watch(response: httpx2.Response) -> None:
+            if response.status_code == 401:
+                challenge = response.headers.get("www-authenticate", "")
+                if challenge.lower().startswith("bearer"):
+                    challenged(challenge)
+
+        hooks["response"] = [watch]
+
     # The SDK's defaults: a response stream may stay quiet for minutes.
     default_timeout = httpx2.Timeout(30.0, read=300.0)
 
@@ -124,7 +136,7 @@ def transport_for(
         ) -> httpx2.AsyncClient:
             timeout = default_timeout if timeout is None else timeout
             return httpx2.AsyncClient(
-                headers=headers, timeout=timeout, auth=granted or auth, transport=transport, event_hooks=_HOOKS
+                headers=headers, timeout=timeout, auth=granted or auth, transport=transport, event_hooks=hooks
             )
 
         async with sse_client(url, headers=headers, httpx_client_factory=client) as streams:
@@ -135,7 +147,7 @@ def transport_for(
         granted = await auth() if auth is not None else None
         async with (
             httpx2.AsyncClient(
-                headers=headers, timeout=default_timeout, auth=granted, transport=await pinned(), event_hooks=_HOOKS
+                headers=headers, timeout=default_timeout, auth=granted, transport=await pinned(), event_hooks=hooks
             ) as client,
             streamable_http_client(url, http_client=client, max_sse_event_size=max_message_bytes) as streams,
         ):

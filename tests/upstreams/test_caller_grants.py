@@ -14,10 +14,12 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 
+from gateway.upstreams.connection import State
 from gateway.upstreams.oauthflow import REFRESH_AHEAD
 from tests.support.access import http_client
 from tests.support.granted import KEYS, connect, grant_gateway, until_ready
-from tests.support.oauthserver import ACCESS_LIFETIME
+from tests.support.harness import http_gateway, make_config
+from tests.support.oauthserver import ACCESS_LIFETIME, notes_server
 from tests.support.webclient import web_client
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +158,15 @@ async def test_a_user_who_declines_to_open_the_page_gets_the_answer_naming_it(tm
         async with http_client(base, KEYS["bob"], elicitation_callback=decline) as bob:
             failed, text = await call(bob, "notes__my_notes")
         assert failed and f"connect it at {base}/connections" in text
+
+
+async def test_a_server_that_asks_for_oauth_without_oauth_in_its_entry_says_what_it_needs(tmp_path: Path) -> None:
+    async with notes_server() as (_, url):
+        config = make_config(tmp_path, {"notes": {"url": url}})
+        async with http_gateway(config) as (gateway, _):
+            status = gateway.upstreams["notes"].status()
+    assert status.state == State.FAILED
+    assert status.error is not None
+    assert "the server asks for an OAuth token" in status.error
+    assert "/.well-known/oauth-protected-resource" in status.error
+    assert "oauth: {}" in status.error
