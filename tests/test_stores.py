@@ -22,7 +22,7 @@ from gateway.stores.migrations import migrations
 from gateway.stores.postgres import without_password
 from tests.support.databases import Backend
 
-STORES = ("audit", "confirmations", "approvals", "registrations", "pins", "names")
+STORES = ("audit", "confirmations", "approvals", "registrations", "pins", "names", "grants")
 CALL = Binding("alice", "s1", "sqlite__execute", "digest")
 
 
