@@ -58,6 +58,8 @@ class Router:
 
     def serve(self, server: ServerConfig, upstream: Upstream | None) -> None:
         """Route `server`'s tools from now on (to `upstream`, its shared connection, when it has one)."""
+        if self._servers.get(server.name) not in (None, server):
+            self._callers.withdraw(server.name)  # each caller's connection reconnects as the entry now says
         self._servers[server.name] = server
         if upstream is None:
             self._upstreams.pop(server.name, None)

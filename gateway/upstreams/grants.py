@@ -56,6 +56,8 @@ class Grants:
         """Grants the provider refused on a call, by (server, caller): why, told until the user connects again."""
         self._connects: dict[str, Connect] = {}
         self._granted: dict[tuple[str, str], anyio.Event] = {}
+        self.listed_with: dict[str, str] = {}
+        """Whose grant each server's shared connection lists its tools with, by server."""
 
     @property
     def store(self) -> GrantStore:
@@ -131,6 +133,7 @@ class Grants:
             raise UpstreamUnavailableError(
                 f"no user has connected server '{server.name}' yet: each connects it at {self.page_url()}"
             )
+        self.listed_with[server.name] = held[0].caller
         return self.auth(server, held[0].caller)
 
     async def start(self, server: ServerConfig, caller: str, base_url: str, group: TaskGroup) -> str:

@@ -105,10 +105,14 @@ async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -
         await connect(base, "alice", provider)
         await connect(base, "bob", provider)
         await until_ready(gateway, "notes")
+        assert gateway.grants.listed_with["notes"] == "api_key:alice"
         async with web_client(base) as web:
             await web.sign_in(KEYS["alice"])
             done = await web.submit("/connections", "/connections/notes/disconnect")
             assert done.status_code == 303
+        # The server's tools are listed with a grant its owner has not taken back.
+        await until_ready(gateway, "notes")
+        assert gateway.grants.listed_with["notes"] == "api_key:bob"
         async with http_client(base, KEYS["alice"]) as alice:
             failed, text = await call(alice, "notes__my_notes")
         assert failed and "you have not connected yours" in text
@@ -126,6 +130,11 @@ async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -
             failed, text = await call(bob, "notes__my_notes")
         assert failed and "you have not connected yours" in text
         assert gateway.grants.store.grants("notes") == []
+        upstream = gateway.upstreams["notes"]
+        with anyio.fail_after(30):
+            while "no user has connected server 'notes' yet" not in (upstream.status().error or ""):
+                await anyio.sleep(0.02)
+        assert upstream.status().state != State.READY
 
 
 async def test_a_client_that_opens_urls_is_offered_the_page_and_the_call_runs_once_connected(tmp_path: Path) -> None:
