@@ -15,7 +15,14 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.settings import AuthSettings
 from gateway.catalog.tools import Risk
 from gateway.config.loading import default_config_path, load_config, parse_config
-from gateway.config.model import GatewaySettings, LocalToolConfig, SandboxSettings, ServerConfig, ToolSettings
+from gateway.config.model import (
+    GatewaySettings,
+    LocalToolConfig,
+    OAuthSettings,
+    SandboxSettings,
+    ServerConfig,
+    ToolSettings,
+)
 from gateway.config.reader import MAX_CONFIG_BYTES
 from gateway.errors import ConfigError
 from gateway.pipeline.confirmation import ConfirmationSettings
@@ -177,6 +184,31 @@ def test_a_shared_server_s_roots_are_directories_read_as_file_uris(tmp_path: Pat
     path = write(tmp_path, "g.yaml", "servers: {s: {command: x, roots: [./project, ~/notes]}}\n")
     roots = load_config(path, ENV).servers[0].roots
     assert roots == ((tmp_path / "project").as_uri(), "file:///home/tester/notes")
+
+
+def test_a_server_that_acts_as_each_user_reads_its_oauth_client(tmp_path: Path) -> None:
+    text = "servers: {n: {url: 'https://n.example/mcp', oauth: {client_id: c, client_secret: s, scopes: [read]}}}\n"
+    server = load_config(write(tmp_path, "g.yaml", text), ENV).servers[0]
+    assert server.oauth == OAuthSettings(client_id="c", client_secret="s", scopes=("read",))
+    assert (
+        load_config(write(tmp_path, "h.yaml", "servers: {n: {url: 'https://n.example/mcp'}}\n"), ENV).servers[0].oauth
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("{command: x, oauth: {}}", "servers.s.oauth: applies only to servers reached by url"),
+        ("{url: 'https://s.example/mcp', scope: session, oauth: {}}", "servers.s.oauth: a server reached with each"),
+        (
+            "{url: 'https://s.example/mcp', oauth: {client_secret: x}}",
+            "servers.s.oauth.client_secret: needs the client_id",
+        ),
+    ],
+)
+def test_an_oauth_entry_that_cannot_work_is_refused_naming_why(tmp_path: Path, entry: str, problem: str) -> None:
+    assert problem in str(error_for(write(tmp_path, "g.yaml", f"servers: {{s: {entry}}}\n")))
 
 
 def test_a_file_with_only_defaults_gets_every_default(tmp_path: Path) -> None:
