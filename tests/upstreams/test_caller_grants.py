@@ -179,3 +179,16 @@ async def test_a_server_that_asks_for_oauth_without_oauth_in_its_entry_says_what
     assert "the server asks for an OAuth token" in status.error
     assert "/.well-known/oauth-protected-resource" in status.error
     assert "oauth: {}" in status.error
+
+
+async def test_a_stateless_era_client_calls_with_its_callers_grant_and_is_told_when_it_has_none(tmp_path: Path) -> None:
+    async with grant_gateway(tmp_path) as (provider, gateway, base, _):
+        await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        async with (
+            http_client(base, KEYS["alice"], mode="2026-07-28") as alice,
+            http_client(base, KEYS["bob"], mode="2026-07-28") as bob,
+        ):
+            assert await call(alice, "notes__add_note", {"text": "stateless"}) == (False, "kept for alice")
+            failed, text = await call(bob, "notes__my_notes")
+        assert failed and f"connect it at {base}/connections" in text
