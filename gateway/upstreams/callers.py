@@ -10,7 +10,6 @@ offers, with the first connected caller's grant (`Grants.any_auth`); calls never
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +26,6 @@ from gateway.upstreams.clientside import NoticeHandler
 from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.grants import Grants
 
-log = logging.getLogger(__name__)
-
 
 async def _ignore(listing: SourceListing) -> None:
     """A caller's connection serves the catalog its server's shared connection published."""
@@ -36,6 +33,8 @@ async def _ignore(listing: SourceListing) -> None:
 
 @dataclass(eq=False)
 class _Running:
+    """A caller's connection, the scope that ends it, and the sessions using it."""
+
     upstream: Upstream
     scope: anyio.CancelScope
     sessions: set[str] = field(default_factory=set)
@@ -81,7 +80,8 @@ class CallerUpstreams:
         upstream = running.upstream
         with anyio.move_on_after(self._settings.upstream_connect_timeout):
             await upstream.first_attempt.wait()
-        if upstream.status().state != State.READY:
+        # One that was ready and is reconnecting serves the call once back, as a shared one does.
+        if upstream.status().state in (State.CONNECTING, State.FAILED):
             if (server.name, session.caller) in self._grants.lost:
                 self._stop(key)
                 raise self._grants.needed(server.name, session.caller)

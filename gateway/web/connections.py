@@ -45,8 +45,14 @@ def routes(web: Web) -> list[Route]:
     async def listing(person: Person) -> dict[str, Any]:
         held = await gateway.grants.run(gateway.grants.store.grants)
         mine = {grant.server for grant in held if grant.caller == person.caller.identity.key}
+        # The server's host alone: its URL may carry a secret in its query or user-info.
         rows = [
-            (server, server.name in mine, gateway.grants.lost.get((server.name, person.caller.identity.key)))
+            (
+                server,
+                urlsplit(server.url or "").hostname or "",
+                server.name in mine,
+                gateway.grants.lost.get((server.name, person.caller.identity.key)),
+            )
             for server in granted_servers()
         ]
         return {"rows": rows, "grants": held if person.admin else []}
