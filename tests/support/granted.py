@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -34,20 +35,24 @@ class WallClock:
         return time.time() + self.offset
 
 
-def grant_config(tmp_path: Path, url: str) -> GatewayConfig:
-    """Callers alice and bob with API keys, and the notes server at `url` reached with each one's grant."""
+def grant_config(tmp_path: Path, url: str, oauth: Mapping[str, Any]) -> GatewayConfig:
+    """Callers alice, bob (users) and ada (an admin) with API keys, and the notes server at `url`
+    reached with each one's grant, the gateway's client at its authorization server being `oauth`."""
     auth = {"api_keys": [{"caller": name, "role": ROLES[name], "key": key} for name, key in KEYS.items()]}
     roles = {"user": {"allow": ["*"]}, "admin": {"allow": ["*"], "admin": True}}
-    return access_config(tmp_path, {"notes": {"url": url, "oauth": {}}}, roles=roles, auth=auth)
+    return access_config(tmp_path, {"notes": {"url": url, "oauth": dict(oauth)}}, roles=roles, auth=auth)
 
 
 @asynccontextmanager
-async def grant_gateway(tmp_path: Path) -> AsyncIterator[tuple[Provider, Gateway, str, WallClock]]:
-    """The notes server, and a gateway that reaches it with each user's grant, served over HTTP."""
+async def grant_gateway(
+    tmp_path: Path, *, oauth: Mapping[str, Any] | None = None
+) -> AsyncIterator[tuple[Provider, Gateway, str, WallClock]]:
+    """The notes server, and a gateway that reaches it with each user's grant, served over HTTP;
+    with `oauth` (a configured client), the server offers no dynamic registration."""
     clock = WallClock()
     async with (
-        notes_server() as (provider, url),
-        http_gateway(grant_config(tmp_path, url), wall_clock=clock) as (
+        notes_server(registration=oauth is None) as (provider, url),
+        http_gateway(grant_config(tmp_path, url, oauth or {}), wall_clock=clock) as (
             gateway,
             base,
         ),

@@ -136,8 +136,9 @@ class Provider:
         )
 
 
-def build_server(provider: Provider) -> MCPServer:
-    """The notes server, its resource and authorization server at `provider.issuer`."""
+def build_server(provider: Provider, *, registration: bool = True) -> MCPServer:
+    """The notes server, its resource and authorization server at `provider.issuer`; without
+    `registration`, clients are registered by hand (`provider.clients`)."""
     server = MCPServer(
         "notes",
         auth_server_provider=provider,
@@ -145,7 +146,7 @@ def build_server(provider: Provider) -> MCPServer:
             issuer_url=provider.issuer,
             resource_server_url=f"{provider.issuer}/mcp",
             validate_token_resource=True,
-            client_registration_options=ClientRegistrationOptions(enabled=True),
+            client_registration_options=ClientRegistrationOptions(enabled=registration),
             revocation_options=RevocationOptions(enabled=True),
         ),
     )
@@ -189,11 +190,11 @@ def build_server(provider: Provider) -> MCPServer:
 
 
 @asynccontextmanager
-async def notes_server() -> AsyncIterator[tuple[Provider, str]]:
+async def notes_server(*, registration: bool = True) -> AsyncIterator[tuple[Provider, str]]:
     """The notes server over HTTP on loopback: its provider and its MCP endpoint's URL."""
     port = free_port()
     provider = Provider(f"http://127.0.0.1:{port}")
-    app = build_server(provider).streamable_http_app()
+    app = build_server(provider, registration=registration).streamable_http_app()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)

@@ -13,6 +13,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
+from mcp.shared.auth import OAuthClientInformationFull
+from pydantic import AnyUrl
 
 from gateway.upstreams.connection import State
 from gateway.upstreams.oauthflow import REFRESH_AHEAD
@@ -44,6 +46,24 @@ async def test_two_users_who_connect_a_server_each_see_their_own_data(tmp_path: 
         # One client registered dynamically for the gateway, each user's grant kept apart.
         assert len(provider.clients) == 1
         assert {grant.caller for grant in gateway.grants.store.grants("notes")} == {"api_key:alice", "api_key:bob"}
+
+
+async def test_a_configured_client_connects_where_the_authorization_server_offers_no_registration(
+    tmp_path: Path,
+) -> None:
+    oauth = {"client_id": "gateway-client", "client_secret": "a-secret-of-the-gateway-client"}
+    async with grant_gateway(tmp_path, oauth=oauth) as (provider, gateway, base, _):
+        provider.clients["gateway-client"] = OAuthClientInformationFull(
+            client_id="gateway-client",
+            client_secret="a-secret-of-the-gateway-client",
+            redirect_uris=[AnyUrl(f"{base}/connections/callback")],
+            token_endpoint_auth_method="client_secret_post",
+        )
+        assert "Connected" in await connect(base, "alice", provider)
+        await until_ready(gateway, "notes")
+        async with http_client(base, KEYS["alice"]) as alice:
+            assert await call(alice, "notes__add_note", {"text": "configured"}) == (False, "kept for alice")
+        assert list(provider.clients) == ["gateway-client"]
 
 
 async def test_a_user_who_has_not_connected_the_server_is_told_where_to_connect_it(tmp_path: Path) -> None:
