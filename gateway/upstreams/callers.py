@@ -22,7 +22,7 @@ from gateway.clients.session import SessionContext
 from gateway.config.model import GatewaySettings, ServerConfig
 from gateway.errors import GatewayError, UpstreamUnavailableError
 from gateway.upstreams.addresses import Resolver, system_resolver
-from gateway.upstreams.clientside import NoticeHandler
+from gateway.upstreams.clientside import Notice, NoticeHandler
 from gateway.upstreams.connection import State, Upstream
 from gateway.upstreams.grants import Grants
 
@@ -37,7 +37,7 @@ class _Running:
 
     upstream: Upstream
     scope: anyio.CancelScope
-    sessions: set[str] = field(default_factory=set)
+    sessions: dict[str, SessionContext] = field(default_factory=dict)
 
 
 class CallerUpstreams:
@@ -69,10 +69,10 @@ class CallerUpstreams:
                 raise self._grants.needed(server.name, session.caller)
             running = self._running.get(key) or self._start(server, session, group)
         if session.id not in running.sessions:
-            running.sessions.add(session.id)
+            running.sessions[session.id] = session
 
             async def release(session_id: str = session.id) -> None:
-                running.sessions.discard(session_id)
+                running.sessions.pop(session_id, None)
                 if not running.sessions and self._running.get(key) is running:
                     self._stop(key)
 
@@ -92,20 +92,27 @@ class CallerUpstreams:
 
     def _start(self, server: ServerConfig, session: SessionContext, group: TaskGroup) -> _Running:
         caller = session.caller
+        sessions: dict[str, SessionContext] = {}
 
         async def auth() -> object:
             return self._grants.auth(server, caller)
+
+        async def tell(name: str, notice: Notice) -> None:
+            # What the server says outside a request is for its caller alone: each of their sessions.
+            if self._notices is not None:
+                for each in list(sessions.values()):
+                    await self._notices(each)(name, notice)
 
         upstream = Upstream(
             server,
             self._settings,
             _ignore,
             log_dir=self._log_dir,
-            notices=self._notices(session) if self._notices is not None else None,
+            notices=tell,
             resolver=self._resolver,
             auth=auth,
         )
-        running = _Running(upstream, anyio.CancelScope())
+        running = _Running(upstream, anyio.CancelScope(), sessions)
         self._running[(server.name, caller)] = running
 
         async def run() -> None:
