@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager, suppress
@@ -48,6 +47,7 @@ from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.clientside import ClientSide, NoticeHandler, configured_roots
 from gateway.upstreams.directcalls import DirectCalls, ResultParser
 from gateway.upstreams.faults import FaultLog
+from gateway.upstreams.grants import unanswered_challenge
 from gateway.upstreams.listing import ListingSlots, PageFetch, UpstreamSession, all_pages, paged, records_for
 from gateway.upstreams.outputs import OutputValidators
 from gateway.upstreams.sdkclient import send_as_is
@@ -260,14 +260,7 @@ class Upstream:
     def _challenged(self) -> str | None:
         """Why a server that answered with an OAuth challenge did not connect, and what makes it."""
         challenge, self._challenge = self._challenge, None
-        if challenge is None:
-            return None
-        found = re.search(r'resource_metadata="([^"]+)"', challenge)
-        where = f" (its protected-resource metadata: {found.group(1)})" if found else ""
-        return (
-            f"the server asks for an OAuth token{where}: give its entry `oauth: {{}}` so that each user "
-            "connects their own account on the web page's Accounts, or headers with a token it accepts"
-        )
+        return None if challenge is None else unanswered_challenge(challenge)
 
     def _take_challenge(self, challenge: str) -> None:
         self._challenge = challenge

@@ -9,6 +9,7 @@ keeps the grants, the Connects under way, and what a caller without a grant is t
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -39,6 +40,17 @@ ConnectByUrl = Callable[[str, str], Awaitable[bool]]
 whether they agreed to."""
 Clock = Callable[[], float]
 T = TypeVar("T")
+
+
+def unanswered_challenge(challenge: str) -> str:
+    """What a server's OAuth challenge (its `WWW-Authenticate: Bearer ...`) to the gateway's own
+    credentials means for its entry: the metadata it named, and the entry that makes it work."""
+    found = re.search(r'resource_metadata="([^"]+)"', challenge)
+    where = f" (its protected-resource metadata: {found.group(1)})" if found else ""
+    return (
+        f"the server asks for an OAuth token{where}: give its entry `oauth: {{}}` so that each user "
+        "connects their own account on the web page's Accounts, or headers with a token it accepts"
+    )
 
 
 class Grants:
