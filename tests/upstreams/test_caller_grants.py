@@ -19,7 +19,7 @@ from pydantic import AnyUrl
 from gateway.upstreams.connection import State
 from gateway.upstreams.oauthflow import REFRESH_AHEAD
 from tests.support.access import http_client
-from tests.support.granted import KEYS, connect, grant_gateway, until_ready
+from tests.support.granted import KEYS, connect, grant_config, grant_gateway, until_ready
 from tests.support.harness import http_gateway, make_config
 from tests.support.oauthserver import ACCESS_LIFETIME, notes_server
 from tests.support.webclient import web_client
@@ -212,3 +212,17 @@ async def test_a_stateless_era_client_calls_with_its_callers_grant_and_is_told_w
             assert await call(alice, "notes__add_note", {"text": "stateless"}) == (False, "kept for alice")
             failed, text = await call(bob, "notes__my_notes")
         assert failed and f"connect it at {base}/connections" in text
+
+
+async def test_a_connect_whose_metadata_names_another_resource_is_refused_and_registers_nothing(
+    tmp_path: Path,
+) -> None:
+    # The entry reaches the server as localhost; its metadata says its tokens are for 127.0.0.1.
+    async with notes_server() as (provider, url):
+        config = grant_config(tmp_path, url.replace("127.0.0.1", "localhost"), {})
+        async with http_gateway(config) as (_, base), web_client(base) as web:
+            await web.sign_in(KEYS["alice"])
+            refused = await web.submit("/connections", "/connections/notes/connect")
+    assert refused.status_code == 400
+    assert "did not start" in refused.text and "does not match" in refused.text
+    assert provider.clients == {}
