@@ -139,10 +139,11 @@ class CallerUpstreams:
         """Return once `caller` has connected `server`."""
         await self._grants.until_connected(server, caller)
 
-    async def disconnect(self, server: str, caller: str) -> bool:
-        """End `caller`'s grant for `server` and their connection to it; whether they held one."""
-        self._stop((server, caller))
-        return await self._grants.forget(server, caller)
+    async def disconnect(self, server: ServerConfig, caller: str) -> bool:
+        """End `caller`'s grant for `server` (at its provider too, where it can) and their
+        connection to it; whether they held one."""
+        self._stop((server.name, caller))
+        return await self._grants.revoke(server, caller)
 
     def withdraw(self, server: str) -> None:
         """End every caller's connection to `server` (it left the live set, or changed)."""

@@ -125,6 +125,17 @@ class Grants:
             self.lost.pop((server, caller), None)
         return await self.run(self.store.forget, server, caller)
 
+    async def revoke(self, server: ServerConfig, caller: str) -> bool:
+        """End `caller`'s grant for `server` here and, where it offers revocation, at its
+        authorization server too; whether there was one."""
+        from gateway.upstreams.oauthflow import revoke
+
+        stored = await self.run(self.store.grant, server.name, caller)
+        if not await self.forget(server.name, caller) or stored is None:
+            return False
+        await revoke(self, server, caller, stored.tokens)
+        return True
+
     def auth(self, server: ServerConfig, caller: str) -> GrantAuth:
         """What puts `caller`'s grant on each request of a connection to `server`."""
         from gateway.upstreams.oauthflow import caller_auth

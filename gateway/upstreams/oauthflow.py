@@ -24,7 +24,15 @@ import anyio
 import httpx2
 from anyio.abc import TaskGroup
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, OAuthFlowError
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    create_oauth_metadata_request,
+    handle_auth_metadata_response,
+    handle_protected_resource_response,
+    validate_metadata_issuer,
+)
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 from pydantic import AnyUrl, ValidationError
 
 from gateway.config.model import ServerConfig
@@ -239,6 +247,56 @@ async def _run(provider: OAuthClientProvider, url: str, connect: Connect) -> Non
     finally:
         connect.started.set()
         connect.done.set()
+
+
+async def revoke(keeper: Keeper, server: ServerConfig, caller: str, tokens: str) -> None:
+    """Ask `server`'s authorization server to revoke the grant `tokens` (its refresh token, else its
+    access token; RFC 7009) when its metadata names a revocation endpoint. Best effort: the gateway
+    has forgotten the grant already, and a failure is logged."""
+    assert server.url is not None
+    token = OAuthToken.model_validate_json(tokens)
+    value, hint = (
+        (token.refresh_token, "refresh_token") if token.refresh_token else (token.access_token, "access_token")
+    )
+    client = await CallerTokens(keeper, server, caller).get_client_info()
+    try:
+        async with httpx2.AsyncClient(timeout=10.0) as http:
+            metadata = await _authorization_server(http, server.url)
+            endpoint = metadata.revocation_endpoint if metadata is not None else None
+            if client is None or endpoint is None:
+                log.info(
+                    "upstream %s: no revocation endpoint; the grant of %s is forgotten here only", server.name, caller
+                )
+                return
+            form = {"token": value, "token_type_hint": hint, "client_id": client.client_id}
+            if client.client_secret is not None:
+                form["client_secret"] = client.client_secret
+            response = await http.post(str(endpoint), data=form)
+    except (httpx2.HTTPError, OAuthFlowError, ValidationError) as error:
+        log.warning("upstream %s: revoking the grant of %s failed: %s", server.name, caller, describe_error(error))
+        return
+    if response.status_code != 200:
+        log.warning("upstream %s: revoking the grant of %s: HTTP %d", server.name, caller, response.status_code)
+
+
+async def _authorization_server(http: httpx2.AsyncClient, server_url: str) -> OAuthMetadata | None:
+    """The metadata of the authorization server `server_url`'s protected-resource metadata names,
+    found as the SDK's client finds it, its issuer checked."""
+    prm = None
+    for url in build_protected_resource_metadata_discovery_urls(None, server_url):
+        prm = await handle_protected_resource_response(await http.send(create_oauth_metadata_request(url)))
+        if prm is not None:
+            break
+    issuer = str(prm.authorization_servers[0]) if prm is not None else None
+    for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
+        found, metadata = await handle_auth_metadata_response(await http.send(create_oauth_metadata_request(url)))
+        if not found:
+            return None
+        if metadata is not None:
+            if issuer is not None:
+                validate_metadata_issuer(metadata, issuer)
+            return metadata
+    return None
 
 
 def _metadata(server: ServerConfig, redirect_uri: str | None) -> OAuthClientMetadata:

@@ -95,23 +95,24 @@ def routes(web: Web) -> list[Route]:
         person.session.flash = f"Connected server {name!r}: its tools now act as you."
         return RedirectResponse(PAGE_PATH, status_code=303)
 
-    async def end(name: str, caller: str) -> bool:
-        held = await gateway.callers.disconnect(name, caller)
-        if gateway.grants.listed_with.get(name) == caller:
+    async def end(server: ServerConfig, caller: str) -> bool:
+        held = await gateway.callers.disconnect(server, caller)
+        if gateway.grants.listed_with.get(server.name) == caller:
             # The server's shared connection listed with this grant: it lists with another's from now on.
-            await gateway.servers.restart(name)
+            await gateway.servers.restart(server.name)
         return held
 
     async def disconnect(request: Request, person: Person) -> Response:
         server = server_of(request.path_params["name"])
-        await end(server.name, caller_of(person))
+        await end(server, caller_of(person))
         person.session.flash = f"Disconnected server {server.name!r}: the gateway holds no token of yours for it."
         return RedirectResponse(PAGE_PATH, status_code=303)
 
     async def revoke(request: Request, person: Person) -> Response:
         person.caller.require_admin()
-        name, caller = request.path_params["name"], form_of(request).get("caller", "")
-        if not await end(name, caller):
+        server, caller = server_of(request.path_params["name"]), form_of(request).get("caller", "")
+        name = server.name
+        if not await end(server, caller):
             raise NotFoundError(f"{caller!r} holds no grant for server {name!r}.")
         person.session.flash = f"Revoked the grant of {caller!r} for server {name!r}."
         return RedirectResponse(PAGE_PATH, status_code=303)

@@ -120,7 +120,7 @@ async def test_a_refresh_token_the_provider_revoked_asks_the_user_to_connect_aga
             assert await call(alice, "notes__my_notes") == (False, "alice: one")
 
 
-async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -> None:
+async def test_a_user_disconnects_and_an_admin_revokes_a_grant_here_and_at_the_provider(tmp_path: Path) -> None:
     async with grant_gateway(tmp_path) as (provider, gateway, base, _):
         await connect(base, "alice", provider)
         await connect(base, "bob", provider)
@@ -130,7 +130,8 @@ async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -
             await web.sign_in(KEYS["alice"])
             done = await web.submit("/connections", "/connections/notes/disconnect")
             assert done.status_code == 303
-        # The server's tools are listed with a grant its owner has not taken back.
+        # Revoked at the provider too, and the server's tools are listed with a grant its owner kept.
+        assert [held.subject for held in provider.refresh.values()] == ["bob"]
         await until_ready(gateway, "notes")
         assert gateway.grants.listed_with["notes"] == "api_key:bob"
         async with http_client(base, KEYS["alice"]) as alice:
@@ -150,6 +151,7 @@ async def test_a_user_disconnects_and_an_admin_revokes_a_grant(tmp_path: Path) -
             failed, text = await call(bob, "notes__my_notes")
         assert failed and "you have not connected yours" in text
         assert gateway.grants.store.grants("notes") == []
+        assert provider.refresh == {}
         upstream = gateway.upstreams["notes"]
         with anyio.fail_after(30):
             while "no user has connected server 'notes' yet" not in (upstream.status().error or ""):
