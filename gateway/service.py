@@ -53,6 +53,7 @@ from gateway.serving.passthrough import PassThrough
 from gateway.serving.resources import Resources
 from gateway.serving.sessions import Sessions
 from gateway.shared import state
+from gateway.skills.codemode import CodeMode
 from gateway.skills.folder import load_skills
 from gateway.skills.host import SkillHost
 from gateway.skills.metatools import MetaTools
@@ -131,7 +132,7 @@ class Gateway:
         self.local_identity = local_identity or Identity(settings.stdio_caller, settings.stdio_role, "stdio")
         # The tool group of the client that launched the gateway as a command (`stdio --group`).
         self.local_group = local_group
-        self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True)])
+        self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True, True)])
         group_set = GroupSet(config.groups)
         self.visibility = Visibility(config.policy, self.catalog, group_set)
         self.shared = builder.shared_state(config, clock, wall_clock)
@@ -296,7 +297,14 @@ class Gateway:
             self.metrics,
             self.router.execute,
         )
-        meta = MetaTools(self.skills, self.calls.call_tool)
+        code = CodeMode(
+            self.visibility.tools,
+            lambda name: name in self.listing.meta,
+            self.sandboxes,
+            self.calls.call_tool,
+            self.config.settings.max_result_chars,
+        )
+        meta = MetaTools(self.skills, self.calls.call_tool, code.run)
         meta_share = builder.share_step(self.config, self.shared, write_through=True)
         meta_pipeline = builder.meta_pipeline(stores, meta_share, self._wall_clock, self.metrics, meta.run)
         self.calls.start(self.pipeline, meta_pipeline, self.audit)

@@ -113,6 +113,7 @@ ROLES_SCHEMA: dict[str, Any] = {
             "budget": BUDGET_SCHEMA,
             "admin": {"type": "boolean"},
             "approve": {"enum": ["own", "admins"]},
+            "code_mode": {"type": "boolean"},
         },
     },
 }
@@ -191,6 +192,8 @@ class RolePolicy:
     budget: Budget | None = None
     admin: bool = False
     approve_own: bool = False
+    code_mode: bool = True
+    """Whether the role may run scripts (Run_Code) when the gateway offers code mode."""
 
     def may_see(self, tool: ToolRecord) -> bool:
         """True when an allow rule matches the tool and no deny rule does."""
@@ -241,6 +244,11 @@ class Policy:
         policy = self.roles.get(role) if self.roles is not None and role is not None else None
         return policy is not None and policy.approve_own
 
+    def may_run_code(self, role: str | None) -> bool:
+        """Whether callers of `role` may run scripts (Run_Code): every role unless it says `code_mode: false`."""
+        policy = self.roles.get(role) if self.roles is not None and role is not None else None
+        return policy is None or policy.code_mode
+
     def budget(self, role: str | None) -> Budget | None:
         """The role's budget, or None when its calls are not limited."""
         if self.roles is None or role is None:
@@ -258,4 +266,5 @@ def _role(raw: Mapping[str, Any]) -> RolePolicy:
         budget=Budget.from_config(budget) if budget is not None else None,
         admin=bool(raw.get("admin", False)),
         approve_own=raw.get("approve", "admins") == "own",
+        code_mode=bool(raw.get("code_mode", True)),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from gateway.auth.groups import GroupSet
 from gateway.auth.policy import Budget, Policy
 from gateway.catalog.merged import Catalog, Route
-from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
+from gateway.catalog.tools import GATEWAY_SOURCE, RUN_CODE, ToolRecord
 from gateway.clients.session import SessionContext
 from gateway.errors import ProtocolError
 
@@ -29,9 +29,9 @@ class Visibility:
 
     def allows(self, role: str | None, group: str | None, tool: ToolRecord) -> bool:
         """Whether a caller with `role` on the endpoint of `group` (None: the whole catalog) may know
-        that `tool` exists (meta-tools: always)."""
+        that `tool` exists (meta-tools: always, but Run_Code only where the role keeps code mode)."""
         if tool.source == GATEWAY_SOURCE:
-            return True
+            return tool.name != RUN_CODE or self.policy.may_run_code(role)
         if not self.policy.may_see(role, tool):
             return False
         if group is None:

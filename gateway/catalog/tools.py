@@ -12,6 +12,8 @@ import mcp_types as types
 Layer = Literal["core", "extended"]
 # The source of the gateway's own tools, the meta-tools: every role may see them.
 GATEWAY_SOURCE = "gateway"
+RUN_CODE = "Run_Code"
+"""The meta-tool of code mode; a role with `code_mode: false` does not see it."""
 
 
 class Risk(StrEnum):

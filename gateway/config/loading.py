@@ -299,6 +299,7 @@ _FLOAT_SETTINGS = {
     "restart_backoff_reset",
     "health_interval",
     "workspace_retention",
+    "code_mode_deadline",
 }
 
 _SIZE_SETTINGS = {

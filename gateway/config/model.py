@@ -172,6 +172,8 @@ class GatewaySettings:
     sandbox_image: str = "mcp-gateway-sandbox:latest"
     sandbox_warm: int = 2
     sandbox_session_warm: int = 1
+    code_mode: bool = False
+    code_mode_deadline: float = 30
     http_json_responses: bool = False
     workspace_size: int = DEFAULT_WORKSPACE_SIZE
     workspace_retention: float = 86400

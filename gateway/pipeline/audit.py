@@ -69,7 +69,9 @@ from gateway.stores.spool import Spool, SpoolError, orphans
 _MAX_DETAIL_CHARS = 1000
 
 log = logging.getLogger(__name__)
-_COLUMNS = "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id, trace_id"
+_COLUMNS = (
+    "epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id, trace_id, parent_request_id"
+)
 STORE = "audit"
 """The audit trail's name in the store seam (its SQLite file is `audit.db`)."""
 SHIP_INTERVAL = 0.02
@@ -87,10 +89,11 @@ WARN_INTERVAL = 60.0
 """Seconds between two log lines saying the audit trail cannot be written."""
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-_INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
-_WIDTH = 12
-# Spooled rows of a version before `trace_id` have one value less; they are stored with ''.
-_WIDTHS = (_WIDTH - 1, _WIDTH)
+_INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+_WIDTH = 13
+# Spooled rows of a version before `trace_id` or `parent_request_id` have fewer values; the missing
+# ones are stored as ''.
+_WIDTHS = (_WIDTH - 2, _WIDTH - 1, _WIDTH)
 
 
 class AuditError(GatewayError):
@@ -110,7 +113,8 @@ class AuditEntry:
     """One audited call. `outcome` is `ok`, `error`, `refused:<reason>`, `timeout`, ...;
     `request_id` links the row to the call's log lines (see `gateway.runtime.requestid`);
     `trace_id` to its trace, taken from the request being handled where the entry is made ("" when
-    it is not traced, see `gateway.runtime.tracing`)."""
+    it is not traced, see `gateway.runtime.tracing`); `parent_request_id` to the call that made this one
+    (a script's Run_Code, see code mode), '' for a client's own call."""
 
     epoch: float
     session: str
@@ -122,6 +126,7 @@ class AuditEntry:
     detail: str = ""
     request_id: str = ""
     trace_id: str = field(default_factory=tracing.trace_id)
+    parent_request_id: str = field(default_factory=requestid.parent)
 
     @property
     def time(self) -> str:
@@ -367,6 +372,7 @@ class AuditStore:
             _storable(_one_line(redact(entry.detail))[:_MAX_DETAIL_CHARS]),
             entry.request_id,
             entry.trace_id,
+            entry.parent_request_id,
         )
 
     def _insert(self, rows: Sequence[Sequence[object]]) -> None:

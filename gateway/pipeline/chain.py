@@ -16,7 +16,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from gateway.catalog.tools import ToolRecord
 from gateway.clients.session import SessionContext
-from gateway.errors import ToolError
+from gateway.errors import ToolError, ToolRefusedError
 
 ProgressFn = ProgressFnT
 """Receives progress of a running call: `(progress, total, message)`."""
@@ -34,6 +34,9 @@ class ToolCall:
 
 
 OUTCOME_NOTE = "outcome"
+OUTCOMES_NOTE = "gateway.outcomes"
+"""A list a caller may put in a call's notes to learn how the call ended (`ok`, `error` or
+`refused`: not run), which the `is_error` result alone does not tell (code mode's scripts)."""
 """A note a step sets when its result, an error for the model, is not a failure of the tool: the audit
 outcome to record instead of `error` (e.g. `refused:awaiting_approval`)."""
 
@@ -73,9 +76,22 @@ class Pipeline:
     async def run(self, call: ToolCall) -> types.CallToolResult:
         """Run one call; failures come back as `is_error` results, never as exceptions."""
         try:
-            return await self._chain(call)
+            result = await self._chain(call)
         except ToolError as error:
+            _tell(call, "refused" if isinstance(error, ToolRefusedError) else "error")
             return error_result(error)
+        outcome = call.notes.get(OUTCOME_NOTE)
+        if isinstance(outcome, str) and outcome.startswith("refused"):
+            _tell(call, "refused")
+        else:
+            _tell(call, "error" if result.is_error else "ok")
+        return result
+
+
+def _tell(call: ToolCall, outcome: str) -> None:
+    outcomes = call.notes.get(OUTCOMES_NOTE)
+    if isinstance(outcomes, list):
+        outcomes.append(outcome)
 
 
 def _bind(step: Step, call_next: CallNext) -> CallNext:

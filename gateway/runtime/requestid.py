@@ -21,6 +21,7 @@ from itertools import count
 from gateway.runtime import tracing
 
 _current: ContextVar[str | None] = ContextVar("gateway_request_id", default=None)
+_parent: ContextVar[str] = ContextVar("gateway_parent_request_id", default="")
 _PREFIX = secrets.token_hex(8)
 _numbers = count(1)
 
@@ -28,6 +29,11 @@ _numbers = count(1)
 def current() -> str | None:
     """The id of the call being handled, None outside one."""
     return _current.get()
+
+
+def parent() -> str:
+    """The id of the call that made the call being handled (a script's Run_Code), '' for a client's own."""
+    return _parent.get()
 
 
 def fresh() -> str:
@@ -45,3 +51,17 @@ def bound() -> Iterator[str]:
         yield request_id
     finally:
         _current.reset(token)
+
+
+@contextmanager
+def child() -> Iterator[str]:
+    """Handle a call made by the call being handled (a script's tool call) under a fresh id whose
+    parent is the current one, both restored on the way out."""
+    request_id = fresh()
+    parent_token = _parent.set(_current.get() or "")
+    token = _current.set(request_id)
+    try:
+        yield request_id
+    finally:
+        _current.reset(token)
+        _parent.reset(parent_token)

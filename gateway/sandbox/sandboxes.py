@@ -14,10 +14,10 @@ import hashlib
 import logging
 import math
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -35,6 +35,7 @@ from gateway.upstreams.workspaces import Workspaces, workspace_owner
 
 if TYPE_CHECKING:
     from gateway.sandbox.containers import SandboxContainer
+    from gateway.sandbox.scripts import OnCall, ScriptOutcome
     from gateway.sandbox.source import DockerSandbox
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class Sandboxes:
         self._settings = config.settings
         self._metrics = metrics
         self.docker: DockerSandbox | None = None
-        if any(needs_sandbox(server) for server in config.servers):
+        if config.settings.code_mode or any(needs_sandbox(server) for server in config.servers):
             self.docker = self._docker()
         self._state = (False, "the Docker sandbox has not been checked yet")
         # The workspace's owner, so the container reaches it through ownership, not a world-writable mode.
@@ -217,6 +218,37 @@ class Sandboxes:
                 log.info("removed %d sandbox containers left by an earlier run", removed)
         background.start("sandbox_watch", self._watch)
         background.start("sandbox_upkeep", self.docker.maintain)
+        if self._settings.code_mode and self._state[0]:
+            # The first script of the gateway's first session takes a container started now.
+            background.start("code_mode_warm", self._warm_scripts)
+
+    def script_limits(self) -> SandboxLimits:
+        """The limits of a code mode script's container: the sandbox's defaults, the code mode deadline."""
+        deadline = self._settings.code_mode_deadline
+        return SandboxLimits(user=f"{self._user[0]}:{self._user[1]}", deadline=deadline, lifetime=max(3600.0, deadline))
+
+    async def _warm_scripts(self) -> None:
+        from gateway.sandbox.scripts import runner_command
+
+        assert self.docker is not None
+        await self.docker.prewarm(runner_command(), self.script_limits(), None)
+        await anyio.sleep_forever()
+
+    async def run_script(self, start: Mapping[str, Any], max_output: int, on_call: OnCall) -> ScriptOutcome:
+        """Run a code mode script (`start`, see `gateway.sandbox.scriptrunner`) in a fresh container
+        from the scripts' warm pool, which mounts no host directory; `on_call` answers its tool calls."""
+        from gateway.sandbox.scripts import run_script, runner_command
+
+        docker = self.docker
+        ready, reason = self.availability()
+        if docker is None or not ready:
+            raise SandboxUnavailableError(f"Run_Code runs scripts in a Docker sandbox, which is unavailable: {reason}")
+        limits = self.script_limits()
+        handle = await docker.take(runner_command(), limits, None)
+        try:
+            return await run_script(handle, start, limits.deadline, max_output, on_call)
+        finally:
+            await docker.dispose(handle)
 
     async def close(self) -> None:
         """Destroy every container the sandbox holds."""

@@ -235,6 +235,17 @@ class DockerSandbox:
             await self._pools.pop(key).close()
         return len(keys)
 
+    async def take(self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None) -> SandboxContainer:
+        """A fresh started container running `command` from its warm pool (a cold start when none is
+        ready); give it back to `dispose` when done."""
+        pool = await self._pool(command, limits, workspace)
+        with tracing.span(SANDBOX_START):
+            return await pool.acquire()
+
+    async def dispose(self, handle: SandboxContainer) -> None:
+        """Remove a container from `take` in the background."""
+        await self._reaper.dispose(handle)
+
     async def prewarm(self, command: Sequence[str], limits: SandboxLimits, workspace: Path | None) -> None:
         """Fill the warm pool for this command now rather than on its first call."""
         pool = await self._pool(command, limits, workspace)

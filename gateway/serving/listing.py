@@ -44,16 +44,20 @@ class Listing:
         """The meta-tools offered, by name; replaced, never changed in place, when the offer changes."""
 
     def offer(self, *, with_skills: bool, with_search: bool) -> None:
-        """Offer the meta-tools of skills (when there are any) and of search (when a tool is extended)."""
-        self.meta = {tool.name: tool for tool in meta_records(with_skills, with_search)}
+        """Offer the meta-tools of skills (when there are any), of search (when a tool is extended) and
+        of code mode (when the settings turn it on)."""
+        records = meta_records(with_skills, with_search, self._settings.code_mode)
+        self.meta = {tool.name: tool for tool in records}
 
     def listed_tools(self, session: SessionContext) -> list[ToolRecord]:
         """What tools/list shows this session: meta-tools, core tools, and in list_changed mode
         the tools of its active skills."""
         extra = self._listed_skill_tools(session)
         listed = [tool for tool in self._visibility.tools(session) if tool.layer == "core" or tool.name in extra]
-        # The meta-tools are the same for every caller: List_Skills, not a schema, names its skills.
-        return list(self.meta.values()) + listed
+        # The meta-tools are the same for every caller (List_Skills, not a schema, names its skills),
+        # but for Run_Code, which a role may turn off.
+        meta = [tool for tool in self.meta.values() if self._visibility.may_see(session, tool)]
+        return meta + listed
 
     def listing_view(self, session: SessionContext) -> tuple[Hashable, tuple[object, ...]]:
         """What decides `listed_tools(session)`: a key naming its visibility set (role, group, the

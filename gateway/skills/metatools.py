@@ -1,5 +1,5 @@
 """The meta-tools of progressive disclosure: List_Skills, Load_Skill, Unload_Skill, Use_Tool,
-Find_Tools and Read_Skill_File.
+Find_Tools and Read_Skill_File; and Run_Code, code mode's (`gateway.skills.codemode`).
 
 They are ordinary `ToolRecord`s of the `gateway` source; `MetaTools` is that source. It asks the
 `Disclosure` (what this caller may see and has active) and calls other tools back through the
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
+from gateway.catalog.tools import GATEWAY_SOURCE, RUN_CODE, ToolRecord
 from gateway.clients.session import SessionContext
 from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError, clip
 from gateway.pipeline.chain import ProgressFn, ToolCall
@@ -68,8 +68,12 @@ CallBack = Callable[
 ]
 
 
-def records(with_skills: bool, with_search: bool) -> list[ToolRecord]:
-    """The meta-tools worth listing: skill tools when skills exist, search and call-through when needed.
+RunCode = Callable[[ToolCall], Awaitable[types.CallToolResult]]
+
+
+def records(with_skills: bool, with_search: bool, with_code: bool = False) -> list[ToolRecord]:
+    """The meta-tools worth listing: skill tools when skills exist, search and call-through when
+    needed, Run_Code when code mode is on.
 
     They are the same for every caller, so the start-of-session listing does not grow with the
     number of skills.
@@ -128,6 +132,18 @@ def records(with_skills: bool, with_search: bool) -> list[ToolRecord]:
                 _STATEFUL,
             ),
         ]
+    if with_code:
+        result.append(
+            _record(
+                RUN_CODE,
+                "Run a Python script in a sandbox; the tools you may use are functions in package `tools` "
+                "(print(tools.__doc__) lists them, help() shows one). Gives what it prints and its last "
+                "expression's value.",
+                {"code": {"type": "string"}},
+                ["code"],
+                _STATEFUL,
+            )
+        )
     return result
 
 
@@ -154,9 +170,10 @@ def _text(text: str, structured: dict[str, Any] | None = None) -> types.CallTool
 class MetaTools:
     """The `gateway` tool source: runs the meta-tools for one gateway."""
 
-    def __init__(self, disclosure: Disclosure, call_back: CallBack) -> None:
+    def __init__(self, disclosure: Disclosure, call_back: CallBack, run_code: RunCode) -> None:
         self._disclosure = disclosure
         self._call_back = call_back
+        self._run_code = run_code
 
     async def run(self, call: ToolCall) -> types.CallToolResult:
         """Run one meta-tool for the call's session."""
@@ -172,6 +189,8 @@ class MetaTools:
         if name == FIND_TOOLS:
             limit, schemas = int(arguments.get("limit", 10)), bool(arguments.get("schemas", False))
             return await self._find_tools(session, str(arguments["query"]), limit, schemas)
+        if name == RUN_CODE:
+            return await self._run_code(call)
         return await self._use_tool(call, str(arguments["name"]), arguments.get("arguments") or {})
 
     async def _use_tool(self, call: ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
