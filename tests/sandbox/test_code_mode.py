@@ -44,7 +44,7 @@ def code_mode_config(root: Path) -> GatewayConfig:
         "sqlite": {**python, "args": ["-m", "servers.sqlite", "--database", str(root / "shop.db")]},
         "files": {**python, "args": ["-m", "servers.files", "--root", "${WORKSPACE}"], "scope": "session"},
     }
-    everything = {"allow": ["*"], "deny": ["files__delete"]}
+    everything = {"allow": ["*"], "deny": ["files__delete_file"]}
     roles = {
         "analyst": everything,
         "metered": {**everything, "budget": {"max_calls_per_session": 3}},
@@ -175,9 +175,9 @@ async def test_stubs_are_typed_functions_with_the_tools_descriptions(gateway: Ga
 async def test_a_hidden_tool_is_unknown_inside_a_script(gateway: Gateway) -> None:
     code = (
         "import tools\n"
-        "print(hasattr(tools.files, 'delete'), hasattr(tools.files, 'read_file'))\n"
+        "print(hasattr(tools.files, 'delete_file'), hasattr(tools.files, 'read_file'))\n"
         "try:\n"
-        "    tools.call('files__delete', {'path': 'x'})\n"
+        "    tools.call('files__delete_file', {'path': 'x'})\n"
         "except tools.ToolRefused as error:\n"
         "    print(error)\n"
         "try:\n"
@@ -189,12 +189,12 @@ async def test_a_hidden_tool_is_unknown_inside_a_script(gateway: Gateway) -> Non
         text = text_of(await run_code(client, code))
     assert text.splitlines() == [
         "False True",
-        "No tool named 'files__delete'",
+        "No tool named 'files__delete_file'",
         "No tool named 'files__nothing_like_it'",
     ]
     rows = await audit_rows(gateway, 3)
     assert [(row.tool, row.outcome) for row in rows[:2]] == [
-        ("files__delete", "unknown_tool"),
+        ("files__delete_file", "unknown_tool"),
         ("files__nothing_like_it", "unknown_tool"),
     ]
 
