@@ -25,7 +25,8 @@ from gateway.sandbox.sandboxes import sandbox_scope
 from gateway.service import Gateway
 from tests.sandbox.conftest import IMAGE, WAIT
 from tests.sandbox.test_gateway_sandbox import approve, containers, text_of
-from tests.support.harness import REPO, make_config
+from tests.support.access import CALLERS, KEYS, access_config, http_client
+from tests.support.harness import REPO, http_gateway, make_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -354,3 +355,37 @@ async def test_a_role_with_code_mode_off_neither_lists_nor_runs_code(gateway: Ga
     assert "Run_Code" not in names and "calc__evaluate" in names
     async with session(gateway) as client:
         assert "Run_Code" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def test_over_http_in_both_eras_a_script_runs_as_the_authenticated_caller(
+    docker_client: DockerClient, tmp_path: Path
+) -> None:
+    python = {"command": sys.executable, "cwd": str(REPO)}
+    servers = {"calc": {**python, "args": ["-m", "servers.calc"]}, "echo": {**python, "args": ["-m", "servers.echo"]}}
+    roles = {
+        "admin": {"allow": ["*"]},
+        "analyst": {"allow": ["*"]},
+        "intern": {"allow": ["calc__*"], "code_mode": False},
+    }
+    config = access_config(tmp_path, servers, roles=roles, sandbox_image=IMAGE, sandbox_warm=1, code_mode=True)
+    code = (
+        "from tools import calc, echo\n"
+        "help(calc.evaluate)\n"
+        "echo.echo(text=str(calc.evaluate(expression='6*7')['result']))"
+    )
+    async with http_gateway(config) as (gateway, url):
+        for mode in ("legacy", "2026-07-28"):
+            async with http_client(url, KEYS["analyst"], mode=mode) as client:
+                with anyio.fail_after(WAIT):
+                    result = await client.call_tool("Run_Code", {"code": code})
+            text = text_of(result)
+            assert not result.is_error, text
+            assert "evaluate(expression: str) -> dict[str, typing.Any]" in text and "Tool: calc__evaluate" in text
+            assert text.endswith("\n42")
+            rows = await audit_rows(gateway, 3)
+            assert [row.tool for row in rows] == ["calc__evaluate", "echo__echo", "Run_Code"]
+            assert {row.caller for row in rows} == {f"api_key:{CALLERS['analyst']}"}
+            assert {row.parent_request_id for row in rows[:2]} == {rows[2].request_id}
+            async with http_client(url, KEYS["intern"], mode=mode) as client:
+                assert "Run_Code" not in {tool.name for tool in (await client.list_tools()).tools}
+    assert containers(docker_client, sandbox_scope(config.settings)) == {}
