@@ -560,7 +560,8 @@ def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
         for entry in entries:
             print(
                 f"{entry.time}  {entry.session[:16]:<16}  {entry.caller:<12}  {entry.tool:<32}  "
-                f"{entry.outcome:<20}  {entry.duration_ms:8.1f} ms  {entry.request_id or '-':<32}  {entry.detail[:60]}"
+                f"{entry.outcome:<20}  {entry.duration_ms:8.1f} ms  {entry.request_id or '-':<32}  "
+                f"{entry.parent_request_id or '-':<32}  {entry.detail[:60]}"
             )
         return 0
 
