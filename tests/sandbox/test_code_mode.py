@@ -27,6 +27,7 @@ from tests.sandbox.conftest import IMAGE, WAIT
 from tests.sandbox.test_gateway_sandbox import approve, containers, text_of
 from tests.support.access import CALLERS, KEYS, access_config, http_client
 from tests.support.harness import REPO, http_gateway, make_config
+from tests.support.skills import write_skill
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -37,12 +38,16 @@ ANALYST = Identity("alice", "analyst", "stdio")
 
 def code_mode_config(root: Path) -> GatewayConfig:
     """Three host servers (calc, echo, sqlite) and the files server per session; roles that differ
-    in what they see, their budget and code mode."""
+    in what they see, their budget and code mode; one extended tool, carried by the skill `schema`."""
     python = {"command": sys.executable, "cwd": str(REPO)}
     servers: dict[str, Any] = {
         "calc": {**python, "args": ["-m", "servers.calc"]},
         "echo": {**python, "args": ["-m", "servers.echo"]},
-        "sqlite": {**python, "args": ["-m", "servers.sqlite", "--database", str(root / "shop.db")]},
+        "sqlite": {
+            **python,
+            "args": ["-m", "servers.sqlite", "--database", str(root / "shop.db")],
+            "tools": {"describe_table": {"layer": "extended"}},
+        },
         "files": {**python, "args": ["-m", "servers.files", "--root", "${WORKSPACE}"], "scope": "session"},
     }
     everything = {"allow": ["*"], "deny": ["files__delete_file"]}
@@ -51,10 +56,12 @@ def code_mode_config(root: Path) -> GatewayConfig:
         "metered": {**everything, "budget": {"max_calls_per_session": 3}},
         "plain": {**everything, "code_mode": False},
     }
+    write_skill(root / "skills", "schema", "sqlite__describe_table")
     return make_config(
         root,
         servers,
         sections={"roles": roles},
+        skill_dirs=[str(root / "skills")],
         sandbox_image=IMAGE,
         sandbox_warm=1,
         sandbox_session_warm=0,
@@ -345,6 +352,35 @@ async def test_a_high_risk_call_in_a_script_is_parked_then_runs_once_after_appro
     assert used is not None and used.status == Status.USED
     rows = [row for row in await audit_rows(gateway, 12) if row.tool == "sqlite__execute"]
     assert [row.outcome for row in rows] == ["refused:awaiting_approval", "ok", "refused:awaiting_approval"]
+
+
+async def test_a_skills_extended_tool_is_refused_in_a_script_until_the_skill_is_loaded(gateway: Gateway) -> None:
+    code = (
+        "import tools\n"
+        "tools.sqlite.execute(sql='CREATE TABLE IF NOT EXISTS item (name TEXT, price REAL)')\n"
+        "try:\n"
+        "    print([column['name'] for column in tools.sqlite.describe_table(table='item')['columns']])\n"
+        "except tools.ToolRefused as error:\n"
+        "    print(str(error).splitlines()[0])\n"
+    )
+    async with session(gateway) as client:
+        before = text_of(await run_code(client, code))
+        with anyio.fail_after(WAIT):
+            loaded = await client.call_tool("Load_Skill", {"name": "schema"})
+        assert not loaded.is_error, text_of(loaded)
+        after = text_of(await run_code(client, code))
+    assert "belongs to the skill schema, which is not active" in before
+    assert after == "['name', 'price']"
+
+
+async def test_a_script_killed_inside_its_container_ends_with_a_short_message(gateway: Gateway) -> None:
+    async with session(gateway) as client:
+        result = await run_code(client, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert result.is_error
+    assert text_of(result).splitlines()[0] == (
+        "The script's process ended without a result: it was killed, most likely by the sandbox's memory or "
+        "process limit"
+    )
 
 
 async def test_a_role_with_code_mode_off_neither_lists_nor_runs_code(gateway: Gateway) -> None:
