@@ -134,6 +134,8 @@ def run(start: dict[str, Any], channel: _Channel) -> dict[str, Any]:
             exec(compile(tree, SCRIPT, "exec", dont_inherit=True), namespace)
             if last is not None:
                 value = eval(compile(last, SCRIPT, "eval", dont_inherit=True), namespace)
+        except SystemExit:
+            pass  # sys.exit() ends the script early; what it printed is its answer
         except Exception as error:
             where = _script_line(error, code)
             kind = "tool" if isinstance(error, ToolError) else "exception"

@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 from docker import DockerClient
 from mcp import Client
+from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
 from gateway.auth.identity import Identity
@@ -99,12 +100,18 @@ def gateway(running: Running) -> Iterator[Gateway]:
     running[0].local_identity = ANALYST
 
 
+async def decline(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The person behind the client, who declines every high-risk call."""
+    return types.ElicitResult(action="decline")
+
+
 @asynccontextmanager
-async def session(gateway: Gateway, role: str = "analyst", *, asks: bool = True) -> AsyncIterator[Client]:
-    """A client session with `role`; one whose client `asks` its user approves every risky call."""
+async def session(
+    gateway: Gateway, role: str = "analyst", *, asks: bool = True, callback: Any = approve
+) -> AsyncIterator[Client]:
+    """A client session with `role`; one whose client `asks` its user answers with `callback`."""
     gateway.local_identity = Identity("alice", role, "stdio")
-    callback = approve if asks else None
-    async with Client(build_server(gateway), mode="legacy", elicitation_callback=callback) as client:
+    async with Client(build_server(gateway), mode="legacy", elicitation_callback=callback if asks else None) as client:
         yield client
 
 
@@ -283,6 +290,12 @@ async def test_a_tool_error_inside_a_script_names_the_line_and_the_tools_error(g
     assert "zero" in first.lower()
 
 
+async def test_sys_exit_ends_a_script_early_with_what_it_printed(gateway: Gateway) -> None:
+    async with session(gateway) as client:
+        result = await run_code(client, "import sys\nprint('enough')\nsys.exit(3)\nprint('never')\n")
+    assert not result.is_error and text_of(result) == "enough"
+
+
 async def test_a_script_past_its_deadline_is_stopped_with_a_short_message(gateway: Gateway) -> None:
     async with session(gateway) as client:
         result = await run_code(client, "from tools import echo\necho.echo(text='once')\nwhile True:\n    pass\n")
@@ -327,6 +340,28 @@ async def test_the_roles_budget_trips_inside_a_script(gateway: Gateway) -> None:
     assert text == "3 ToolRefused"
     rows = await audit_rows(gateway, 5)
     assert [row.outcome for row in rows[-5:-1]] == ["ok", "ok", "ok", "refused:budget"]
+
+
+async def test_a_high_risk_call_in_a_script_asks_the_clients_user_and_a_decline_stops_only_that_call(
+    gateway: Gateway,
+) -> None:
+    code = (
+        "import tools\n"
+        "try:\n"
+        "    tools.sqlite.execute(sql='DROP TABLE IF EXISTS item')\n"
+        "except tools.ToolRefused as error:\n"
+        "    print(str(error).splitlines()[0])\n"
+        "tools.echo.echo(text='after')\n"
+    )
+    async with session(gateway, callback=decline) as client:
+        text = text_of(await run_code(client, code))
+    assert text.splitlines() == ["The user declined the call to 'sqlite__execute'; it did not run.", "after"]
+    rows = await audit_rows(gateway, 3)
+    assert [(row.tool, row.outcome) for row in rows] == [
+        ("sqlite__execute", "refused:declined"),
+        ("echo__echo", "ok"),
+        ("Run_Code", "ok"),
+    ]
 
 
 async def test_a_high_risk_call_in_a_script_is_parked_then_runs_once_after_approval(gateway: Gateway) -> None:
