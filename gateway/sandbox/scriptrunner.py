@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.abc
+import importlib.util
 import io
 import json
 import os
 import sys
 import traceback
 import types
+from importlib.machinery import ModuleSpec
 from typing import Any, BinaryIO
 
 SCRIPT = "<script>"
@@ -76,21 +79,49 @@ class _Capped(io.TextIOBase):
 
 
 def _install(stubs: dict[str, str], channel: _Channel) -> None:
-    """The `tools` package: its modules made from the stub sources, calls going through `channel`."""
+    """The `tools` package, calls going through `channel`; a module is compiled from its stub
+    source when first imported or named (`tools.files`), so a catalog of hundreds of tools costs a
+    script only the modules it uses."""
+
+    def module(name: str) -> types.ModuleType:
+        full = f"tools.{name}"
+        if full in sys.modules:
+            return sys.modules[full]
+        source = stubs.get(name) if name else None
+        if source is None:
+            raise AttributeError(f"module 'tools' has no attribute {name!r}")
+        made = types.ModuleType(full)
+        made.__dict__["_call"] = channel.call
+        exec(compile(source, f"<{full}>", "exec", dont_inherit=True), made.__dict__)
+        sys.modules[full] = made
+        setattr(package, name, made)
+        return made
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: object, target: object = None) -> ModuleSpec | None:
+            prefix, _, name = fullname.partition(".")
+            if prefix != "tools" or not name or name not in stubs:
+                return None
+            return importlib.util.spec_from_loader(fullname, Loader(name))
+
+    class Loader(importlib.abc.Loader):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def create_module(self, spec: ModuleSpec) -> types.ModuleType:
+            return module(self.name)
+
+        def exec_module(self, made: types.ModuleType) -> None:
+            """Compiled in `create_module` already."""
+
     package = types.ModuleType("tools", stubs.get("", ""))
     package.__path__ = []
     package.ToolError = ToolError  # type: ignore[attr-defined]
     package.ToolRefused = ToolRefused  # type: ignore[attr-defined]
     package.call = channel.call  # type: ignore[attr-defined]
+    package.__dict__["__getattr__"] = module
     sys.modules["tools"] = package
-    for name, source in stubs.items():
-        if not name:
-            continue
-        module = types.ModuleType(f"tools.{name}")
-        module.__dict__["_call"] = channel.call
-        exec(compile(source, f"<tools.{name}>", "exec", dont_inherit=True), module.__dict__)
-        sys.modules[f"tools.{name}"] = module
-        setattr(package, name, module)
+    sys.meta_path.insert(0, Finder())
 
 
 def _script_line(error: BaseException, code: str) -> str:

@@ -385,7 +385,7 @@ async def test_a_high_risk_call_in_a_script_is_parked_then_runs_once_after_appro
     assert third.startswith("Waiting for approval ") and approval_id not in third
     used = gateway.approvals.get(approval_id)
     assert used is not None and used.status == Status.USED
-    rows = [row for row in await audit_rows(gateway, 12) if row.tool == "sqlite__execute"]
+    rows = list(reversed(await gateway.audit.recent(limit=3, tool="sqlite__execute")))
     assert [row.outcome for row in rows] == ["refused:awaiting_approval", "ok", "refused:awaiting_approval"]
 
 
