@@ -88,6 +88,8 @@ async def running(docker_client: DockerClient, tmp_path_factory: pytest.TempPath
     config = code_mode_config(tmp_path_factory.mktemp("codemode"))
     scope = sandbox_scope(config.settings)
     async with Gateway(config) as gateway:
+        # Every server listed before the first script, whose stubs are made from what is listed.
+        await gateway.wait_for_upstreams(gateway.upstreams.values())
         assert gateway.sandboxes.availability()[0]
         yield gateway, docker_client, scope
     assert containers(docker_client, scope) == {}
