@@ -30,12 +30,12 @@ from gateway.pipeline.chain import CallNext, ToolCall
 from gateway.runtime.background import Background
 from gateway.runtime.metrics import Metrics
 from gateway.sandbox.hardening import parse_size
+from gateway.skills.codemode import OnCall, ScriptOutcome
 from gateway.upstreams.transports import Streams, TransportFactory
 from gateway.upstreams.workspaces import Workspaces, workspace_owner
 
 if TYPE_CHECKING:
     from gateway.sandbox.containers import SandboxContainer
-    from gateway.sandbox.scripts import OnCall, ScriptOutcome
     from gateway.sandbox.source import DockerSandbox
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +19,18 @@ from anyio.abc import SocketStream
 
 from gateway.errors import ToolExecutionError, ToolTimeoutError
 from gateway.sandbox.containers import STDOUT, FrameDecoder, SandboxContainer
+from gateway.skills.codemode import OnCall, ScriptOutcome
 
 RUNNER = Path(__file__).with_name("scriptrunner.py")
 """The runner's source, handed to the image's `python3 -c`."""
 # A call line carries arguments and a done line the printed output: room for both, JSON-escaped.
 _LINE_CAP_FACTOR = 8
 
-OnCall = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
-"""Answers one tool call of the script: the reply line's content (`ok` and `value`, or `error`)."""
-
 
 @functools.cache
 def runner_command() -> tuple[str, ...]:
     """The container's command: the image's Python running the runner's source."""
     return ("python3", "-c", RUNNER.read_text())
-
-
-@dataclass(frozen=True, slots=True)
-class ScriptOutcome:
-    """How a script ended: `error` is None, `syntax`, `exception` or `tool`; `message` says where and why."""
-
-    output: str
-    value: Any
-    error: str | None
-    message: str
-    cut: bool
-    calls: int
 
 
 async def run_script(

@@ -12,8 +12,9 @@ or one short error naming the script's line; never a traceback of the gateway's.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import mcp_types as types
 
@@ -32,11 +33,24 @@ from gateway.runtime import requestid
 from gateway.skills.codestubs import stub_package
 from gateway.skills.metatools import CallBack
 
-if TYPE_CHECKING:
-    from gateway.sandbox.scripts import OnCall, ScriptOutcome
-
 # What the model is shown of a script's output when the script failed, at most.
 _FAILED_OUTPUT_CHARS = 2000
+
+
+OnCall = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers one tool call of a script: the reply's content (`ok` and `value`, or `error` and `refused`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptOutcome:
+    """How a script ended: `error` is None, `syntax`, `exception` or `tool`; `message` says where and why."""
+
+    output: str
+    value: Any
+    error: str | None
+    message: str
+    cut: bool
+    calls: int
 
 
 class ScriptHost(Protocol):
