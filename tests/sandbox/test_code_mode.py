@@ -262,6 +262,15 @@ async def test_a_script_reaches_neither_the_network_nor_the_gateways_files_nor_a
     assert found["uid"] != 0
 
 
+async def test_the_channel_carries_tool_calls_and_nothing_else(gateway: Gateway) -> None:
+    # The runner's end of the channel is the first descriptor it duplicated (3); a script may find it.
+    code = 'import os\nos.write(3, b\'{"read": "/data"}\\n\')\nimport time\ntime.sleep(30)\n'
+    async with session(gateway) as client:
+        result = await run_code(client, code)
+    assert result.is_error
+    assert text_of(result).splitlines()[0] == "The script's runner sent something the gateway does not understand"
+
+
 async def test_a_syntax_error_names_the_scripts_line(gateway: Gateway) -> None:
     async with session(gateway) as client:
         result = await run_code(client, "x = 1\nprint(x +)\n")
