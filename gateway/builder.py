@@ -45,7 +45,7 @@ from gateway.stores.vectors import VectorStore
 from gateway.upstreams.addresses import Resolver
 from gateway.upstreams.callers import CallerUpstreams
 from gateway.upstreams.clientside import Notice, NoticeHandler
-from gateway.upstreams.connection import Upstream
+from gateway.upstreams.connection import StateHandler, Upstream
 from gateway.upstreams.grants import Grants
 from gateway.upstreams.listing import ListingSlots
 from gateway.upstreams.localtools import LocalToolSource, local_sources
@@ -80,12 +80,13 @@ def sources(
     wall_clock: Clock,
     metrics: Metrics,
     resolver: Resolver,
+    on_state: StateHandler | None = None,
 ) -> Sources:
     """The sandbox, the workspaces, the local tools, and the factory of one server's connection.
 
     A sandboxed server lists its tools in a container. The sandbox keeps the system clocks: its
     containers' deadlines are read by sweepers in other processes. `resolver` finds the addresses
-    of API-registered servers' hosts.
+    of API-registered servers' hosts; `on_state` is told of each state a server's connection enters.
     """
     settings = config.settings
     data_dir = Path(settings.data_dir)
@@ -128,6 +129,7 @@ def sources(
             resolver=resolver,
             # A server that acts as each user lists its tools with a connected user's grant.
             auth=functools.partial(grants.any_auth, server) if server.oauth is not None else None,
+            on_state=on_state,
         )
 
     async def shared_notices(server: str, notice: Notice) -> None:

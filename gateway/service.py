@@ -61,6 +61,7 @@ from gateway.skills.metatools import records as meta_records
 from gateway.stores.database import DatabaseError
 from gateway.stores.names import NameStore
 from gateway.stores.registrations import RegistrationStore
+from gateway.stores.serverevents import SERVER_EVENTS, ServerEvents
 from gateway.upstreams import children
 from gateway.upstreams.addresses import Resolver, system_resolver
 from gateway.upstreams.connection import State, Upstream
@@ -118,7 +119,11 @@ class Gateway:
         self.metrics = Metrics(clock)
         self.tracing = Tracing(config.tracing, str(config.path or "the configuration"))
         """The OpenTelemetry spans of each request, exported while the gateway runs when configured."""
-        sources = builder.sources(config, transports or {}, clock, wall_clock, self.metrics, resolver)
+        self.server_events = ServerEvents(wall_clock)
+        """Each server's states, restarts and changes, kept beside the audit trail for the dashboard."""
+        sources = builder.sources(
+            config, transports or {}, clock, wall_clock, self.metrics, resolver, self.server_events.note
+        )
         self.sandboxes, self.workspaces = sources.sandboxes, sources.workspaces
         self.local_sources, self.router = sources.local, sources.router
         self.grants, self.callers = sources.grants, sources.callers
@@ -175,6 +180,7 @@ class Gateway:
             drain_timeout=settings.call_timeout,
             vet_names=self.live_catalog.vet_names,
             reserved_namespaces=[entry.namespace for entry in config.local_tools],
+            on_event=self.server_events.note,
         )
         for server in config.servers:
             live.enlist(Member(server, "file"))
@@ -278,6 +284,9 @@ class Gateway:
             builder.open_stores, self.config.store, self.data_dir, self.redact, self._wall_clock, self._stack
         )
         self.audit, self.confirmations, self.approvals = stores.audit, stores.confirmations, stores.approvals
+        self.server_events.open(self.audit.database)
+        # Left just before the audit trail closes: the states servers entered as they stopped are written too.
+        self._stack.push_async_callback(self.server_events.flush)
         self.registrations, self.name_store = stores.registrations, stores.names
         self.skills.vectors = stores.vectors
         self.grants.open(stores.grants)
@@ -329,6 +338,7 @@ class Gateway:
         report = self.background.report
         self.background.start("idle_sessions", self.sessions.expire_idle)
         self.background.start(audit.SHIPPING, self.audit.maintain, report)
+        self.background.start(SERVER_EVENTS, self.server_events.keep)
         self.background.start(state.WRITES, self.shared.write_behind, report)
         self.background.start(KEYS_LOOP, self.authenticator.maintain_keys, report)
         self.replicas = Replicas(

@@ -63,7 +63,7 @@ def test_migrations_apply_once_and_running_them_again_changes_nothing(store_back
         rows = db.fetch_all("SELECT store, version FROM schema_version ORDER BY store, version")
     finally:
         db.close()
-    assert rows == [("approvals", 1), *(("audit", version) for version in range(1, 6))]
+    assert rows == [("approvals", 1), *(("audit", version) for version in range(1, 7))]
 
 
 def test_stores_opening_at_once_migrate_once(store_backend: Backend) -> None:

@@ -31,6 +31,7 @@ from gateway.errors import ConfigError, ConflictError, NotFoundError
 from gateway.sandbox.sandboxes import Sandboxes
 from gateway.serving.routing import Router
 from gateway.stores.registrations import RegistrationStore
+from gateway.stores.serverevents import ADDED, CHANGED, REMOVED, RESTART
 from gateway.upstreams.connection import State, Status, Upstream
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class LiveServers:
         drain_timeout: float,
         vet_names: Callable[[ServerConfig], None],
         reserved_namespaces: Iterable[str] = (),
+        on_event: Callable[[str, str], None] | None = None,
     ) -> None:
         self._make = make
         self._router = router
@@ -102,6 +104,8 @@ class LiveServers:
         self._drain_timeout = drain_timeout
         self._vet_names = vet_names
         self._reserved = frozenset(reserved_namespaces)
+        # Told of each restart and change of a server (its name and the event), for its history.
+        self._on_event = on_event or (lambda server, event: None)
         self.members: dict[str, Member] = {}
         self.upstreams: dict[str, Upstream] = {}
         """The connection of each enabled server, by name."""
@@ -189,6 +193,7 @@ class LiveServers:
         await self._sandboxes.require(member.config)
         current = self.members.get(member.name)
         upstream = self.upstreams.get(member.name)
+        self._on_event(member.name, ADDED if current is None else CHANGED)
         if current is None:
             self.enlist(member)
         elif upstream is None or not member.config.enabled:
@@ -240,6 +245,7 @@ class LiveServers:
     async def discard(self, name: str) -> None:
         """Take the server `name` out of the set now; its running calls finish (at most
         `drain_timeout` s) and its connection ends in the background."""
+        self._on_event(name, REMOVED)
         running = self._running.pop(name, None)
         self.upstreams.pop(name, None)
         self.members.pop(name, None)
@@ -250,6 +256,7 @@ class LiveServers:
 
     async def drop(self, name: str) -> None:
         """Take the server `name` out of the set: its running calls finish first."""
+        self._on_event(name, REMOVED)
         await self._stop(name, drain=True)
         self.members.pop(name, None)
 
@@ -272,6 +279,7 @@ class LiveServers:
         member = self._member(name)
         if not member.config.enabled:
             raise ConflictError(f"Server '{name}' is disabled; enable it before restarting it")
+        self._on_event(name, RESTART)
         old = self._running.pop(name, None)
         self.enlist(member, subscribed=old.upstream if old is not None else None)
         if old is not None:

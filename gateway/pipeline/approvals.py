@@ -224,6 +224,15 @@ class ApprovalStore:
             )
         return [_approval(row) for row in rows]
 
+    def since(self, start: float) -> list[Approval]:
+        """Every approval asked for from `start` on, and every one still pending, oldest first."""
+        with self._transaction() as tx:
+            rows = tx.fetch_all(
+                f"SELECT {_COLUMNS} FROM approvals WHERE created >= ? OR status = ? ORDER BY created",
+                (start, Status.PENDING.value),
+            )
+        return [_approval(row) for row in rows]
+
     def decide(self, approval_id: str, approve: bool, decided_by: str) -> Approval:
         """Approve or decline a pending approval (pending -> approved or declined, once).
 

@@ -190,6 +190,11 @@ class AuditStore:
             raise AuditError(f"Cannot open the audit database {error.message}") from None
         return cls(db, redact, settings.spool_dir(data_dir, STORE))
 
+    @property
+    def database(self) -> Database:
+        """The database the rows are in; the rollup and the server events are read and written there too."""
+        return self._db
+
     def reserve(self) -> None:
         """Make sure a call's row can be written before the call runs; `AuditUnavailableError`
         (the reason, no path) when it cannot. Rows committed at once (no spool) need no room ahead."""

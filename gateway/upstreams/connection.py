@@ -70,6 +70,8 @@ _TAIL_LINES = 3
 # Time kept back from a call's deadline while it waits for a restart, to answer why it gave up.
 _ANSWER_RESERVE = 0.25
 ListingHandler = Callable[[SourceListing], Awaitable[None]]
+StateHandler = Callable[[str, str], None]
+"""Told of each state an upstream's connection enters: the server's name and the state."""
 
 
 class State(StrEnum):
@@ -147,8 +149,11 @@ class Upstream:
         listing_slots: ListingSlots | None = None,
         resolver: Resolver = system_resolver,
         auth: AuthSource | None = None,
+        on_state: StateHandler | None = None,
     ) -> None:
         self.config = config
+        self._on_state = on_state
+        self._retired = False
         # Shared by a gateway's upstreams; one's own otherwise.
         self._listing_slots = listing_slots or ListingSlots()
         # A session's own instance runs in its workspace; a shared server has the roots of its entry.
@@ -171,7 +176,9 @@ class Upstream:
         """The connection's direct path for plain calls, when its transport offers one (stdio), and
         how its results are read for the session's revision."""
         self._outputs = OutputValidators()
-        self._state = State.CONNECTING
+        self._current = State.CONNECTING
+        if on_state is not None:
+            on_state(config.name, State.CONNECTING.value)
         self._error: str | None = None
         self._tools = 0
         self._resources = 0
@@ -199,6 +206,17 @@ class Upstream:
         self._subscribed: set[str] = set()
         """The resources (original URIs) the gateway holds a subscription to: renewed on each new
         connection, which the server knows nothing of."""
+
+    @property
+    def _state(self) -> State:
+        return self._current
+
+    @_state.setter
+    def _state(self, state: State) -> None:
+        # A connection being replaced no longer speaks for its server: its replacement does.
+        if state != self._current and self._on_state is not None and not self._retired:
+            self._on_state(self.name, state.value)
+        self._current = state
 
     @property
     def name(self) -> str:
@@ -564,6 +582,7 @@ class Upstream:
     def retire(self) -> None:
         """This connection is being replaced: calls waiting for it to connect stop waiting, and are
         told to call again (the replacement takes them); calls it is running go on."""
+        self._retired = True
         if self._session is None:
             self._ready.set()
 

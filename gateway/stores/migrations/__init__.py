@@ -3,7 +3,8 @@
 Each backend has a folder of files named `<store>-<version>-<what>.sql` (`audit-0002-request-id.sql`).
 A store's migrations not yet recorded in `schema_version` run in version order, each with its row,
 in one transaction: a process that starts while another migrates waits for it (SQLite's write lock,
-a PostgreSQL advisory lock), then finds nothing left to do. Statements are separated by `;`.
+a PostgreSQL advisory lock), then finds nothing left to do. Statements are separated by `;`, except
+those inside a trigger's `BEGIN ... END` (SQLite) or a function's `$$ ... $$` body (PostgreSQL).
 
 SQLite files written before versions were kept have no `schema_version` yet: their version 1
 tables exist (hence `IF NOT EXISTS` there), and an `ALTER TABLE ... ADD COLUMN` of a column
@@ -13,6 +14,7 @@ they already have is taken as applied.
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
 from importlib import resources
 
@@ -50,7 +52,7 @@ def migrate(db: Database, store: str) -> list[int]:
         for version, script in pending:
             if version in done:
                 continue
-            for statement in _statements(script):
+            for statement in _statements(script, db.dialect):
                 _run(tx, db.dialect, statement)
             tx.execute(
                 "INSERT INTO schema_version (store, version, applied) VALUES (?, ?, ?)", (store, version, time.time())
@@ -59,9 +61,23 @@ def migrate(db: Database, store: str) -> list[int]:
     return applied
 
 
-def _statements(script: str) -> list[str]:
+def _statements(script: str, dialect: str) -> list[str]:
     lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
-    return [statement.strip() for statement in "\n".join(lines).split(";") if statement.strip()]
+    statements, pending = [], ""
+    for piece in "\n".join(lines).split(";"):
+        pending += piece + ";"
+        if _complete(pending, dialect):
+            statements.append(pending[:-1].strip())
+            pending = ""
+    statements.append(pending[:-1].strip())
+    return [statement for statement in statements if statement]
+
+
+def _complete(statement: str, dialect: str) -> bool:
+    """Whether `statement` (ending in `;`) ends there, rather than inside a trigger or function body."""
+    if dialect == "sqlite":
+        return sqlite3.complete_statement(statement)
+    return statement.count("$$") % 2 == 0
 
 
 def _run(tx: Queries, dialect: str, statement: str) -> None:

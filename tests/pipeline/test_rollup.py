@@ -1,0 +1,134 @@
+"""The audit rollup a trigger keeps as rows are written, on both backends: calls per tool, outcome
+and time bucket, durations in buckets, a row inserted twice counted once, rows written before it
+counted when it arrives; quantiles from its histograms; server events written and read back."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from gateway.pipeline.audit import AuditEntry, AuditStore
+from gateway.pipeline.rollup import BOUNDS_MS, Rollup, merged, outcome_class, quantile
+from gateway.stores import StoreSettings
+from gateway.stores.serverevents import RESTART, ServerEvents
+from tests.support.databases import Backend
+
+pytestmark = pytest.mark.anyio
+T0 = 1_800_000_000  # a minute, ten minutes and an hour start here
+
+
+def entry(offset: float, tool: str, outcome: str = "ok", duration_ms: float = 10.0) -> AuditEntry:
+    return AuditEntry(T0 + offset, "s1", "alice", tool, "digest", outcome, duration_ms)
+
+
+async def test_each_written_row_is_counted_in_its_minute_ten_minutes_and_hour(store_backend: Backend) -> None:
+    store = AuditStore(store_backend.open("audit"))
+    try:
+        for offset, outcome, duration in [(0, "ok", 0.5), (30, "ok", 12.0), (59, "error", 100.0), (60, "ok", 70000)]:
+            await store.record(entry(offset, "calc__evaluate", outcome, duration))
+        await store.record(entry(700, "files__read", "refused:budget", 0.0))
+        rollup = Rollup(store.database)
+        minutes = {(b.start, b.outcome): b for b in rollup.buckets(60, T0, T0 + 3600)}
+        hours = rollup.buckets(3600, T0, T0, tools={"calc__evaluate"})
+        tens = rollup.buckets(600, T0, T0 + 600)
+    finally:
+        store.close()
+    first = minutes[(T0, "ok")]
+    assert (first.calls, first.total_ms) == (2, 12.5)
+    assert first.histogram[0] == 1 and first.histogram[BOUNDS_MS.index(15)] == 1
+    assert minutes[(T0, "error")].calls == 1
+    assert minutes[(T0 + 60, "ok")].histogram[-1] == 1
+    assert minutes[(T0 + 660, "refused:budget")].tool == "files__read"
+    assert [(b.outcome, b.calls) for b in sorted(hours, key=lambda b: b.outcome)] == [("error", 1), ("ok", 3)]
+    assert sorted((b.start - T0, b.tool, b.calls) for b in tens) == [
+        (0, "calc__evaluate", 1),
+        (0, "calc__evaluate", 3),
+        (600, "files__read", 1),
+    ]
+
+
+async def test_a_row_inserted_twice_is_counted_once(store_backend: Backend) -> None:
+    db = store_backend.open("audit")
+    store = AuditStore(db)
+    try:
+        row = ("r-1", "t", T0, "s1", "alice", "calc__evaluate", "d", "ok", 5.0, "", "", "")
+        insert = (
+            "INSERT INTO audit (row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms,"
+            " detail, request_id, trace_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+        )
+        db.execute(insert, row)
+        db.execute(insert, row)
+        buckets = Rollup(db).buckets(60, T0, T0)
+    finally:
+        store.close()
+    assert [b.calls for b in buckets] == [1]
+
+
+def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Path) -> None:
+    with closing(sqlite3.connect(tmp_path / "audit.db")) as old:
+        old.execute(
+            "CREATE TABLE audit (id INTEGER PRIMARY KEY, time TEXT NOT NULL, epoch REAL NOT NULL,"
+            " session TEXT NOT NULL, caller TEXT NOT NULL, tool TEXT NOT NULL, args_digest TEXT NOT NULL,"
+            " outcome TEXT NOT NULL, duration_ms REAL NOT NULL, detail TEXT NOT NULL)"
+        )
+        old.executemany(
+            "INSERT INTO audit (time, epoch, session, caller, tool, args_digest, outcome, duration_ms, detail)"
+            " VALUES ('t', ?, 's', 'c', 'calc__evaluate', 'd', ?, ?, '')",
+            [(T0 + 1, "ok", 3.0), (T0 + 2, "ok", 4.0), (T0 + 61, "timeout", 30000.0)],
+        )
+        old.commit()
+    store = AuditStore(Backend("sqlite", StoreSettings(), tmp_path).open("audit"))
+    try:
+        buckets = Rollup(store.database).buckets(60, T0, T0 + 60)
+        kept = store.database.fetch_one("SELECT COUNT(*) FROM audit")
+    finally:
+        store.close()
+    assert sorted((b.start - T0, b.outcome, b.calls, b.total_ms) for b in buckets) == [
+        (0, "ok", 2, 7.0),
+        (60, "timeout", 1, 30000.0),
+    ]
+    assert kept == (3,)
+
+
+def test_quantiles_are_read_from_the_histograms_within_their_bucket() -> None:
+    histogram = merged([[0] * len(BOUNDS_MS) + [0], [0] * len(BOUNDS_MS) + [0]])
+    assert quantile(histogram, 0.5) is None
+    ten_to_fifteen = BOUNDS_MS.index(15)
+    histogram[ten_to_fifteen] = 100
+    assert quantile(histogram, 0.5) == 12.5
+    assert quantile(histogram, 0.95) == pytest.approx(14.75)
+    histogram[-1] = 100
+    assert quantile(histogram, 0.95) == 60000.0
+
+
+def test_outcomes_come_to_five_classes_and_upstream_requests_to_none() -> None:
+    assert [outcome_class(o) for o in ("ok", "error", "invalid_arguments", "refused:budget", "timeout")] == [
+        "ok",
+        "tool error",
+        "tool error",
+        "refused",
+        "timeout",
+    ]
+    assert outcome_class("unavailable") == "upstream down"
+    assert outcome_class("sampling") is None
+
+
+async def test_server_events_are_written_and_the_state_before_a_window_is_read_with_it(
+    store_backend: Backend,
+) -> None:
+    now = [float(T0)]
+    events = ServerEvents(lambda: now[0])
+    store = AuditStore(store_backend.open("audit"))
+    try:
+        events.open(store.database)
+        for offset, event in [(0, "connecting"), (1, "ready"), (50, RESTART), (100, "reconnecting"), (400, "ready")]:
+            now[0] = T0 + offset
+            events.note("calc", event)
+        assert await events.flush()
+        read = events.between(T0 + 60, T0 + 3600)
+    finally:
+        store.close()
+    assert [(e.epoch - T0, e.event) for e in read] == [(1, "ready"), (100, "reconnecting"), (400, "ready")]
