@@ -13,7 +13,20 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.service import Gateway
-from gateway.web import account, approvals, apps, audit, catalog, changes, connect, connections, servers, skills, tool
+from gateway.web import (
+    account,
+    approvals,
+    apps,
+    audit,
+    catalog,
+    changes,
+    connect,
+    connections,
+    dashboard,
+    servers,
+    skills,
+    tool,
+)
 from gateway.web.headers import SecurityHeaders
 from gateway.web.pages import Web
 
@@ -35,6 +48,7 @@ def web_app(gateway: Gateway, web: Web | None = None) -> ASGIApp:
         *approvals.routes(web),
         *changes.routes(web),
         *audit.routes(web),
+        *dashboard.routes(web),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
 

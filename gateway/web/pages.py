@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -78,6 +79,9 @@ class Web:
         # Upstream text with the characters a browser would not show written out (`<U+200B>`).
         self.templates.filters["visible"] = visible
         self.templates.filters["icon"] = icon_url
+        self.templates.filters["clock"] = clock
+        self.templates.filters["took"] = took
+        self.templates.filters["ms"] = milliseconds
 
     @property
     def open(self) -> bool:
@@ -176,6 +180,30 @@ async def read_form(request: Request) -> dict[str, str]:
         raise PageError(413, f"Send a form of at most {MAX_BODY_BYTES} bytes.")
     form = await request.form(max_files=0)
     return {key: value for key, value in form.items() if isinstance(value, str)}
+
+
+def clock(epoch: float, days: bool = False) -> str:
+    """`epoch` as the time of day in UTC (`14:05`), with the weekday when `days` (`Tue 14:05`)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%a %H:%M" if days else "%H:%M")
+
+
+def took(seconds: float | None) -> str:
+    """A length of time in words: `45 s`, `3 min 20 s`, `2 h 5 min`; a dash for none."""
+    if seconds is None:
+        return "-"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def milliseconds(value: float | None) -> str:
+    """A duration in ms as shown: `12.5 ms`, `1.2 s`; a dash for none."""
+    if value is None:
+        return "-"
+    return f"{value / 1000:.1f} s" if value >= 1000 else f"{value:.1f} ms"
 
 
 def form_of(request: Request) -> dict[str, str]:

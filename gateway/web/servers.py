@@ -1,8 +1,9 @@
-"""The servers page: live state (refreshed by a small script from `/servers/rows`) and where each
-server is defined, and for admins forms to add servers (a pasted body in any form the admin API
-takes, or the fields of one) and to enable, disable, restart or remove one, with problems shown next
-to the field they concern. A file server is only restarted here (its entry is the config file's);
-removing asks first, on a page of its own, and every action says what it did on the page it leads to."""
+"""The servers page: live state (refreshed by a small script from `/servers/rows`), each server's calls
+and errors of the last 24 hours as a sparkline, and where each server is defined, and for admins
+forms to add servers (a pasted body in any form the admin API takes, or the fields of one) and to
+enable, disable, restart or remove one, with problems shown next to the field they concern. A file
+server is only restarted here (its entry is the config file's); removing asks first, on a page of
+its own, and every action says what it did on the page it leads to."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from gateway.errors import ConfigError, ConflictError, ForbiddenError, NotFoundE
 from gateway.problems import ConfigProblems
 from gateway.upstreams.connection import Status
 from gateway.web.pages import PageError, Person, Web, form_of
+from gateway.web.sparks import drawn, empty, sparks
 
 ACTIONS = ("enable", "disable", "restart", "remove")
 DONE = {"enable": "enabled", "disable": "disabled", "restart": "restarted", "remove": "removed"}
@@ -61,8 +63,11 @@ def routes(web: Web) -> list[Route]:
     """`/servers`, its rows fragment, and the admin actions."""
     servers, reloader, visibility = web.gateway.servers, web.gateway.reloader, web.gateway.visibility
 
-    def listing(person: Person) -> dict[str, Any]:
+    async def listing(person: Person) -> dict[str, Any]:
         statuses = visible_statuses(servers, visibility, person.caller)
+        shown = {status.name for status in statuses}
+        served = {tool.name: tool.source for tool in web.gateway.catalog.tools if tool.source in shown}
+        found = await sparks(web.gateway, served, served.get)
         # Values masked as the API shows them: the page never holds a credential.
         credentials = {
             status.name: servers.credentials(status.name)
@@ -73,14 +78,15 @@ def routes(web: Web) -> list[Route]:
             "statuses": statuses,
             "credentials": credentials,
             "reload_errors": list(reloader.reload_errors) if person.admin else [],
+            "sparks": {status.name: drawn(status.name, found.get(status.name, empty())) for status in statuses},
         }
 
     async def page(request: Request, person: Person) -> Response:
         done, person.session.flash = person.session.flash, ""
-        return web.render(request, person, "servers.html", problems={}, values={}, done=done, **listing(person))
+        return web.render(request, person, "servers.html", problems={}, values={}, done=done, **await listing(person))
 
     async def rows(request: Request, person: Person) -> Response:
-        return web.render(request, person, "server_rows.html", **listing(person))
+        return web.render(request, person, "server_rows.html", **await listing(person))
 
     async def add(request: Request, person: Person) -> Response:
         person.caller.require_admin()
@@ -103,7 +109,7 @@ def routes(web: Web) -> list[Route]:
             problems.setdefault("body" if form == "paste" else refused, []).append(error.message)
         if problems:
             return web.render(
-                request, person, "servers.html", status=422, problems=problems, values=values, **listing(person)
+                request, person, "servers.html", status=422, problems=problems, values=values, **await listing(person)
             )
         added = ", ".join(repr(status.name) for status in statuses)
         person.session.flash = f"Added {added}: the list shows the state as it connects."

@@ -1,6 +1,7 @@
 """A tool's page: its icon, description, parameter table, output schema, annotations, risk, where it
-comes from, who carries and sees it, its recent calls, and the try-it form that calls it as the
-signed-in person, beside the result its MCP Apps view if it names one (`gateway.web.apps`)."""
+comes from, who carries and sees it, its recent calls (with a sparkline of the last 24 hours), and
+the try-it form that calls it as the signed-in person, beside the result its MCP Apps view if it
+names one (`gateway.web.apps`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from gateway.web.apps import host_data
 from gateway.web.pages import Person, Web, form_of
 from gateway.web.results import shown
 from gateway.web.schema import RAW_FIELD, FormProblems, arguments_from_form, as_json, form_fields, parameters
+from gateway.web.sparks import drawn, empty, sparks
 from gateway.web.stats import SAMPLE, call_stats
 
 
@@ -60,6 +62,7 @@ def routes(web: Web) -> list[Route]:
             "groups": found.groups,
             "roles": roles,
             "stats": call_stats(entries, gateway.wall_now()),
+            "spark": drawn(tool.name, (await sparks(gateway, [tool.name], lambda name: name)).get(tool.name, empty())),
             "fields": form_fields(tool.input_schema),
             "raw_field": RAW_FIELD,
             "values": {},

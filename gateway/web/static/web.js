@@ -1,5 +1,5 @@
 // Progressive enhancement only: every page works without this file.
-// Live search on the catalog, a refreshing server list, copy buttons, and the host of an MCP App's view.
+// Live search on the catalog, a refreshing server list and dashboard, copy buttons, and the host of an MCP App's view.
 "use strict";
 
 function liveSearch() {
@@ -27,16 +27,35 @@ function liveSearch() {
   });
 }
 
-function pollServers() {
-  const rows = document.getElementById("server-rows");
-  if (!rows) return;
-  setInterval(() => {
-    if (rows.contains(document.activeElement)) return; // never pull a focused button away
-    fetch(rows.dataset.poll, { credentials: "same-origin" })
+// Fetch the element's data-poll URL every 3 s and put the answer in its place, while the tab is
+// shown: a hidden tab asks for nothing, and one shown again is brought up to date at once.
+function poll(element) {
+  const refresh = () => {
+    if (document.hidden) return;
+    if (element.contains(document.activeElement)) return; // never pull a focused control away
+    fetch(element.dataset.poll, { credentials: "same-origin" })
       .then((response) => (response.ok ? response.text() : null))
-      .then((html) => { if (html !== null) rows.innerHTML = html; })
+      .then((html) => {
+        if (html === null) return;
+        // Tables a person opened stay open.
+        const open = [...element.querySelectorAll("details[open] table[id]")].map((table) => table.id);
+        element.innerHTML = html;
+        for (const id of open) document.getElementById(id)?.closest("details")?.setAttribute("open", "");
+        element.dispatchEvent(new Event("refreshed"));
+      })
       .catch(() => {});
-  }, 3000);
+  };
+  let timer = setInterval(refresh, 3000);
+  document.addEventListener("visibilitychange", () => {
+    clearInterval(timer);
+    if (document.hidden) return;
+    refresh();
+    timer = setInterval(refresh, 3000);
+  });
+}
+
+function pollAll() {
+  for (const element of document.querySelectorAll("[data-poll]")) poll(element);
 }
 
 function copyButtons() {
@@ -131,7 +150,7 @@ function mcpAppHost() {
 
 document.addEventListener("DOMContentLoaded", () => {
   liveSearch();
-  pollServers();
+  pollAll();
   copyButtons();
   mcpAppHost();
 });

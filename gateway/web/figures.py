@@ -1,0 +1,248 @@
+"""The dashboard's figures (pure): the audit rollup's buckets, the server events and the approvals of
+a window turned into the numbers each chart draws and each table behind it lists."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from gateway.pipeline.approvals import Approval, Status
+from gateway.pipeline.rollup import CLASSES, OK, RAN, Bucket, merged, outcome_class, quantile
+from gateway.stores.serverevents import NOT_STATES, ServerEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A span of time the dashboard shows: its key in the URL, its length and the width of one point."""
+
+    key: str
+    label: str
+    seconds: int
+    step: int
+
+    @property
+    def points(self) -> int:
+        """How many points a chart of this window has."""
+        return self.seconds // self.step
+
+    def axis(self, now: float) -> list[int]:
+        """The start of each point, oldest first; the last holds `now`."""
+        last = math.floor(now / self.step) * self.step
+        return [last - (self.points - 1 - index) * self.step for index in range(self.points)]
+
+
+WINDOWS = {
+    window.key: window
+    for window in (
+        Window("1h", "the last hour", 3600, 60),
+        Window("24h", "the last 24 hours", 86400, 600),
+        Window("7d", "the last 7 days", 7 * 86400, 3600),
+    )
+}
+SPARK = Window("24h", "the last 24 hours", 86400, 3600)
+"""The window of a sparkline: 24 hourly points."""
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The calls of one point of a chart, by class, and their latency (ms; None without calls that ran)."""
+
+    start: int
+    counts: Mapping[str, int]
+    p50: float | None
+    p95: float | None
+
+    @property
+    def calls(self) -> int:
+        """Every call of the point."""
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Spark:
+    """Calls and errors (calls not ok) per point of a sparkline."""
+
+    calls: tuple[int, ...]
+    errors: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        """Every call."""
+        return sum(self.calls)
+
+    @property
+    def failed(self) -> int:
+        """Every call not ok."""
+        return sum(self.errors)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A tool or a server with its calls, errors, latency and sparkline over the window."""
+
+    name: str
+    calls: int
+    errors: int
+    p50: float | None
+    p95: float | None
+    spark: Spark
+
+
+def points(buckets: Iterable[Bucket], axis: Sequence[int]) -> list[Point]:
+    """The calls of each point of `axis`, by class, with their p50 and p95."""
+    counts: dict[int, dict[str, int]] = {start: dict.fromkeys(CLASSES, 0) for start in axis}
+    histograms: dict[int, list[Sequence[int]]] = defaultdict(list)
+    for bucket in buckets:
+        kind = outcome_class(bucket.outcome)
+        if kind is None or bucket.start not in counts:
+            continue
+        counts[bucket.start][kind] += bucket.calls
+        if kind in RAN:
+            histograms[bucket.start].append(bucket.histogram)
+    result = []
+    for start in axis:
+        histogram = merged(histograms[start])
+        result.append(Point(start, counts[start], quantile(histogram, 0.5), quantile(histogram, 0.95)))
+    return result
+
+
+def ranked(buckets: Iterable[Bucket], axis: Sequence[int], key: Callable[[str], str | None]) -> list[Ranked]:
+    """Per name that `key` gives a bucket's tool (None: left out), its figures over `axis`; most calls first."""
+    index = {start: position for position, start in enumerate(axis)}
+    calls: dict[str, list[int]] = {}
+    errors: dict[str, list[int]] = {}
+    histograms: dict[str, list[Sequence[int]]] = defaultdict(list)
+    for bucket in buckets:
+        name, kind = key(bucket.tool), outcome_class(bucket.outcome)
+        if name is None or kind is None or bucket.start not in index:
+            continue
+        position = index[bucket.start]
+        calls.setdefault(name, [0] * len(axis))[position] += bucket.calls
+        errors.setdefault(name, [0] * len(axis))
+        if kind != OK:
+            errors[name][position] += bucket.calls
+        if kind in RAN:
+            histograms[name].append(bucket.histogram)
+    result = []
+    for name, series in calls.items():
+        histogram = merged(histograms[name])
+        spark = Spark(tuple(series), tuple(errors[name]))
+        result.append(
+            Ranked(name, spark.total, spark.failed, quantile(histogram, 0.5), quantile(histogram, 0.95), spark)
+        )
+    return sorted(result, key=lambda item: (-item.calls, item.name))
+
+
+def by_errors(items: Iterable[Ranked]) -> list[Ranked]:
+    """The items with errors, most errors first."""
+    return sorted((item for item in items if item.errors), key=lambda item: (-item.errors, item.name))
+
+
+def spark(buckets: Iterable[Bucket], axis: Sequence[int]) -> Spark:
+    """The calls and errors of `buckets` per point of `axis`, whatever their tool."""
+    found = ranked(buckets, axis, lambda tool: "")
+    return found[0].spark if found else Spark((0,) * len(axis), (0,) * len(axis))
+
+
+HEALTH = {
+    "ready": "ready",
+    "connecting": "connecting",
+    "reconnecting": "restarting",
+    "failed": "failed",
+    "unhealthy": "failed",
+    "stopped": "stopped",
+    "disabled": "stopped",
+}
+"""The timeline's state of each connection state."""
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch of a server's timeline in one state."""
+
+    start: float
+    end: float
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A restart or a change of a server's configuration, at `epoch`."""
+
+    epoch: float
+    event: str
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """One server's timeline over a window: its states' segments, its marks, and how long it was not ready."""
+
+    server: str
+    segments: tuple[Segment, ...]
+    marks: tuple[Mark, ...]
+
+    def seconds_in(self, state: str) -> float:
+        """How long the server was in `state` in the window."""
+        return sum(segment.end - segment.start for segment in self.segments if segment.state == state)
+
+
+def health(events: Iterable[ServerEvent], servers: Iterable[str], start: float, end: float) -> list[Health]:
+    """The timeline of each of `servers` from `start` to `end`, from its events (its state before
+    `start` first); a server with no event yet is unknown until its first."""
+    wanted = list(servers)
+    states: dict[str, list[tuple[float, str]]] = {name: [] for name in wanted}
+    marks: dict[str, list[Mark]] = {name: [] for name in wanted}
+    for event in events:
+        if event.server not in states:
+            continue
+        if event.event in NOT_STATES:
+            if event.epoch >= start:
+                marks[event.server].append(Mark(event.epoch, event.event))
+        elif event.event in HEALTH:
+            states[event.server].append((max(event.epoch, start), HEALTH[event.event]))
+    result = []
+    for name in wanted:
+        changes = states[name]
+        segments: list[Segment] = []
+        for position, (begin, state) in enumerate(changes):
+            finish = changes[position + 1][0] if position + 1 < len(changes) else end
+            if finish > begin and (not segments or segments[-1].state != state):
+                segments.append(Segment(begin, finish, state))
+            elif finish > begin:
+                segments[-1] = Segment(segments[-1].start, finish, state)
+        result.append(Health(name, tuple(segments), tuple(marks[name])))
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Approvals:
+    """The approvals of a window: how many wait now and how long the oldest has, how many were
+    decided (by outcome) and how long they waited (median and longest, s)."""
+
+    waiting: int
+    oldest_wait: float | None
+    decided: Mapping[str, int]
+    median_wait: float | None
+    longest_wait: float | None
+
+
+def approvals(found: Sequence[Approval], now: float) -> Approvals:
+    """The figures of the approvals `found` (those asked for in the window, and those pending)."""
+    waiting = [now - item.created for item in found if item.status == Status.PENDING and item.expires > now]
+    decided = [item for item in found if item.decided is not None]
+    waits = [item.decided - item.created for item in decided if item.decided is not None]
+    outcomes: dict[str, int] = {}
+    for item in decided:
+        # A used approval was approved first.
+        outcome = Status.APPROVED.value if item.status == Status.USED else item.status.value
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return Approvals(
+        len(waiting),
+        max(waiting) if waiting else None,
+        outcomes,
+        median(waits) if waits else None,
+        max(waits) if waits else None,
+    )

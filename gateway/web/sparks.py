@@ -1,0 +1,33 @@
+"""The last 24 hours of calls and errors as sparklines, for a tool's page and each row of the
+servers page: one read of the audit rollup's hourly buckets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import anyio
+from markupsafe import Markup
+
+from gateway.pipeline.rollup import Rollup
+from gateway.service import Gateway
+from gateway.web.charts import sparkline
+from gateway.web.figures import SPARK, Spark, ranked
+
+
+def drawn(name: str, spark: Spark, over: str = "hourly over the last 24 hours") -> Markup:
+    """`spark` (of `name`, its points `over` a window) as a small chart named for what it shows."""
+    label = f"{name}, {over}: {spark.total} calls, {spark.failed} not ok"
+    return sparkline(spark.calls, spark.errors, label)
+
+
+async def sparks(gateway: Gateway, tools: Iterable[str], key: Callable[[str], str | None]) -> dict[str, Spark]:
+    """The hourly calls and errors of `tools` over the last 24 hours, summed per name `key` gives each tool."""
+    axis = SPARK.axis(gateway.wall_now())
+    rollup = Rollup(gateway.audit.database)
+    buckets = await anyio.to_thread.run_sync(rollup.buckets, SPARK.step, axis[0], axis[-1], set(tools))
+    return {item.name: item.spark for item in ranked(buckets, axis, key)}
+
+
+def empty() -> Spark:
+    """A sparkline of no calls."""
+    return Spark((0,) * SPARK.points, (0,) * SPARK.points)
