@@ -3,12 +3,13 @@ rows are written (migration `audit-0005-rollup.sql`), per tool and outcome, per 
 and hour, with a histogram of durations. Reading a week of it is thousands of rows however many
 calls there were; the audit rows themselves are neither changed nor dropped.
 
-The reads are plain queries; what they return is summed and measured by the pure functions below."""
+The reads sum in the database; the quantiles of what they return are measured by the pure functions below."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.stores import Database, DatabaseError
@@ -20,13 +21,14 @@ BOUNDS_MS = (
 """The upper bounds of the duration buckets, in ms; a last bucket holds 60 s and more."""
 SPANS = (60, 600, 3600)
 """The lengths of the rollup's time buckets, in seconds."""
-_BUCKETS = ", ".join(f"b{index}" for index in range(len(BOUNDS_MS) + 1))
+_BUCKETS = ", ".join(f"SUM(b{index})" for index in range(len(BOUNDS_MS) + 1))
+_COUNTS = "SUM(ok), SUM(tool_error), SUM(refused), SUM(timeout), SUM(down)"
+_NOT_OK = "SUM(tool_error + refused + timeout + down)"
 
 OK, TOOL_ERROR, REFUSED, TIMEOUT, DOWN = "ok", "tool error", "refused", "timeout", "upstream down"
 CLASSES = (OK, TOOL_ERROR, REFUSED, TIMEOUT, DOWN)
-"""What a call's outcome comes to on the dashboard, in the order its charts stack them."""
-RAN = frozenset({OK, TOOL_ERROR, TIMEOUT})
-"""The classes of calls that reached their tool: their durations are its latency."""
+"""What a call's outcome comes to on the dashboard, in the order its charts stack them; the
+rollup counts each in a column of its own (`ok`, `tool_error`, `refused`, `timeout`, `down`)."""
 
 
 class RollupError(GatewayError):
@@ -34,61 +36,74 @@ class RollupError(GatewayError):
 
 
 @dataclass(frozen=True, slots=True)
-class Bucket:
-    """The calls of one tool with one outcome that started in one time bucket."""
+class Totals:
+    """Calls summed over some of the rollup (a time bucket, or a tool over a window): by class, with
+    the histogram of the durations of those that ran (neither refused nor met a server down)."""
 
-    start: int
-    tool: str
-    outcome: str
-    calls: int
-    total_ms: float
+    key: str | int
+    counts: Mapping[str, int]
     histogram: tuple[int, ...]
+
+    @property
+    def calls(self) -> int:
+        """Every call."""
+        return sum(self.counts.values())
+
+    @property
+    def not_ok(self) -> int:
+        """Every call whose outcome was not ok."""
+        return self.calls - self.counts[OK]
 
 
 class Rollup:
-    """Reads of the rollup in the audit trail's database `db`."""
+    """Reads of the rollup in the audit trail's database `db`: summed in the database, so that a
+    read returns a row per time bucket or per tool however many calls there were."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def buckets(self, span: int, first: int, last: int, tools: Collection[str] | None = None) -> list[Bucket]:
-        """The `span`-second buckets starting from `first` to `last` (both included), of `tools` only when given."""
-        if span not in SPANS:
-            raise ValueError(f"no rollup of {span} s buckets")
-        clause = ""
-        params: list[object] = [span, first, last]
-        if tools is not None:
-            if not tools:
-                return []
-            clause = f" AND tool IN ({', '.join('?' * len(tools))})"
-            params.extend(sorted(tools))
-        query = (
-            f"SELECT start, tool, outcome, calls, total_ms, {_BUCKETS} FROM audit_rollup"
-            f" WHERE span = ? AND start >= ? AND start <= ?{clause}"
-        )
-        try:
-            rows = self._db.fetch_all(query, params)
-        except DatabaseError as error:
-            raise RollupError(f"Cannot read the audit rollup {self._db.where}: {error.message}") from None
+    def per_bucket(self, span: int, first: int, last: int, tools: Collection[str] | None = None) -> list[Totals]:
+        """The calls of each `span`-second bucket from `first` to `last` (both included), of `tools` when given."""
+        return self._totals("start", span, first, last, tools)
+
+    def per_tool(self, span: int, first: int, last: int, tools: Collection[str] | None = None) -> list[Totals]:
+        """The calls of each tool over the buckets from `first` to `last`, of `tools` when given."""
+        return self._totals("tool", span, first, last, tools)
+
+    def series(
+        self, span: int, first: int, last: int, tools: Collection[str] | None = None
+    ) -> list[tuple[str, int, int, int]]:
+        """(tool, bucket start, calls, calls not ok) of each tool's buckets from `first` to `last`."""
+        where, params = self._where(span, first, last, tools)
+        query = f"SELECT tool, start, SUM(ok) + {_NOT_OK}, {_NOT_OK} FROM audit_rollup {where} GROUP BY tool, start"
+        return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in self._fetch(query, params)]
+
+    def _totals(self, key: str, span: int, first: int, last: int, tools: Collection[str] | None) -> list[Totals]:
+        where, params = self._where(span, first, last, tools)
+        query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM audit_rollup {where} GROUP BY {key}"
         return [
-            Bucket(int(row[0]), row[1], row[2], int(row[3]), float(row[4]), tuple(map(int, row[5:]))) for row in rows
+            Totals(row[0], dict(zip(CLASSES, map(int, row[1:6]), strict=True)), tuple(map(int, row[6:])))
+            for row in self._fetch(query, params)
         ]
 
+    @staticmethod
+    def _where(span: int, first: int, last: int, tools: Collection[str] | None) -> tuple[str, list[object]]:
+        if span not in SPANS:
+            raise ValueError(f"no rollup of {span} s buckets")
+        params: list[object] = [span, first, last]
+        where = "WHERE span = ? AND start >= ? AND start <= ?"
+        if tools is not None:
+            # An empty set matches nothing: `tool IN ('')` names no tool.
+            chosen = sorted(tools) or [""]
+            where += f" AND tool IN ({', '.join('?' * len(chosen))})"
+            params.extend(chosen)
+        return where, params
 
-def outcome_class(outcome: str) -> str | None:
-    """The dashboard's class of an audit outcome; None for rows that are no call (an upstream's
-    sampling or elicitation request, audited under the tool that caused it)."""
-    if outcome in ("sampling", "elicitation"):
-        return None
-    if outcome == "ok":
-        return OK
-    if outcome.startswith("refused:"):
-        return REFUSED
-    if outcome == "timeout":
-        return TIMEOUT
-    if outcome == "unavailable":
-        return DOWN
-    return TOOL_ERROR
+    def _fetch(self, query: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        try:
+            return self._db.fetch_all(query, params)
+        except DatabaseError as error:
+            raise RollupError(f"Cannot read the audit rollup {self._db.where}: {error.message}") from None
 
 
 def merged(histograms: Iterable[Sequence[int]]) -> list[int]:

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from gateway.api.servers import visible_statuses
 from gateway.catalog.tools import ToolRecord
 from gateway.pipeline.approvals import may_see
-from gateway.pipeline.rollup import CLASSES, OK, Rollup
+from gateway.pipeline.rollup import CLASSES, OK, Rollup, Totals
 from gateway.skills.metatools import FIND_TOOLS, LOAD_SKILL
 from gateway.web import charts, figures
 from gateway.web.pages import PageError, Person, Web
@@ -41,7 +41,7 @@ class Scope:
     filter: tuple[str, str] | None
     tools: set[str] | None
     servers: list[str]
-    server_of: Callable[[str], str | None]
+    server_of: Callable[[str], str]
 
 
 def routes(web: Web) -> list[Route]:
@@ -83,23 +83,37 @@ def routes(web: Web) -> list[Route]:
         axis = window.axis(now)
         start, end = axis[0], axis[-1] + window.step
         rollup = Rollup(gateway.audit.database)
-        buckets = await anyio.to_thread.run_sync(rollup.buckets, window.step, axis[0], axis[-1], shown.tools)
-        meta = await anyio.to_thread.run_sync(rollup.buckets, window.step, axis[0], axis[-1], {LOAD_SKILL, FIND_TOOLS})
+        first, last, tools_shown = axis[0], axis[-1], shown.tools
+
+        def read() -> tuple[list[Totals], list[Totals], list[Totals]]:
+            # One worker thread for the three reads: each is a GROUP BY over the window's rollup rows.
+            return (
+                rollup.per_bucket(window.step, first, last, tools_shown),
+                rollup.per_tool(window.step, first, last, tools_shown),
+                rollup.per_tool(window.step, first, last, {LOAD_SKILL, FIND_TOOLS}),
+            )
+
+        per_bucket, per_tool, meta = await anyio.to_thread.run_sync(read)
         events = await anyio.to_thread.run_sync(gateway.server_events.between, start, now)
         asked = await anyio.to_thread.run_sync(gateway.approvals.since, start)
         caller = person.caller
-        visible_tools = shown.tools
         asked = [
             approval
             for approval in asked
             if may_see(caller.identity.key, caller.admin, approval)
-            and (visible_tools is None or approval.tool in visible_tools)
+            and (tools_shown is None or approval.tool in tools_shown)
         ]
-        points = figures.points(buckets, axis)
-        tools = figures.ranked(buckets, axis, lambda tool: tool)
-        per_server = figures.ranked(buckets, axis, shown.server_of)
+        points = figures.points(per_bucket, axis)
+        tools = figures.ranked(per_tool, lambda tool: tool)
+        per_server = figures.ranked(per_tool, shown.server_of)
+        top_calls, top_errors = tools[:TOP], figures.by_errors(tools)[:TOP]
+        named = {item.name for item in [*top_calls, *top_errors]}
+        series = await anyio.to_thread.run_sync(rollup.series, window.step, first, last, named)
+        lines = figures.sparklines(series, axis, lambda tool: tool)
+        empty = figures.Spark((0,) * len(axis), (0,) * len(axis))
         health = figures.health(events, shown.servers, start, min(now, end))
         step_words = {60: "minute", 600: "10 minutes", 3600: "hour"}[window.step]
+        over = f"per {step_words} over {window.label}"
         totals = {name: sum(point.counts[name] for point in points) for name in CLASSES}
         calls = sum(totals.values())
         busiest = max(points, key=lambda point: point.calls - point.counts[OK], default=None)
@@ -123,9 +137,9 @@ def routes(web: Web) -> list[Route]:
                 f"Latency p50 and p95 per {step_words} over {window.label}, in milliseconds",
             ),
             "per_server": per_server,
-            "top_calls": tools[:TOP],
-            "top_errors": figures.by_errors(tools)[:TOP],
-            "spark": lambda item: drawn(item.name, item.spark, f"per {step_words} over {window.label}"),
+            "top_calls": top_calls,
+            "top_errors": top_errors,
+            "spark": lambda item: drawn(item.name, lines.get(item.name, empty), over),
             "health": health,
             "health_chart": charts.timeline(
                 [
@@ -142,8 +156,8 @@ def routes(web: Web) -> list[Route]:
             ),
             "start": start,
             "approvals": figures.approvals(asked, now),
-            "skills_loaded": sum(b.calls for b in meta if b.tool == LOAD_SKILL and b.outcome == OK),
-            "searches": sum(b.calls for b in meta if b.tool == FIND_TOOLS and b.outcome == OK),
+            "skills_loaded": sum(item.counts[OK] for item in meta if item.key == LOAD_SKILL),
+            "searches": sum(item.counts[OK] for item in meta if item.key == FIND_TOOLS),
         }
 
     async def page(request: Request, person: Person) -> Response:

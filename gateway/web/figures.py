@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from gateway.pipeline.approvals import Approval, Status
-from gateway.pipeline.rollup import CLASSES, OK, RAN, Bucket, merged, outcome_class, quantile
+from gateway.pipeline.rollup import CLASSES, Totals, merged, quantile
 from gateway.stores.serverevents import NOT_STATES, ServerEvent
 
 
@@ -81,58 +81,42 @@ class Spark:
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """A tool or a server with its calls, errors, latency and sparkline over the window."""
+    """A tool or a server with its calls, errors and latency over the window."""
 
     name: str
     calls: int
     errors: int
     p50: float | None
     p95: float | None
-    spark: Spark
 
 
-def points(buckets: Iterable[Bucket], axis: Sequence[int]) -> list[Point]:
-    """The calls of each point of `axis`, by class, with their p50 and p95."""
-    counts: dict[int, dict[str, int]] = {start: dict.fromkeys(CLASSES, 0) for start in axis}
-    histograms: dict[int, list[Sequence[int]]] = defaultdict(list)
-    for bucket in buckets:
-        kind = outcome_class(bucket.outcome)
-        if kind is None or bucket.start not in counts:
-            continue
-        counts[bucket.start][kind] += bucket.calls
-        if kind in RAN:
-            histograms[bucket.start].append(bucket.histogram)
+def points(totals: Iterable[Totals], axis: Sequence[int]) -> list[Point]:
+    """The calls of each point of `axis` (from the rollup's sums per bucket), by class, with their p50 and p95."""
+    found = {int(item.key): item for item in totals}
     result = []
     for start in axis:
-        histogram = merged(histograms[start])
-        result.append(Point(start, counts[start], quantile(histogram, 0.5), quantile(histogram, 0.95)))
+        item = found.get(start)
+        if item is None:
+            result.append(Point(start, dict.fromkeys(CLASSES, 0), None, None))
+            continue
+        result.append(Point(start, item.counts, quantile(item.histogram, 0.5), quantile(item.histogram, 0.95)))
     return result
 
 
-def ranked(buckets: Iterable[Bucket], axis: Sequence[int], key: Callable[[str], str | None]) -> list[Ranked]:
-    """Per name that `key` gives a bucket's tool (None: left out), its figures over `axis`; most calls first."""
-    index = {start: position for position, start in enumerate(axis)}
-    calls: dict[str, list[int]] = {}
-    errors: dict[str, list[int]] = {}
+def ranked(totals: Iterable[Totals], key: Callable[[str], str]) -> list[Ranked]:
+    """The rollup's sums per tool, summed again per name `key` gives each tool; most calls first."""
+    calls: dict[str, int] = defaultdict(int)
+    errors: dict[str, int] = defaultdict(int)
     histograms: dict[str, list[Sequence[int]]] = defaultdict(list)
-    for bucket in buckets:
-        name, kind = key(bucket.tool), outcome_class(bucket.outcome)
-        if name is None or kind is None or bucket.start not in index:
-            continue
-        position = index[bucket.start]
-        calls.setdefault(name, [0] * len(axis))[position] += bucket.calls
-        errors.setdefault(name, [0] * len(axis))
-        if kind != OK:
-            errors[name][position] += bucket.calls
-        if kind in RAN:
-            histograms[name].append(bucket.histogram)
+    for item in totals:
+        name = key(str(item.key))
+        calls[name] += item.calls
+        errors[name] += item.not_ok
+        histograms[name].append(item.histogram)
     result = []
-    for name, series in calls.items():
+    for name, count in calls.items():
         histogram = merged(histograms[name])
-        spark = Spark(tuple(series), tuple(errors[name]))
-        result.append(
-            Ranked(name, spark.total, spark.failed, quantile(histogram, 0.5), quantile(histogram, 0.95), spark)
-        )
+        result.append(Ranked(name, count, errors[name], quantile(histogram, 0.5), quantile(histogram, 0.95)))
     return sorted(result, key=lambda item: (-item.calls, item.name))
 
 
@@ -141,10 +125,21 @@ def by_errors(items: Iterable[Ranked]) -> list[Ranked]:
     return sorted((item for item in items if item.errors), key=lambda item: (-item.errors, item.name))
 
 
-def spark(buckets: Iterable[Bucket], axis: Sequence[int]) -> Spark:
-    """The calls and errors of `buckets` per point of `axis`, whatever their tool."""
-    found = ranked(buckets, axis, lambda tool: "")
-    return found[0].spark if found else Spark((0,) * len(axis), (0,) * len(axis))
+def sparklines(
+    series: Iterable[tuple[str, int, int, int]], axis: Sequence[int], key: Callable[[str], str | None]
+) -> dict[str, Spark]:
+    """From the rollup's (tool, bucket, calls, not ok), the sparkline over `axis` of each name `key`
+    gives a tool (None: left out)."""
+    index = {start: position for position, start in enumerate(axis)}
+    calls: dict[str, list[int]] = {}
+    errors: dict[str, list[int]] = {}
+    for tool, start, count, failed in series:
+        name = key(tool)
+        if name is None or start not in index:
+            continue
+        calls.setdefault(name, [0] * len(axis))[index[start]] += count
+        errors.setdefault(name, [0] * len(axis))[index[start]] += failed
+    return {name: Spark(tuple(calls[name]), tuple(errors[name])) for name in calls}
 
 
 HEALTH = {

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from gateway.pipeline.rollup import Rollup
 from gateway.service import Gateway
 from gateway.web.charts import sparkline
-from gateway.web.figures import SPARK, Spark, ranked
+from gateway.web.figures import SPARK, Spark, sparklines
 
 
 def drawn(name: str, spark: Spark, over: str = "hourly over the last 24 hours") -> Markup:
@@ -24,8 +24,8 @@ async def sparks(gateway: Gateway, tools: Iterable[str], key: Callable[[str], st
     """The hourly calls and errors of `tools` over the last 24 hours, summed per name `key` gives each tool."""
     axis = SPARK.axis(gateway.wall_now())
     rollup = Rollup(gateway.audit.database)
-    buckets = await anyio.to_thread.run_sync(rollup.buckets, SPARK.step, axis[0], axis[-1], set(tools))
-    return {item.name: item.spark for item in ranked(buckets, axis, key)}
+    series = await anyio.to_thread.run_sync(rollup.series, SPARK.step, axis[0], axis[-1], set(tools))
+    return sparklines(series, axis, key)
 
 
 def empty() -> Spark:

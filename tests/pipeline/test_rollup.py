@@ -1,5 +1,5 @@
-"""The audit rollup a trigger keeps as rows are written, on both backends: calls per tool, outcome
-and time bucket, durations in buckets, a row inserted twice counted once, rows written before it
+"""The audit rollup a trigger keeps as rows are written, on both backends: calls per tool, class of
+outcome and time bucket, durations in buckets, a row inserted twice counted once, rows written before it
 counted when it arrives; quantiles from its histograms; server events written and read back."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.pipeline.audit import AuditEntry, AuditStore
-from gateway.pipeline.rollup import BOUNDS_MS, Rollup, merged, outcome_class, quantile
+from gateway.pipeline.rollup import BOUNDS_MS, Rollup, merged, quantile
 from gateway.stores import StoreSettings
 from gateway.stores.serverevents import RESTART, ServerEvents
 from tests.support.databases import Backend
@@ -24,30 +24,32 @@ def entry(offset: float, tool: str, outcome: str = "ok", duration_ms: float = 10
     return AuditEntry(T0 + offset, "s1", "alice", tool, "digest", outcome, duration_ms)
 
 
-async def test_each_written_row_is_counted_in_its_minute_ten_minutes_and_hour(store_backend: Backend) -> None:
+async def test_each_written_row_is_counted_by_class_in_its_minute_ten_minutes_and_hour(store_backend: Backend) -> None:
     store = AuditStore(store_backend.open("audit"))
     try:
         for offset, outcome, duration in [(0, "ok", 0.5), (30, "ok", 12.0), (59, "error", 100.0), (60, "ok", 70000)]:
             await store.record(entry(offset, "calc__evaluate", outcome, duration))
-        await store.record(entry(700, "files__read", "refused:budget", 0.0))
+        await store.record(entry(700, "files__read", "refused:budget", 3.0))
+        await store.record(entry(701, "files__read", "unavailable", 3.0))
+        await store.record(entry(702, "files__read", "sampling", 3.0))
         rollup = Rollup(store.database)
-        minutes = {(b.start, b.outcome): b for b in rollup.buckets(60, T0, T0 + 3600)}
-        hours = rollup.buckets(3600, T0, T0, tools={"calc__evaluate"})
-        tens = rollup.buckets(600, T0, T0 + 600)
+        minutes = {item.key: item for item in rollup.per_bucket(60, T0, T0 + 3600)}
+        hours = rollup.per_tool(3600, T0, T0, tools={"calc__evaluate"})
+        tens = rollup.per_tool(600, T0 + 600, T0 + 600)
+        series = rollup.series(600, T0, T0 + 600)
     finally:
         store.close()
-    first = minutes[(T0, "ok")]
-    assert (first.calls, first.total_ms) == (2, 12.5)
+    first = minutes[T0]
+    assert first.counts == {"ok": 2, "tool error": 1, "refused": 0, "timeout": 0, "upstream down": 0}
     assert first.histogram[0] == 1 and first.histogram[BOUNDS_MS.index(15)] == 1
-    assert minutes[(T0, "error")].calls == 1
-    assert minutes[(T0 + 60, "ok")].histogram[-1] == 1
-    assert minutes[(T0 + 660, "refused:budget")].tool == "files__read"
-    assert [(b.outcome, b.calls) for b in sorted(hours, key=lambda b: b.outcome)] == [("error", 1), ("ok", 3)]
-    assert sorted((b.start - T0, b.tool, b.calls) for b in tens) == [
-        (0, "calc__evaluate", 1),
-        (0, "calc__evaluate", 3),
-        (600, "files__read", 1),
-    ]
+    assert first.histogram[BOUNDS_MS.index(150)] == 1 and sum(first.histogram) == 3
+    assert minutes[T0 + 60].histogram[-1] == 1
+    # A refusal and a server down are counted, and no latency; an upstream's sampling request is no call.
+    assert minutes[T0 + 660].counts["refused"] == minutes[T0 + 660].counts["upstream down"] == 1
+    assert minutes[T0 + 660].calls == 2 and sum(minutes[T0 + 660].histogram) == 0
+    assert [(item.key, item.calls, item.not_ok) for item in hours] == [("calc__evaluate", 4, 1)]
+    assert [(item.key, item.calls) for item in tens] == [("files__read", 2)]
+    assert sorted(series) == [("calc__evaluate", T0, 4, 1), ("files__read", T0 + 600, 2, 2)]
 
 
 async def test_a_row_inserted_twice_is_counted_once(store_backend: Backend) -> None:
@@ -61,10 +63,10 @@ async def test_a_row_inserted_twice_is_counted_once(store_backend: Backend) -> N
         )
         db.execute(insert, row)
         db.execute(insert, row)
-        buckets = Rollup(db).buckets(60, T0, T0)
+        totals = Rollup(db).per_bucket(60, T0, T0)
     finally:
         store.close()
-    assert [b.calls for b in buckets] == [1]
+    assert [item.calls for item in totals] == [1]
 
 
 def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Path) -> None:
@@ -82,13 +84,13 @@ def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Pa
         old.commit()
     store = AuditStore(Backend("sqlite", StoreSettings(), tmp_path).open("audit"))
     try:
-        buckets = Rollup(store.database).buckets(60, T0, T0 + 60)
+        totals = Rollup(store.database).per_bucket(60, T0, T0 + 60)
         kept = store.database.fetch_one("SELECT COUNT(*) FROM audit")
     finally:
         store.close()
-    assert sorted((b.start - T0, b.outcome, b.calls, b.total_ms) for b in buckets) == [
-        (0, "ok", 2, 7.0),
-        (60, "timeout", 1, 30000.0),
+    assert sorted((item.key - T0, item.counts["ok"], item.counts["timeout"]) for item in totals) == [
+        (0, 2, 0),
+        (60, 0, 1),
     ]
     assert kept == (3,)
 
@@ -102,18 +104,6 @@ def test_quantiles_are_read_from_the_histograms_within_their_bucket() -> None:
     assert quantile(histogram, 0.95) == pytest.approx(14.75)
     histogram[-1] = 100
     assert quantile(histogram, 0.95) == 60000.0
-
-
-def test_outcomes_come_to_five_classes_and_upstream_requests_to_none() -> None:
-    assert [outcome_class(o) for o in ("ok", "error", "invalid_arguments", "refused:budget", "timeout")] == [
-        "ok",
-        "tool error",
-        "tool error",
-        "refused",
-        "timeout",
-    ]
-    assert outcome_class("unavailable") == "upstream down"
-    assert outcome_class("sampling") is None
 
 
 async def test_server_events_are_written_and_the_state_before_a_window_is_read_with_it(

@@ -1,17 +1,20 @@
 -- Calls counted as their rows are written, so that the dashboard reads thousands of rows rather
--- than millions: per tool and outcome, per minute, per 10 minutes and per hour (`span` seconds,
--- `start` the span's first second), with their number, their summed duration and how many fell
--- into each duration bucket (b0 under 1 ms ... b29 at 60 s or more; the bounds are
--- gateway.pipeline.rollup.BOUNDS_MS). A trigger keeps it: it fires for the rows actually inserted,
--- so a row shipped from a spool and replayed again is counted once. The audit rows stay as they are.
+-- than millions: per tool, per minute, per 10 minutes and per hour (`span` seconds, `start` the
+-- span's first second), by outcome (ok, tool error, refused, timeout, upstream down: the classes of
+-- gateway.pipeline.rollup), with the summed duration of the calls that ran (not refused, server
+-- not down) and how many of those fell into each duration bucket (b0 under 1 ms ... b29 at 60 s or
+-- more; the bounds are gateway.pipeline.rollup.BOUNDS_MS). An upstream's sampling and elicitation
+-- requests, audited under the tool that caused them, are no calls and not counted.
+-- A trigger keeps it: it fires for the rows actually inserted, so a row shipped from a spool and
+-- replayed again is counted once. The audit rows stay as they are.
 -- On PostgreSQL, each writing transaction takes one advisory lock first, so that replicas shipping
 -- rows at once update the shared counters one after the other, never in orders that deadlock.
 CREATE TABLE IF NOT EXISTS audit_rollup (
     span INTEGER NOT NULL,
     start BIGINT NOT NULL,
     tool TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    calls BIGINT NOT NULL,
+    ok BIGINT NOT NULL DEFAULT 0, tool_error BIGINT NOT NULL DEFAULT 0, refused BIGINT NOT NULL DEFAULT 0,
+    timeout BIGINT NOT NULL DEFAULT 0, down BIGINT NOT NULL DEFAULT 0,
     total_ms DOUBLE PRECISION NOT NULL,
     b0 BIGINT NOT NULL DEFAULT 0, b1 BIGINT NOT NULL DEFAULT 0, b2 BIGINT NOT NULL DEFAULT 0, b3 BIGINT NOT NULL DEFAULT 0,
     b4 BIGINT NOT NULL DEFAULT 0, b5 BIGINT NOT NULL DEFAULT 0, b6 BIGINT NOT NULL DEFAULT 0, b7 BIGINT NOT NULL DEFAULT 0,
@@ -21,63 +24,107 @@ CREATE TABLE IF NOT EXISTS audit_rollup (
     b20 BIGINT NOT NULL DEFAULT 0, b21 BIGINT NOT NULL DEFAULT 0, b22 BIGINT NOT NULL DEFAULT 0, b23 BIGINT NOT NULL DEFAULT 0,
     b24 BIGINT NOT NULL DEFAULT 0, b25 BIGINT NOT NULL DEFAULT 0, b26 BIGINT NOT NULL DEFAULT 0, b27 BIGINT NOT NULL DEFAULT 0,
     b28 BIGINT NOT NULL DEFAULT 0, b29 BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (span, start, tool, outcome)
+    PRIMARY KEY (span, start, tool)
 );
 CREATE OR REPLACE FUNCTION audit_rollup_keep() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(7168372);
-    INSERT INTO audit_rollup (span, start, tool, outcome, calls, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
-    SELECT spans.span, (floor(NEW.epoch / spans.span) * spans.span)::bigint, NEW.tool, NEW.outcome, 1, NEW.duration_ms,
-        (NEW.duration_ms < 1)::int, (NEW.duration_ms >= 1 AND NEW.duration_ms < 1.5)::int,
-        (NEW.duration_ms >= 1.5 AND NEW.duration_ms < 2)::int, (NEW.duration_ms >= 2 AND NEW.duration_ms < 3)::int,
-        (NEW.duration_ms >= 3 AND NEW.duration_ms < 5)::int, (NEW.duration_ms >= 5 AND NEW.duration_ms < 7.5)::int,
-        (NEW.duration_ms >= 7.5 AND NEW.duration_ms < 10)::int, (NEW.duration_ms >= 10 AND NEW.duration_ms < 15)::int,
-        (NEW.duration_ms >= 15 AND NEW.duration_ms < 20)::int, (NEW.duration_ms >= 20 AND NEW.duration_ms < 30)::int,
-        (NEW.duration_ms >= 30 AND NEW.duration_ms < 50)::int, (NEW.duration_ms >= 50 AND NEW.duration_ms < 75)::int,
-        (NEW.duration_ms >= 75 AND NEW.duration_ms < 100)::int, (NEW.duration_ms >= 100 AND NEW.duration_ms < 150)::int,
-        (NEW.duration_ms >= 150 AND NEW.duration_ms < 200)::int, (NEW.duration_ms >= 200 AND NEW.duration_ms < 300)::int,
-        (NEW.duration_ms >= 300 AND NEW.duration_ms < 500)::int, (NEW.duration_ms >= 500 AND NEW.duration_ms < 750)::int,
-        (NEW.duration_ms >= 750 AND NEW.duration_ms < 1000)::int, (NEW.duration_ms >= 1000 AND NEW.duration_ms < 1500)::int,
-        (NEW.duration_ms >= 1500 AND NEW.duration_ms < 2000)::int, (NEW.duration_ms >= 2000 AND NEW.duration_ms < 3000)::int,
-        (NEW.duration_ms >= 3000 AND NEW.duration_ms < 5000)::int, (NEW.duration_ms >= 5000 AND NEW.duration_ms < 7500)::int,
-        (NEW.duration_ms >= 7500 AND NEW.duration_ms < 10000)::int, (NEW.duration_ms >= 10000 AND NEW.duration_ms < 15000)::int,
-        (NEW.duration_ms >= 15000 AND NEW.duration_ms < 20000)::int, (NEW.duration_ms >= 20000 AND NEW.duration_ms < 30000)::int,
-        (NEW.duration_ms >= 30000 AND NEW.duration_ms < 60000)::int, (NEW.duration_ms >= 60000)::int
+    INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
+    SELECT spans.span, (floor(NEW.epoch / spans.span) * spans.span)::bigint, NEW.tool,
+        (NEW.outcome = 'ok')::int,
+        (NEW.outcome NOT IN ('ok', 'timeout', 'unavailable') AND NEW.outcome NOT LIKE 'refused:%')::int,
+        (NEW.outcome LIKE 'refused:%')::int,
+        (NEW.outcome = 'timeout')::int,
+        (NEW.outcome = 'unavailable')::int,
+        CASE WHEN NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' THEN NEW.duration_ms ELSE 0 END,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms < 1)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 1 AND NEW.duration_ms < 1.5)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 1.5 AND NEW.duration_ms < 2)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 2 AND NEW.duration_ms < 3)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 3 AND NEW.duration_ms < 5)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 5 AND NEW.duration_ms < 7.5)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 7.5 AND NEW.duration_ms < 10)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 10 AND NEW.duration_ms < 15)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 15 AND NEW.duration_ms < 20)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 20 AND NEW.duration_ms < 30)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 30 AND NEW.duration_ms < 50)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 50 AND NEW.duration_ms < 75)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 75 AND NEW.duration_ms < 100)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 100 AND NEW.duration_ms < 150)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 150 AND NEW.duration_ms < 200)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 200 AND NEW.duration_ms < 300)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 300 AND NEW.duration_ms < 500)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 500 AND NEW.duration_ms < 750)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 750 AND NEW.duration_ms < 1000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 1000 AND NEW.duration_ms < 1500)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 1500 AND NEW.duration_ms < 2000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 2000 AND NEW.duration_ms < 3000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 3000 AND NEW.duration_ms < 5000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 5000 AND NEW.duration_ms < 7500)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 7500 AND NEW.duration_ms < 10000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 10000 AND NEW.duration_ms < 15000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 15000 AND NEW.duration_ms < 20000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 20000 AND NEW.duration_ms < 30000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 30000 AND NEW.duration_ms < 60000)::int,
+        (NEW.outcome NOT LIKE 'refused:%' AND NEW.outcome <> 'unavailable' AND NEW.duration_ms >= 60000)::int
     FROM (VALUES (60), (600), (3600)) AS spans (span)
-    ON CONFLICT (span, start, tool, outcome) DO UPDATE SET
-        calls = audit_rollup.calls + 1, total_ms = audit_rollup.total_ms + excluded.total_ms,
-        b0 = audit_rollup.b0 + excluded.b0, b1 = audit_rollup.b1 + excluded.b1, b2 = audit_rollup.b2 + excluded.b2, b3 = audit_rollup.b3 + excluded.b3,
-        b4 = audit_rollup.b4 + excluded.b4, b5 = audit_rollup.b5 + excluded.b5, b6 = audit_rollup.b6 + excluded.b6, b7 = audit_rollup.b7 + excluded.b7,
-        b8 = audit_rollup.b8 + excluded.b8, b9 = audit_rollup.b9 + excluded.b9, b10 = audit_rollup.b10 + excluded.b10, b11 = audit_rollup.b11 + excluded.b11,
-        b12 = audit_rollup.b12 + excluded.b12, b13 = audit_rollup.b13 + excluded.b13, b14 = audit_rollup.b14 + excluded.b14, b15 = audit_rollup.b15 + excluded.b15,
-        b16 = audit_rollup.b16 + excluded.b16, b17 = audit_rollup.b17 + excluded.b17, b18 = audit_rollup.b18 + excluded.b18, b19 = audit_rollup.b19 + excluded.b19,
-        b20 = audit_rollup.b20 + excluded.b20, b21 = audit_rollup.b21 + excluded.b21, b22 = audit_rollup.b22 + excluded.b22, b23 = audit_rollup.b23 + excluded.b23,
-        b24 = audit_rollup.b24 + excluded.b24, b25 = audit_rollup.b25 + excluded.b25, b26 = audit_rollup.b26 + excluded.b26, b27 = audit_rollup.b27 + excluded.b27,
-        b28 = audit_rollup.b28 + excluded.b28, b29 = audit_rollup.b29 + excluded.b29;
+    ON CONFLICT (span, start, tool) DO UPDATE SET
+        ok = audit_rollup.ok + excluded.ok, tool_error = audit_rollup.tool_error + excluded.tool_error, refused = audit_rollup.refused + excluded.refused, timeout = audit_rollup.timeout + excluded.timeout,
+        down = audit_rollup.down + excluded.down, total_ms = audit_rollup.total_ms + excluded.total_ms, b0 = audit_rollup.b0 + excluded.b0, b1 = audit_rollup.b1 + excluded.b1,
+        b2 = audit_rollup.b2 + excluded.b2, b3 = audit_rollup.b3 + excluded.b3, b4 = audit_rollup.b4 + excluded.b4, b5 = audit_rollup.b5 + excluded.b5,
+        b6 = audit_rollup.b6 + excluded.b6, b7 = audit_rollup.b7 + excluded.b7, b8 = audit_rollup.b8 + excluded.b8, b9 = audit_rollup.b9 + excluded.b9,
+        b10 = audit_rollup.b10 + excluded.b10, b11 = audit_rollup.b11 + excluded.b11, b12 = audit_rollup.b12 + excluded.b12, b13 = audit_rollup.b13 + excluded.b13,
+        b14 = audit_rollup.b14 + excluded.b14, b15 = audit_rollup.b15 + excluded.b15, b16 = audit_rollup.b16 + excluded.b16, b17 = audit_rollup.b17 + excluded.b17,
+        b18 = audit_rollup.b18 + excluded.b18, b19 = audit_rollup.b19 + excluded.b19, b20 = audit_rollup.b20 + excluded.b20, b21 = audit_rollup.b21 + excluded.b21,
+        b22 = audit_rollup.b22 + excluded.b22, b23 = audit_rollup.b23 + excluded.b23, b24 = audit_rollup.b24 + excluded.b24, b25 = audit_rollup.b25 + excluded.b25,
+        b26 = audit_rollup.b26 + excluded.b26, b27 = audit_rollup.b27 + excluded.b27, b28 = audit_rollup.b28 + excluded.b28, b29 = audit_rollup.b29 + excluded.b29;
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER audit_rollup_kept AFTER INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_rollup_keep();
+CREATE TRIGGER audit_rollup_kept AFTER INSERT ON audit FOR EACH ROW
+WHEN (NEW.outcome NOT IN ('sampling', 'elicitation')) EXECUTE FUNCTION audit_rollup_keep();
 -- The rows written before this version, counted once.
-INSERT INTO audit_rollup (span, start, tool, outcome, calls, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
-SELECT spans.span, (floor(epoch / spans.span) * spans.span)::bigint AS bucket, tool, outcome, COUNT(*), SUM(duration_ms),
-    SUM((duration_ms < 1)::int), SUM((duration_ms >= 1 AND duration_ms < 1.5)::int),
-    SUM((duration_ms >= 1.5 AND duration_ms < 2)::int), SUM((duration_ms >= 2 AND duration_ms < 3)::int),
-    SUM((duration_ms >= 3 AND duration_ms < 5)::int), SUM((duration_ms >= 5 AND duration_ms < 7.5)::int),
-    SUM((duration_ms >= 7.5 AND duration_ms < 10)::int), SUM((duration_ms >= 10 AND duration_ms < 15)::int),
-    SUM((duration_ms >= 15 AND duration_ms < 20)::int), SUM((duration_ms >= 20 AND duration_ms < 30)::int),
-    SUM((duration_ms >= 30 AND duration_ms < 50)::int), SUM((duration_ms >= 50 AND duration_ms < 75)::int),
-    SUM((duration_ms >= 75 AND duration_ms < 100)::int), SUM((duration_ms >= 100 AND duration_ms < 150)::int),
-    SUM((duration_ms >= 150 AND duration_ms < 200)::int), SUM((duration_ms >= 200 AND duration_ms < 300)::int),
-    SUM((duration_ms >= 300 AND duration_ms < 500)::int), SUM((duration_ms >= 500 AND duration_ms < 750)::int),
-    SUM((duration_ms >= 750 AND duration_ms < 1000)::int), SUM((duration_ms >= 1000 AND duration_ms < 1500)::int),
-    SUM((duration_ms >= 1500 AND duration_ms < 2000)::int), SUM((duration_ms >= 2000 AND duration_ms < 3000)::int),
-    SUM((duration_ms >= 3000 AND duration_ms < 5000)::int), SUM((duration_ms >= 5000 AND duration_ms < 7500)::int),
-    SUM((duration_ms >= 7500 AND duration_ms < 10000)::int), SUM((duration_ms >= 10000 AND duration_ms < 15000)::int),
-    SUM((duration_ms >= 15000 AND duration_ms < 20000)::int), SUM((duration_ms >= 20000 AND duration_ms < 30000)::int),
-    SUM((duration_ms >= 30000 AND duration_ms < 60000)::int), SUM((duration_ms >= 60000)::int)
+INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
+SELECT spans.span, (floor(epoch / spans.span) * spans.span)::bigint AS bucket, tool,
+    SUM((outcome = 'ok')::int),
+    SUM((outcome NOT IN ('ok', 'timeout', 'unavailable') AND outcome NOT LIKE 'refused:%')::int),
+    SUM((outcome LIKE 'refused:%')::int),
+    SUM((outcome = 'timeout')::int),
+    SUM((outcome = 'unavailable')::int),
+    SUM(CASE WHEN outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' THEN duration_ms ELSE 0 END),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms < 1)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 1 AND duration_ms < 1.5)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 1.5 AND duration_ms < 2)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 2 AND duration_ms < 3)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 3 AND duration_ms < 5)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 5 AND duration_ms < 7.5)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 7.5 AND duration_ms < 10)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 10 AND duration_ms < 15)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 15 AND duration_ms < 20)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 20 AND duration_ms < 30)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 30 AND duration_ms < 50)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 50 AND duration_ms < 75)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 75 AND duration_ms < 100)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 100 AND duration_ms < 150)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 150 AND duration_ms < 200)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 200 AND duration_ms < 300)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 300 AND duration_ms < 500)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 500 AND duration_ms < 750)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 750 AND duration_ms < 1000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 1000 AND duration_ms < 1500)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 1500 AND duration_ms < 2000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 2000 AND duration_ms < 3000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 3000 AND duration_ms < 5000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 5000 AND duration_ms < 7500)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 7500 AND duration_ms < 10000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 10000 AND duration_ms < 15000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 15000 AND duration_ms < 20000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 20000 AND duration_ms < 30000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 30000 AND duration_ms < 60000)::int),
+    SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 60000)::int)
 FROM audit CROSS JOIN (VALUES (60), (600), (3600)) AS spans (span)
-GROUP BY spans.span, bucket, tool, outcome;
+WHERE outcome NOT IN ('sampling', 'elicitation')
+GROUP BY spans.span, bucket, tool;
 -- What happened to each server: its connection's states, restarts, configuration changes.
 CREATE TABLE IF NOT EXISTS server_events (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

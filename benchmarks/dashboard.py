@@ -1,0 +1,144 @@
+"""How fast the dashboard renders over a large audit trail, and what keeping its rollup costs a write.
+
+Target: the dashboard page (`/dashboard`) renders in at most 150 ms at p50 over 1,000,000 audit
+rows, for each window (1 h, 24 h, 7 d) and filtered to one server. Run
+`python -m benchmarks.dashboard` from the repository root. It writes `--rows` audit rows spread
+over the 7 days before the gateway's (fixed) clock, over 200 tools of 50 servers (the tools of
+`benchmarks.catalog_api`), in batches of 10,000 through the trigger that keeps the rollup, and
+times the same batches into a table of the same shape without the trigger (the reference: what
+each row costs the writer more). Then it signs in with an admin API key and sends each request
+through the real ASGI application (Host and Origin checks, the web session, the rollup's reads,
+rendering) with httpx's ASGI transport, no network. With `--store-url` the audit trail is in that
+PostgreSQL database instead of SQLite (give a fresh one: the rows stay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+
+from benchmarks.catalog_api import catalog, percentiles
+from gateway.config.loading import parse_config
+from gateway.frontdoors.httpapp import create_app
+from gateway.service import Gateway
+from gateway.stores import Database
+
+KEY = "benchmark-key-0123456789abcdef"
+TARGET_MS = 150.0
+NOW = 1_800_000_000.0
+WEEK = 7 * 86400
+BATCH = 10_000
+OUTCOMES = ("ok",) * 90 + ("error",) * 5 + ("refused:budget", "timeout", "unavailable", "invalid_arguments", "ok")
+REQUESTS = {
+    "dashboard, 1 h": ("/dashboard", {"window": "1h"}),
+    "dashboard, 24 h": ("/dashboard", {"window": "24h"}),
+    "dashboard, 7 d": ("/dashboard", {"window": "7d"}),
+    "dashboard, 7 d, one server": ("/dashboard", {"window": "7d", "server": "source07"}),
+    "live panels, 24 h": ("/dashboard/panels", {"window": "24h"}),
+    "tool page (sparkline)": ("/tools/{tool}", {}),
+    "servers rows (50 sparklines)": ("/servers/rows", {}),
+}
+_COLUMNS = "row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id, trace_id"
+
+
+def rows(count: int, tools: list[str]) -> list[tuple[object, ...]]:
+    """`count` audit rows over the week before `NOW`, oldest first: Zipf-like tool popularity, mostly ok."""
+    chance = random.Random(7)
+    weights = [1 / (rank + 1) for rank in range(len(tools))]
+    chosen = chance.choices(tools, weights, k=count)
+    made: list[tuple[object, ...]] = []
+    for index in range(count):
+        epoch = NOW - WEEK + WEEK * index / count
+        duration = chance.lognormvariate(3.0, 1.0)
+        made.append(
+            (f"b-{index}", "t", epoch, "s", "ops", chosen[index], "d", chance.choice(OUTCOMES), duration, "", "", "")
+        )
+    return made
+
+
+def write(db: Database, made: list[tuple[object, ...]], table: str) -> float:
+    """Seconds to insert `made` into `table` in batches of `BATCH`, each one transaction."""
+    insert = f"INSERT INTO {table} ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    started = time.perf_counter()
+    for start in range(0, len(made), BATCH):
+        db.execute_many(insert, made[start : start + BATCH])
+    return time.perf_counter() - started
+
+
+async def measure(count: int, runs: int, store_url: str | None) -> dict[str, Any]:
+    """The write costs and each request's p50 and p99."""
+    with tempfile.TemporaryDirectory() as data:
+        document: dict[str, Any] = {
+            "gateway": {"data_dir": data},
+            "auth": {"api_keys": [{"caller": "ops", "role": "ops", "key": KEY}]},
+            "roles": {"ops": {"allow": ["*"], "admin": True}},
+        }
+        if store_url:
+            document["store"] = {"url": store_url}
+        config = parse_config(document, source="benchmark", base_dir=Path(data))
+        gateway = Gateway(config, wall_clock=lambda: NOW)
+        app = create_app(config, gateway=gateway)
+        figures: dict[str, Any] = {"requests": []}
+        async with gateway.running():
+            listings = catalog(200)
+            for listing in listings:
+                gateway.catalog.update(listing)
+            tools = [tool.name for tool in gateway.catalog.tools]
+            made = rows(count, tools)
+            db = gateway.audit.database
+            db.execute("CREATE TABLE plain_audit AS SELECT * FROM audit WHERE 1 = 0")
+            figures["plain_s"] = write(db, made, "plain_audit")
+            db.execute("DROP TABLE plain_audit")
+            figures["kept_s"] = write(db, made, "audit")
+            figures["rollup_rows"] = db.fetch_one("SELECT COUNT(*) FROM audit_rollup")
+            transport = httpx2.ASGITransport(app=app)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+                form = await http.get("/signin")
+                token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+                assert token is not None
+                signed = await http.post("/signin", data={"csrf": token.group(1), "credential": KEY})
+                assert signed.status_code == 303, signed.text
+                for label, (path, params) in REQUESTS.items():
+                    path = path.format(tool=tools[0])
+                    samples = []
+                    for _ in range(runs):
+                        started = time.perf_counter()
+                        response = await http.get(path, params=params)
+                        samples.append(time.perf_counter() - started)
+                        assert response.status_code == 200, (label, path, response.status_code)
+                    figures["requests"].append((label, *percentiles(samples), len(response.content)))
+        return figures
+
+
+def main() -> None:
+    """Print the write costs, the table, and whether the target holds."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--store-url", default=None, help="a PostgreSQL URL (a fresh database) instead of SQLite")
+    options = parser.parse_args()
+    figures = anyio.run(measure, options.rows, options.runs, options.store_url)
+    count = options.rows
+    plain, kept = figures["plain_s"], figures["kept_s"]
+    print(f"{count} audit rows over 7 days, 200 tools of 50 servers; rollup rows: {figures['rollup_rows'][0]}")
+    print(
+        f"write, batches of {BATCH}: {plain / count * 1e6:.1f} us a row without the rollup,"
+        f" {kept / count * 1e6:.1f} us with it (+{(kept - plain) / count * 1e6:.1f} us)"
+    )
+    print(f"{options.runs} runs per request (ms)")
+    print(f"{'request':<30} {'p50':>7} {'p99':>7} {'KB':>6}")
+    for label, p50, p99, size in figures["requests"]:
+        verdict = "ok" if p50 <= TARGET_MS else "OVER"
+        print(f"{label:<30} {p50:7.2f} {p99:7.2f} {size / 1024:6.1f}  {verdict} (target {TARGET_MS:g})")
+
+
+if __name__ == "__main__":
+    main()
