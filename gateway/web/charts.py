@@ -32,23 +32,26 @@ def _svg(width: float, height: float, label: str, body: list[str], kind: str, fl
     )
 
 
+def _bars(boxes: list[tuple[float, float, float, float]]) -> str:
+    """Rectangles (x, y, width, height) as one path's data: one element however many bars."""
+    return "".join(f"M{x:.1f} {y:.1f}h{w:.1f}v{h:.1f}h{-w:.1f}z" for x, y, w, h in boxes)
+
+
 def stacked(points: Sequence[Mapping[str, int]], series: Sequence[str], label: str) -> Markup:
-    """One bar per point, its `series` stacked bottom up, scaled to the highest bar."""
+    """One bar per point, its `series` stacked bottom up, scaled to the highest bar; a path per series."""
     top = max((sum(point.get(name, 0) for name in series) for point in points), default=0) or 1
     width = WIDTH / max(len(points), 1)
-    body = [f'<line class="axis" x1="0" y1="{HEIGHT}" x2="{WIDTH}" y2="{HEIGHT}"/>']
+    boxes: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in series}
     for index, point in enumerate(points):
         floor = float(HEIGHT)
         for name in series:
             count = point.get(name, 0)
-            if not count:
-                continue
-            height = HEIGHT * count / top
-            floor -= height
-            body.append(
-                f'<rect class="s-{slug(name)}" x="{index * width:.2f}" y="{floor:.2f}"'
-                f' width="{max(width - 1, 0.5):.2f}" height="{height:.2f}"/>'
-            )
+            if count:
+                height = HEIGHT * count / top
+                floor -= height
+                boxes[name].append((index * width, floor, max(width - 1, 0.5), height))
+    body = [f'<line class="axis" x1="0" y1="{HEIGHT}" x2="{WIDTH}" y2="{HEIGHT}"/>']
+    body += [f'<path class="s-{slug(name)}" d="{_bars(found)}"/>' for name, found in boxes.items() if found]
     return _svg(WIDTH, HEIGHT, label, body, "stacked")
 
 
@@ -61,7 +64,7 @@ def lines(series: Mapping[str, Sequence[float | None]], label: str) -> Markup:
         run: list[str] = []
         for index, value in enumerate([*values, None]):
             if value is not None:
-                run.append(f"{index * step:.2f},{HEIGHT - (HEIGHT - 4) * value / top:.2f}")
+                run.append(f"{index * step:.1f},{HEIGHT - (HEIGHT - 4) * value / top:.1f}")
                 continue
             if len(run) == 1:
                 x, y = run[0].split(",")
@@ -77,14 +80,14 @@ def sparkline(calls: Sequence[int], errors: Sequence[int], label: str) -> Markup
     top = max(calls, default=0) or 1
     width = SPARK_WIDTH / max(len(calls), 1)
     body = []
-    for index, (count, failed) in enumerate(zip(calls, errors, strict=True)):
-        for kind, value in (("calls", count), ("errors", failed)):
+    for kind, values in (("calls", calls), ("errors", errors)):
+        boxes = []
+        for index, value in enumerate(values):
             if value:
                 height = max(SPARK_HEIGHT * value / top, 1.0)
-                body.append(
-                    f'<rect class="spark-{kind}" x="{index * width:.2f}" y="{SPARK_HEIGHT - height:.2f}"'
-                    f' width="{max(width - 0.5, 0.5):.2f}" height="{height:.2f}"/>'
-                )
+                boxes.append((index * width, SPARK_HEIGHT - height, max(width - 0.5, 0.5), height))
+        if boxes:
+            body.append(f'<path class="spark-{kind}" d="{_bars(boxes)}"/>')
     body.append(f'<line class="axis" x1="0" y1="{SPARK_HEIGHT}" x2="{SPARK_WIDTH}" y2="{SPARK_HEIGHT}"/>')
     return _svg(SPARK_WIDTH, SPARK_HEIGHT, label, body, "spark", fluid=False)
 
