@@ -193,7 +193,7 @@ async def test_the_health_timeline_shows_the_outage_and_the_restart_mark(
         [minute(35), minute(59), "ready"],
     ]
     assert [minute(30), "", "restart"] in toy_rows
-    assert "toy: ready 54 min 59 s, not ready 5 min, 1 restarts or changes" in answer.text
+    assert "toy: ready 54 min 59 s, not ready 5 min, 1 restart or change" in answer.text
     assert 'class="h-restarting"' in answer.text and 'class="mark-restart"' in answer.text
 
 
