@@ -1,7 +1,8 @@
 """How fast the dashboard renders over a large audit trail, and what keeping its rollup costs a write.
 
-Target: the dashboard page (`/dashboard`) renders in at most 150 ms at p50 over 1,000,000 audit
-rows, for each window (1 h, 24 h, 7 d) and filtered to one server. Run
+Target: the dashboard page (`/dashboard`) renders in at most 150 ms over 1,000,000 audit rows, for
+each window (1 h, 24 h, 7 d) and filtered to one server: the first request of a window (which reads
+all of it) and the p50 of the next ones (which read again only its open bucket). Run
 `python -m benchmarks.dashboard` from the repository root. It writes `--rows` audit rows spread
 over the 7 days before the gateway's (fixed) clock, over 200 tools of 50 servers (the tools of
 `benchmarks.catalog_api`), in batches of 10,000 through the trigger that keeps the rollup, and
@@ -114,7 +115,11 @@ async def measure(count: int, runs: int, store_url: str | None) -> dict[str, Any
                         response = await http.get(path, params=params)
                         samples.append(time.perf_counter() - started)
                         assert response.status_code == 200, (label, path, response.status_code)
-                    figures["requests"].append((label, *percentiles(samples), len(response.content)))
+                    # The first read of a window reads all of it; later ones (the page's refreshes) only
+                    # its open bucket anew (`ClosedBuckets`).
+                    figures["requests"].append(
+                        (label, samples[0] * 1000, *percentiles(samples[1:]), len(response.content))
+                    )
         return figures
 
 
@@ -122,7 +127,7 @@ def main() -> None:
     """Print the write costs, the table, and whether the target holds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--store-url", default=None, help="a PostgreSQL URL (a fresh database) instead of SQLite")
     options = parser.parse_args()
     figures = anyio.run(measure, options.rows, options.runs, options.store_url)
@@ -134,10 +139,10 @@ def main() -> None:
         f" {kept / count * 1e6:.1f} us with it (+{(kept - plain) / count * 1e6:.1f} us)"
     )
     print(f"{options.runs} runs per request (ms)")
-    print(f"{'request':<30} {'p50':>7} {'p99':>7} {'KB':>6}")
-    for label, p50, p99, size in figures["requests"]:
-        verdict = "ok" if p50 <= TARGET_MS else "OVER"
-        print(f"{label:<30} {p50:7.2f} {p99:7.2f} {size / 1024:6.1f}  {verdict} (target {TARGET_MS:g})")
+    print(f"{'request':<30} {'first':>7} {'p50':>7} {'p99':>7} {'KB':>6}   (first: the window read whole)")
+    for label, first, p50, p99, size in figures["requests"]:
+        verdict = "ok" if max(first, p50) <= TARGET_MS else "OVER"
+        print(f"{label:<30} {first:7.2f} {p50:7.2f} {p99:7.2f} {size / 1024:6.1f}  {verdict} (target {TARGET_MS:g})")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ The reads sum in the database; the quantiles of what they return are measured by
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,3 +133,66 @@ def quantile(histogram: Sequence[int], q: float) -> float | None:
             return lower + (BOUNDS_MS[index] - lower) * max(rank - below, 0) / count
         below += count
     return float(BOUNDS_MS[-1])
+
+
+def combined(*parts: Iterable[Totals]) -> list[Totals]:
+    """The totals of `parts` added up key by key."""
+    found: dict[str | int, tuple[dict[str, int], list[int]]] = {}
+    for part in parts:
+        for item in part:
+            counts, histogram = found.setdefault(item.key, (dict.fromkeys(CLASSES, 0), [0] * (len(BOUNDS_MS) + 1)))
+            for name, count in item.counts.items():
+                counts[name] += count
+            for index, count in enumerate(item.histogram):
+                histogram[index] += count
+    return [Totals(key, counts, tuple(histogram)) for key, (counts, histogram) in found.items()]
+
+
+class ClosedBuckets:
+    """The rollup's sums over buckets that have closed, kept (the newest `size` reads): a window read
+    again every few seconds reads only its open bucket anew. A row written late into a closed bucket
+    (a replica's spool shipped after an outage) shows once the window moves on to its next bucket."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._size = size
+        # Reads run in worker threads, several at once.
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple[object, ...], list[Totals]] = OrderedDict()
+
+    def per_bucket(
+        self, rollup: Rollup, span: int, first: int, last: int, tools: Collection[str] | None
+    ) -> list[Totals]:
+        """`rollup.per_bucket` with the buckets before `last` (the open one) read once."""
+        return combined(
+            self._closed("start", rollup.per_bucket, span, first, last, tools),
+            rollup.per_bucket(span, last, last, tools),
+        )
+
+    def per_tool(self, rollup: Rollup, span: int, first: int, last: int, tools: Collection[str] | None) -> list[Totals]:
+        """`rollup.per_tool` with the buckets before `last` (the open one) read once."""
+        return combined(
+            self._closed("tool", rollup.per_tool, span, first, last, tools), rollup.per_tool(span, last, last, tools)
+        )
+
+    def _closed(
+        self,
+        kind: str,
+        read: Callable[[int, int, int, Collection[str] | None], list[Totals]],
+        span: int,
+        first: int,
+        last: int,
+        tools: Collection[str] | None,
+    ) -> list[Totals]:
+        if last <= first:
+            return []
+        key = (kind, span, first, last, None if tools is None else frozenset(tools))
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is None:
+            kept = read(span, first, last - span, tools)
+        with self._lock:
+            self._kept[key] = kept
+            self._kept.move_to_end(key)
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return kept

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from gateway.api.servers import visible_statuses
 from gateway.catalog.tools import ToolRecord
 from gateway.pipeline.approvals import may_see
-from gateway.pipeline.rollup import CLASSES, OK, Rollup, Totals
+from gateway.pipeline.rollup import CLASSES, OK, ClosedBuckets, Rollup, Totals
 from gateway.skills.metatools import FIND_TOOLS, LOAD_SKILL
 from gateway.web import charts, figures
 from gateway.web.pages import PageError, Person, Web
@@ -47,6 +47,7 @@ class Scope:
 def routes(web: Web) -> list[Route]:
     """`/dashboard` and its live panels."""
     gateway = web.gateway
+    closed = ClosedBuckets()
 
     def scope(request: Request, person: Person) -> Scope:
         params = request.query_params
@@ -86,11 +87,12 @@ def routes(web: Web) -> list[Route]:
         first, last, tools_shown = axis[0], axis[-1], shown.tools
 
         def read() -> tuple[list[Totals], list[Totals], list[Totals]]:
-            # One worker thread for the three reads: each is a GROUP BY over the window's rollup rows.
+            # One worker thread for the three reads: each a GROUP BY over the window's rollup rows,
+            # those of its closed buckets read once (`ClosedBuckets`), those of its open bucket each time.
             return (
-                rollup.per_bucket(window.step, first, last, tools_shown),
-                rollup.per_tool(window.step, first, last, tools_shown),
-                rollup.per_tool(window.step, first, last, {LOAD_SKILL, FIND_TOOLS}),
+                closed.per_bucket(rollup, window.step, first, last, tools_shown),
+                closed.per_tool(rollup, window.step, first, last, tools_shown),
+                closed.per_tool(rollup, window.step, first, last, {LOAD_SKILL, FIND_TOOLS}),
             )
 
         per_bucket, per_tool, meta = await anyio.to_thread.run_sync(read)

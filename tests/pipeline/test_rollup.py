@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.pipeline.audit import AuditEntry, AuditStore
-from gateway.pipeline.rollup import BOUNDS_MS, Rollup, merged, quantile
+from gateway.pipeline.rollup import BOUNDS_MS, ClosedBuckets, Rollup, merged, quantile
 from gateway.stores import StoreSettings
 from gateway.stores.serverevents import RESTART, ServerEvents
 from tests.support.databases import Backend
@@ -93,6 +93,25 @@ def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Pa
         (60, 0, 1),
     ]
     assert kept == (3,)
+
+
+async def test_closed_buckets_are_read_once_and_the_open_one_each_time(tmp_path: Path) -> None:
+    store = AuditStore(Backend("sqlite", StoreSettings(), tmp_path).open("audit"))
+    closed = ClosedBuckets()
+    try:
+        rollup = Rollup(store.database)
+        await store.record(entry(0, "calc__evaluate"))
+        await store.record(entry(120, "calc__evaluate"))
+        before = closed.per_tool(rollup, 60, T0, T0 + 120, None)
+        await store.record(entry(121, "calc__evaluate"))
+        await store.record(entry(1, "calc__evaluate"))  # late, into a closed bucket
+        again = closed.per_tool(rollup, 60, T0, T0 + 120, None)
+        moved = closed.per_bucket(rollup, 60, T0, T0 + 180, None)
+    finally:
+        store.close()
+    assert [item.calls for item in before] == [2]
+    assert [item.calls for item in again] == [3]
+    assert sorted((int(item.key) - T0, item.calls) for item in moved) == [(0, 2), (120, 2)]
 
 
 def test_quantiles_are_read_from_the_histograms_within_their_bucket() -> None:
