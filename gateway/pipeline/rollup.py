@@ -157,7 +157,7 @@ class ClosedBuckets:
         self._size = size
         # Reads run in worker threads, several at once.
         self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[object, ...], list[Totals]] = OrderedDict()
+        self._kept: OrderedDict[tuple[object, ...], list[Any]] = OrderedDict()
 
     def per_bucket(
         self, rollup: Rollup, span: int, first: int, last: int, tools: Collection[str] | None
@@ -174,15 +174,24 @@ class ClosedBuckets:
             self._closed("tool", rollup.per_tool, span, first, last, tools), rollup.per_tool(span, last, last, tools)
         )
 
+    def series(
+        self, rollup: Rollup, span: int, first: int, last: int, tools: Collection[str] | None
+    ) -> list[tuple[str, int, int, int]]:
+        """`rollup.series` with the buckets before `last` (the open one) read once."""
+        return [
+            *self._closed("series", rollup.series, span, first, last, tools),
+            *rollup.series(span, last, last, tools),
+        ]
+
     def _closed(
         self,
         kind: str,
-        read: Callable[[int, int, int, Collection[str] | None], list[Totals]],
+        read: Callable[[int, int, int, Collection[str] | None], list[Any]],
         span: int,
         first: int,
         last: int,
         tools: Collection[str] | None,
-    ) -> list[Totals]:
+    ) -> list[Any]:
         if last <= first:
             return []
         key = (kind, span, first, last, None if tools is None else frozenset(tools))

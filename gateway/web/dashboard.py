@@ -110,7 +110,7 @@ def routes(web: Web) -> list[Route]:
         per_server = figures.ranked(per_tool, shown.server_of)
         top_calls, top_errors = tools[:TOP], figures.by_errors(tools)[:TOP]
         named = {item.name for item in [*top_calls, *top_errors]}
-        series = await anyio.to_thread.run_sync(rollup.series, window.step, first, last, named)
+        series = await anyio.to_thread.run_sync(closed.series, rollup, window.step, first, last, named)
         lines = figures.sparklines(series, axis, lambda tool: tool)
         empty = figures.Spark((0,) * len(axis), (0,) * len(axis))
         health = figures.health(events, shown.servers, start, min(now, end))
