@@ -116,6 +116,7 @@ async def served(tmp_path: Path, backend: Backend) -> AsyncIterator[tuple[Gatewa
         "servers": {"toy": toy_entry()},
         "auth": auth_section(),
         "roles": ROLES,
+        "groups": {"risky": {"allow": [{"risk": "high"}]}},
         "store": backend.config_section(),
     }
     config = parse_config(data, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
@@ -235,12 +236,15 @@ async def test_a_filter_and_a_longer_window_narrow_and_widen_the_figures(
         one_tool = await page.get("/dashboard?window=24h&tool=toy__add")
         week = await page.get("/dashboard?window=7d&server=toy")
         panels = await page.get("/dashboard/panels?window=24h&tool=toy__add")
+        risky = await page.get("/dashboard?window=1h&group=risky")
         unknown = await page.get("/dashboard?window=2y")
     assert "330 calls: 300 ok, 30 tool error" in one_tool.text
     # Ten-minute points: minute 10's burst is in the second.
     calls = rows_by_first(one_tool.text, "calls-table")
     assert calls[minute(10)] == ["50", "30", "0", "0", "0"]
     assert "931 calls" in week.text and len(rows_by_first(week.text, "calls-table")) == 1
+    # The group holds the high-risk tools: toy__fail (and toy__increment, never called).
+    assert "1 calls: 0 ok, 0 tool error, 1 refused" in risky.text
     assert panels.status_code == 200 and "<html" not in panels.text and 'id="calls-table"' in panels.text
     assert unknown.status_code == 404
 
