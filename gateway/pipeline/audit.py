@@ -58,7 +58,7 @@ from gateway.errors import (
     UpstreamUnavailableError,
     describe_error,
 )
-from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, ToolCall
+from gateway.pipeline.chain import DETAIL_NOTE, OUTCOME_NOTE, CallNext, ToolCall
 from gateway.runtime import requestid, tracing
 from gateway.runtime.background import Report
 from gateway.runtime.redaction import NO_SECRETS, Redactor
@@ -436,7 +436,7 @@ class AuditCalls:
         except Exception as error:
             await self._record(call, started, "error", describe_error(error))
             raise
-        detail = _first_text(result) if result.is_error else ""
+        detail = _first_text(result) if result.is_error else call.notes.get(DETAIL_NOTE, "")
         outcome = call.notes.get(OUTCOME_NOTE) or ("error" if result.is_error else "ok")
         await self._record(call, started, outcome, detail)
         return result

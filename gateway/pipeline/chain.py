@@ -39,6 +39,10 @@ OUTCOMES_NOTE = "gateway.outcomes"
 `refused`: not run), which the `is_error` result alone does not tell (code mode's scripts)."""
 """A note a step sets when its result, an error for the model, is not a failure of the tool: the audit
 outcome to record instead of `error` (e.g. `refused:awaiting_approval`)."""
+DETAIL_NOTE = "detail"
+"""A note a step sets when an ok result is worth a word in its audit row (Find_Tools finding nothing:
+`NO_MATCH`); an error's row holds its text instead."""
+NO_MATCH = "no match"
 
 
 CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]

@@ -24,7 +24,7 @@ BOUNDS_MS = (
 SPANS = (60, 600, 3600)
 """The lengths of the rollup's time buckets, in seconds."""
 _BUCKETS = ", ".join(f"SUM(b{index})" for index in range(len(BOUNDS_MS) + 1))
-_COUNTS = "SUM(ok), SUM(tool_error), SUM(refused), SUM(timeout), SUM(down)"
+_COUNTS = "SUM(ok), SUM(tool_error), SUM(refused), SUM(timeout), SUM(down), SUM(no_match)"
 _NOT_OK = "SUM(tool_error + refused + timeout + down)"
 
 OK, TOOL_ERROR, REFUSED, TIMEOUT, DOWN = "ok", "tool error", "refused", "timeout", "upstream down"
@@ -45,6 +45,8 @@ class Totals:
     key: str | int
     counts: Mapping[str, int]
     histogram: tuple[int, ...]
+    no_match: int = 0
+    """Of the ok calls, those that found nothing (Find_Tools)."""
 
     @property
     def calls(self) -> int:
@@ -84,7 +86,7 @@ class Rollup:
         where, params = self._where(span, first, last, tools)
         query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM audit_rollup {where} GROUP BY {key}"
         return [
-            Totals(row[0], dict(zip(CLASSES, map(int, row[1:6]), strict=True)), tuple(map(int, row[6:])))
+            Totals(row[0], dict(zip(CLASSES, map(int, row[1:6]), strict=True)), tuple(map(int, row[7:])), int(row[6]))
             for row in self._fetch(query, params)
         ]
 
@@ -138,14 +140,16 @@ def quantile(histogram: Sequence[int], q: float) -> float | None:
 def combined(*parts: Iterable[Totals]) -> list[Totals]:
     """The totals of `parts` added up key by key."""
     found: dict[str | int, tuple[dict[str, int], list[int]]] = {}
+    empty: dict[str | int, int] = {}
     for part in parts:
         for item in part:
+            empty[item.key] = empty.get(item.key, 0) + item.no_match
             counts, histogram = found.setdefault(item.key, (dict.fromkeys(CLASSES, 0), [0] * (len(BOUNDS_MS) + 1)))
             for name, count in item.counts.items():
                 counts[name] += count
             for index, count in enumerate(item.histogram):
                 histogram[index] += count
-    return [Totals(key, counts, tuple(histogram)) for key, (counts, histogram) in found.items()]
+    return [Totals(key, counts, tuple(histogram), empty[key]) for key, (counts, histogram) in found.items()]
 
 
 class ClosedBuckets:

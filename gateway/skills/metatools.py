@@ -17,7 +17,7 @@ import mcp_types as types
 from gateway.catalog.tools import GATEWAY_SOURCE, RUN_CODE, ToolRecord
 from gateway.clients.session import SessionContext
 from gateway.errors import ToolInputError, ToolRefusedError, UnknownToolError, clip
-from gateway.pipeline.chain import ProgressFn, ToolCall
+from gateway.pipeline.chain import DETAIL_NOTE, NO_MATCH, ProgressFn, ToolCall
 from gateway.skills.folder import Skill
 
 LIST_SKILLS = "List_Skills"
@@ -188,7 +188,11 @@ class MetaTools:
             return self._read_skill_file(session, str(arguments["name"]), str(arguments["path"]))
         if name == FIND_TOOLS:
             limit, schemas = int(arguments.get("limit", 10)), bool(arguments.get("schemas", False))
-            return await self._find_tools(session, str(arguments["query"]), limit, schemas)
+            found = await self._find_tools(session, str(arguments["query"]), limit, schemas)
+            if found.structured_content == {"tools": []}:
+                # Counted on the dashboard: searches that found nothing point at tools people lack.
+                call.notes[DETAIL_NOTE] = NO_MATCH
+            return found
         if name == RUN_CODE:
             return await self._run_code(call)
         return await self._use_tool(call, str(arguments["name"]), arguments.get("arguments") or {})

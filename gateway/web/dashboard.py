@@ -160,6 +160,7 @@ def routes(web: Web) -> list[Route]:
             "approvals": figures.approvals(asked, now),
             "skills_loaded": sum(item.counts[OK] for item in meta if item.key == LOAD_SKILL),
             "searches": sum(item.counts[OK] for item in meta if item.key == FIND_TOOLS),
+            "found_nothing": sum(item.no_match for item in meta if item.key == FIND_TOOLS),
         }
 
     async def page(request: Request, person: Person) -> Response:

@@ -14,6 +14,7 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from gateway.config.loading import parse_config
+from gateway.pipeline.rollup import Rollup
 from gateway.service import Gateway
 from gateway.skills import host
 from gateway.skills.search import SearchItem, SemanticRanker, ToolIndex
@@ -182,3 +183,15 @@ async def test_the_search_index_is_built_once_off_the_event_loop_while_other_cal
     assert not listed.is_error and "weather-work" in text(listed)
     assert len(builders) == 1 and builders[0] is not threading.main_thread()
     assert [structured(result)["tools"][0]["name"] for result in found] == ["weather__forecast"] * 2
+
+
+async def test_a_search_that_finds_nothing_is_audited_as_ok_with_no_match_and_counted_in_the_rollup(
+    tmp_path: Path,
+) -> None:
+    async with catalog_gateway(tmp_path) as (gateway, client):
+        await client.call_tool("Find_Tools", {"query": "zzqx wqpt"})
+        await client.call_tool("Find_Tools", {"query": "weather forecast"})
+        rows = await gateway.audit.recent(2, tool="Find_Tools")
+        totals = Rollup(gateway.audit.database).per_tool(3600, 0, 2**40, {"Find_Tools"})
+    assert [(row.outcome, row.detail) for row in rows] == [("ok", ""), ("ok", "no match")]
+    assert [(item.calls, item.no_match) for item in totals] == [(2, 1)]

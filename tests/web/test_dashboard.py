@@ -259,3 +259,19 @@ async def test_the_tool_page_and_each_server_row_carry_a_sparkline_of_the_last_2
     assert 'aria-label="toy__add, hourly over the last 24 hours: 330 calls, 30 not ok"' in tool.text
     assert 'aria-label="toy, hourly over the last 24 hours: 931 calls, 81 not ok"' in rows.text
     assert '<path class="spark-errors"' in tool.text
+
+
+async def test_skills_loaded_and_searches_that_found_nothing_are_counted(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    async with served(tmp_path, store_backend) as (gateway, url, _), web_client(url) as page:
+        insert = (
+            "INSERT INTO audit (row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms,"
+            " detail, request_id, trace_id) VALUES (?, 't', ?, 's', 'alice', ?, 'd', 'ok', 1.0, ?, '', '')"
+        )
+        meta = [("m-1", T0 + 60, "Load_Skill", ""), ("m-2", T0 + 61, "Find_Tools", "")]
+        meta += [("m-3", T0 + 62, "Find_Tools", "no match"), ("m-4", T0 + 63, "Find_Tools", "no match")]
+        gateway.audit.database.execute_many(insert, meta)
+        await page.sign_in(KEYS["admin"])
+        answer = await page.get("/dashboard?window=1h")
+    assert "1 skills loaded; 3 Find_Tools searches, 2 of which found nothing." in answer.text

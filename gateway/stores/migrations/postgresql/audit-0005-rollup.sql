@@ -1,7 +1,8 @@
 -- Calls counted as their rows are written, so that the dashboard reads thousands of rows rather
 -- than millions: per tool, per minute, per 10 minutes and per hour (`span` seconds, `start` the
 -- span's first second), by outcome (ok, tool error, refused, timeout, upstream down: the classes of
--- gateway.pipeline.rollup), with the summed duration of the calls that ran (not refused, server
+-- gateway.pipeline.rollup) and the ok ones that found nothing (a Find_Tools search whose row's
+-- detail says 'no match'), with the summed duration of the calls that ran (not refused, server
 -- not down) and how many of those fell into each duration bucket (b0 under 1 ms ... b29 at 60 s or
 -- more; the bounds are gateway.pipeline.rollup.BOUNDS_MS). An upstream's sampling and elicitation
 -- requests, audited under the tool that caused them, are no calls and not counted.
@@ -14,7 +15,7 @@ CREATE TABLE IF NOT EXISTS audit_rollup (
     start BIGINT NOT NULL,
     tool TEXT NOT NULL,
     ok BIGINT NOT NULL DEFAULT 0, tool_error BIGINT NOT NULL DEFAULT 0, refused BIGINT NOT NULL DEFAULT 0,
-    timeout BIGINT NOT NULL DEFAULT 0, down BIGINT NOT NULL DEFAULT 0,
+    timeout BIGINT NOT NULL DEFAULT 0, down BIGINT NOT NULL DEFAULT 0, no_match BIGINT NOT NULL DEFAULT 0,
     total_ms DOUBLE PRECISION NOT NULL,
     b0 BIGINT NOT NULL DEFAULT 0, b1 BIGINT NOT NULL DEFAULT 0, b2 BIGINT NOT NULL DEFAULT 0, b3 BIGINT NOT NULL DEFAULT 0,
     b4 BIGINT NOT NULL DEFAULT 0, b5 BIGINT NOT NULL DEFAULT 0, b6 BIGINT NOT NULL DEFAULT 0, b7 BIGINT NOT NULL DEFAULT 0,
@@ -29,13 +30,14 @@ CREATE TABLE IF NOT EXISTS audit_rollup (
 CREATE OR REPLACE FUNCTION audit_rollup_keep() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(7168372);
-    INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
+    INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, no_match, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
     SELECT spans.span, (floor(NEW.epoch / spans.span) * spans.span)::bigint, NEW.tool,
         (NEW.outcome = 'ok')::int,
         (NEW.outcome NOT IN ('ok', 'timeout', 'unavailable') AND NEW.outcome NOT LIKE 'refused:%')::int,
         (NEW.outcome LIKE 'refused:%')::int,
         (NEW.outcome = 'timeout')::int,
         (NEW.outcome = 'unavailable')::int,
+        (NEW.outcome = 'ok' AND NEW.detail = 'no match')::int,
         CASE WHEN one.ran THEN one.d ELSE 0 END,
         (one.ran AND one.d < 1)::int,
         (one.ran AND one.d >= 1 AND one.d < 1.5)::int,
@@ -71,27 +73,29 @@ BEGIN
         (VALUES (60), (600), (3600)) AS spans (span)
     ON CONFLICT (span, start, tool) DO UPDATE SET
         ok = audit_rollup.ok + excluded.ok, tool_error = audit_rollup.tool_error + excluded.tool_error, refused = audit_rollup.refused + excluded.refused, timeout = audit_rollup.timeout + excluded.timeout,
-        down = audit_rollup.down + excluded.down, total_ms = audit_rollup.total_ms + excluded.total_ms, b0 = audit_rollup.b0 + excluded.b0, b1 = audit_rollup.b1 + excluded.b1,
-        b2 = audit_rollup.b2 + excluded.b2, b3 = audit_rollup.b3 + excluded.b3, b4 = audit_rollup.b4 + excluded.b4, b5 = audit_rollup.b5 + excluded.b5,
-        b6 = audit_rollup.b6 + excluded.b6, b7 = audit_rollup.b7 + excluded.b7, b8 = audit_rollup.b8 + excluded.b8, b9 = audit_rollup.b9 + excluded.b9,
-        b10 = audit_rollup.b10 + excluded.b10, b11 = audit_rollup.b11 + excluded.b11, b12 = audit_rollup.b12 + excluded.b12, b13 = audit_rollup.b13 + excluded.b13,
-        b14 = audit_rollup.b14 + excluded.b14, b15 = audit_rollup.b15 + excluded.b15, b16 = audit_rollup.b16 + excluded.b16, b17 = audit_rollup.b17 + excluded.b17,
-        b18 = audit_rollup.b18 + excluded.b18, b19 = audit_rollup.b19 + excluded.b19, b20 = audit_rollup.b20 + excluded.b20, b21 = audit_rollup.b21 + excluded.b21,
-        b22 = audit_rollup.b22 + excluded.b22, b23 = audit_rollup.b23 + excluded.b23, b24 = audit_rollup.b24 + excluded.b24, b25 = audit_rollup.b25 + excluded.b25,
-        b26 = audit_rollup.b26 + excluded.b26, b27 = audit_rollup.b27 + excluded.b27, b28 = audit_rollup.b28 + excluded.b28, b29 = audit_rollup.b29 + excluded.b29;
+        down = audit_rollup.down + excluded.down, no_match = audit_rollup.no_match + excluded.no_match, total_ms = audit_rollup.total_ms + excluded.total_ms, b0 = audit_rollup.b0 + excluded.b0,
+        b1 = audit_rollup.b1 + excluded.b1, b2 = audit_rollup.b2 + excluded.b2, b3 = audit_rollup.b3 + excluded.b3, b4 = audit_rollup.b4 + excluded.b4,
+        b5 = audit_rollup.b5 + excluded.b5, b6 = audit_rollup.b6 + excluded.b6, b7 = audit_rollup.b7 + excluded.b7, b8 = audit_rollup.b8 + excluded.b8,
+        b9 = audit_rollup.b9 + excluded.b9, b10 = audit_rollup.b10 + excluded.b10, b11 = audit_rollup.b11 + excluded.b11, b12 = audit_rollup.b12 + excluded.b12,
+        b13 = audit_rollup.b13 + excluded.b13, b14 = audit_rollup.b14 + excluded.b14, b15 = audit_rollup.b15 + excluded.b15, b16 = audit_rollup.b16 + excluded.b16,
+        b17 = audit_rollup.b17 + excluded.b17, b18 = audit_rollup.b18 + excluded.b18, b19 = audit_rollup.b19 + excluded.b19, b20 = audit_rollup.b20 + excluded.b20,
+        b21 = audit_rollup.b21 + excluded.b21, b22 = audit_rollup.b22 + excluded.b22, b23 = audit_rollup.b23 + excluded.b23, b24 = audit_rollup.b24 + excluded.b24,
+        b25 = audit_rollup.b25 + excluded.b25, b26 = audit_rollup.b26 + excluded.b26, b27 = audit_rollup.b27 + excluded.b27, b28 = audit_rollup.b28 + excluded.b28,
+        b29 = audit_rollup.b29 + excluded.b29;
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER audit_rollup_kept AFTER INSERT ON audit FOR EACH ROW
 WHEN (NEW.outcome NOT IN ('sampling', 'elicitation')) EXECUTE FUNCTION audit_rollup_keep();
 -- The rows written before this version, counted once.
-INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
+INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, no_match, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
 SELECT spans.span, (floor(epoch / spans.span) * spans.span)::bigint AS bucket, tool,
     SUM((outcome = 'ok')::int),
     SUM((outcome NOT IN ('ok', 'timeout', 'unavailable') AND outcome NOT LIKE 'refused:%')::int),
     SUM((outcome LIKE 'refused:%')::int),
     SUM((outcome = 'timeout')::int),
     SUM((outcome = 'unavailable')::int),
+    SUM((outcome = 'ok' AND detail = 'no match')::int),
     SUM(CASE WHEN outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' THEN duration_ms ELSE 0 END),
     SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms < 1)::int),
     SUM((outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 1 AND duration_ms < 1.5)::int),

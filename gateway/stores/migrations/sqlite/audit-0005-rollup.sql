@@ -1,7 +1,8 @@
 -- Calls counted as their rows are written, so that the dashboard reads thousands of rows rather
 -- than millions: per tool, per minute, per 10 minutes and per hour (`span` seconds, `start` the
 -- span's first second), by outcome (ok, tool error, refused, timeout, upstream down: the classes of
--- gateway.pipeline.rollup), with the summed duration of the calls that ran (not refused, server
+-- gateway.pipeline.rollup) and the ok ones that found nothing (a Find_Tools search whose row's
+-- detail says 'no match'), with the summed duration of the calls that ran (not refused, server
 -- not down) and how many of those fell into each duration bucket (b0 under 1 ms ... b29 at 60 s or
 -- more; the bounds are gateway.pipeline.rollup.BOUNDS_MS). An upstream's sampling and elicitation
 -- requests, audited under the tool that caused them, are no calls and not counted.
@@ -12,7 +13,7 @@ CREATE TABLE IF NOT EXISTS audit_rollup (
     start INTEGER NOT NULL,
     tool TEXT NOT NULL,
     ok INTEGER NOT NULL DEFAULT 0, tool_error INTEGER NOT NULL DEFAULT 0, refused INTEGER NOT NULL DEFAULT 0,
-    timeout INTEGER NOT NULL DEFAULT 0, down INTEGER NOT NULL DEFAULT 0,
+    timeout INTEGER NOT NULL DEFAULT 0, down INTEGER NOT NULL DEFAULT 0, no_match INTEGER NOT NULL DEFAULT 0,
     total_ms DOUBLE PRECISION NOT NULL,
     b0 INTEGER NOT NULL DEFAULT 0, b1 INTEGER NOT NULL DEFAULT 0, b2 INTEGER NOT NULL DEFAULT 0, b3 INTEGER NOT NULL DEFAULT 0,
     b4 INTEGER NOT NULL DEFAULT 0, b5 INTEGER NOT NULL DEFAULT 0, b6 INTEGER NOT NULL DEFAULT 0, b7 INTEGER NOT NULL DEFAULT 0,
@@ -27,13 +28,14 @@ CREATE TABLE IF NOT EXISTS audit_rollup (
 CREATE TRIGGER IF NOT EXISTS audit_rollup_kept AFTER INSERT ON audit
 WHEN NEW.outcome NOT IN ('sampling', 'elicitation')
 BEGIN
-    INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
+    INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, no_match, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
     SELECT spans.span, CAST(NEW.epoch / spans.span AS INTEGER) * spans.span, NEW.tool,
         (NEW.outcome = 'ok'),
         (NEW.outcome NOT IN ('ok', 'timeout', 'unavailable') AND NEW.outcome NOT LIKE 'refused:%'),
         (NEW.outcome LIKE 'refused:%'),
         (NEW.outcome = 'timeout'),
         (NEW.outcome = 'unavailable'),
+        (NEW.outcome = 'ok' AND NEW.detail = 'no match'),
         CASE WHEN one.ran THEN one.d ELSE 0 END,
         (one.ran AND one.d < 1),
         (one.ran AND one.d >= 1 AND one.d < 1.5),
@@ -69,23 +71,25 @@ BEGIN
         (SELECT 60 AS span UNION ALL SELECT 600 UNION ALL SELECT 3600) AS spans WHERE 1
     ON CONFLICT (span, start, tool) DO UPDATE SET
         ok = ok + excluded.ok, tool_error = tool_error + excluded.tool_error, refused = refused + excluded.refused, timeout = timeout + excluded.timeout,
-        down = down + excluded.down, total_ms = total_ms + excluded.total_ms, b0 = b0 + excluded.b0, b1 = b1 + excluded.b1,
-        b2 = b2 + excluded.b2, b3 = b3 + excluded.b3, b4 = b4 + excluded.b4, b5 = b5 + excluded.b5,
-        b6 = b6 + excluded.b6, b7 = b7 + excluded.b7, b8 = b8 + excluded.b8, b9 = b9 + excluded.b9,
-        b10 = b10 + excluded.b10, b11 = b11 + excluded.b11, b12 = b12 + excluded.b12, b13 = b13 + excluded.b13,
-        b14 = b14 + excluded.b14, b15 = b15 + excluded.b15, b16 = b16 + excluded.b16, b17 = b17 + excluded.b17,
-        b18 = b18 + excluded.b18, b19 = b19 + excluded.b19, b20 = b20 + excluded.b20, b21 = b21 + excluded.b21,
-        b22 = b22 + excluded.b22, b23 = b23 + excluded.b23, b24 = b24 + excluded.b24, b25 = b25 + excluded.b25,
-        b26 = b26 + excluded.b26, b27 = b27 + excluded.b27, b28 = b28 + excluded.b28, b29 = b29 + excluded.b29;
+        down = down + excluded.down, no_match = no_match + excluded.no_match, total_ms = total_ms + excluded.total_ms, b0 = b0 + excluded.b0,
+        b1 = b1 + excluded.b1, b2 = b2 + excluded.b2, b3 = b3 + excluded.b3, b4 = b4 + excluded.b4,
+        b5 = b5 + excluded.b5, b6 = b6 + excluded.b6, b7 = b7 + excluded.b7, b8 = b8 + excluded.b8,
+        b9 = b9 + excluded.b9, b10 = b10 + excluded.b10, b11 = b11 + excluded.b11, b12 = b12 + excluded.b12,
+        b13 = b13 + excluded.b13, b14 = b14 + excluded.b14, b15 = b15 + excluded.b15, b16 = b16 + excluded.b16,
+        b17 = b17 + excluded.b17, b18 = b18 + excluded.b18, b19 = b19 + excluded.b19, b20 = b20 + excluded.b20,
+        b21 = b21 + excluded.b21, b22 = b22 + excluded.b22, b23 = b23 + excluded.b23, b24 = b24 + excluded.b24,
+        b25 = b25 + excluded.b25, b26 = b26 + excluded.b26, b27 = b27 + excluded.b27, b28 = b28 + excluded.b28,
+        b29 = b29 + excluded.b29;
 END;
 -- The rows written before this version, counted once.
-INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
+INSERT INTO audit_rollup (span, start, tool, ok, tool_error, refused, timeout, down, no_match, total_ms, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29)
 SELECT spans.span, CAST(epoch / spans.span AS INTEGER) * spans.span AS bucket, tool,
     SUM(outcome = 'ok'),
     SUM(outcome NOT IN ('ok', 'timeout', 'unavailable') AND outcome NOT LIKE 'refused:%'),
     SUM(outcome LIKE 'refused:%'),
     SUM(outcome = 'timeout'),
     SUM(outcome = 'unavailable'),
+    SUM(outcome = 'ok' AND detail = 'no match'),
     SUM(CASE WHEN outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' THEN duration_ms ELSE 0 END),
     SUM(outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms < 1),
     SUM(outcome NOT LIKE 'refused:%' AND outcome <> 'unavailable' AND duration_ms >= 1 AND duration_ms < 1.5),
