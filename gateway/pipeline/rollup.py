@@ -1,5 +1,5 @@
 """Calls over time from the audit trail's rollup: the `audit_rollup` table a trigger keeps as audit
-rows are written (migration `audit-0005-rollup.sql`), per tool and outcome class, per minute, 10 minutes
+rows are written (migration `audit-0006-rollup.sql`), per tool and outcome class, per minute, 10 minutes
 and hour, with a histogram of durations. Reading a week of it is thousands of rows however many
 calls there were; the audit rows themselves are neither changed nor dropped.
 
