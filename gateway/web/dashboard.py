@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.api.servers import visible_statuses
-from gateway.catalog.tools import ToolRecord
+from gateway.catalog.tools import RUN_CODE, ToolRecord
 from gateway.pipeline.approvals import may_see
 from gateway.pipeline.rollup import CLASSES, OK, ClosedBuckets, Rollup, Totals
 from gateway.skills.metatools import FIND_TOOLS, LOAD_SKILL
@@ -92,7 +92,7 @@ def routes(web: Web) -> list[Route]:
             return (
                 closed.per_bucket(rollup, window.step, first, last, tools_shown),
                 closed.per_tool(rollup, window.step, first, last, tools_shown),
-                closed.per_tool(rollup, window.step, first, last, {LOAD_SKILL, FIND_TOOLS}),
+                closed.per_tool(rollup, window.step, first, last, {LOAD_SKILL, FIND_TOOLS, RUN_CODE}),
             )
 
         per_bucket, per_tool, meta = await anyio.to_thread.run_sync(read)
@@ -161,6 +161,8 @@ def routes(web: Web) -> list[Route]:
             "skills_loaded": sum(item.counts[OK] for item in meta if item.key == LOAD_SKILL),
             "searches": sum(item.counts[OK] for item in meta if item.key == FIND_TOOLS),
             "found_nothing": sum(item.no_match for item in meta if item.key == FIND_TOOLS),
+            "scripts": sum(item.calls for item in meta if item.key == RUN_CODE),
+            "scripts_failed": sum(item.not_ok for item in meta if item.key == RUN_CODE),
         }
 
     async def page(request: Request, person: Person) -> Response:

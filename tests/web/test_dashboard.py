@@ -261,7 +261,7 @@ async def test_the_tool_page_and_each_server_row_carry_a_sparkline_of_the_last_2
     assert '<path class="spark-errors"' in tool.text
 
 
-async def test_skills_loaded_and_searches_that_found_nothing_are_counted(
+async def test_skills_loaded_searches_that_found_nothing_and_scripts_run_are_counted(
     tmp_path: Path, store_backend: Backend
 ) -> None:
     async with served(tmp_path, store_backend) as (gateway, url, _), web_client(url) as page:
@@ -271,7 +271,11 @@ async def test_skills_loaded_and_searches_that_found_nothing_are_counted(
         )
         meta = [("m-1", T0 + 60, "Load_Skill", ""), ("m-2", T0 + 61, "Find_Tools", "")]
         meta += [("m-3", T0 + 62, "Find_Tools", "no match"), ("m-4", T0 + 63, "Find_Tools", "no match")]
+        meta += [("m-5", T0 + 64, "Run_Code", "")]
         gateway.audit.database.execute_many(insert, meta)
+        failed = insert.replace("'ok', 1.0", "'error', 1.0")
+        gateway.audit.database.execute_many(failed, [("m-6", T0 + 65, "Run_Code", "line 2: ZeroDivisionError")])
         await page.sign_in(KEYS["admin"])
         answer = await page.get("/dashboard?window=1h")
-    assert "1 skills loaded; 3 Find_Tools searches, 2 of which found nothing." in answer.text
+    told = "1 skills loaded; 3 Find_Tools searches, 2 of which found nothing; 2 scripts run (Run_Code), 1 of which"
+    assert told + " did not end ok." in answer.text
