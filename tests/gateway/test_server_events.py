@@ -11,8 +11,8 @@ import pytest
 from gateway.stores.serverevents import ServerEvent
 from gateway.upstreams.connection import State
 from tests.support.harness import http_gateway, in_memory, make_config, placeholder
-from tests.support.probe import wait_until
 from tests.support.toy import build_server as toy
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -28,9 +28,10 @@ async def test_a_server_connecting_then_restarted_leaves_its_states_and_a_restar
         first = gateway.upstreams["toy"]
         await gateway.servers.restart("toy")
         fresh = gateway.upstreams["toy"]
-        await wait_until(lambda: fresh.status().state == State.READY)
+        await fresh.first_attempt.wait()
+        assert fresh.status().state == State.READY
         # The replaced connection ends once drained: what it enters then is not the server's state.
-        await wait_until(lambda: first.status().state == State.STOPPED)
+        await poll_until(lambda: first.status().state == State.STOPPED, "the replaced connection stopped")
         assert await gateway.server_events.flush()
         events = gateway.server_events.between(0, math.inf)
     assert history(events, "toy") == ["connecting", "ready", "restart", "connecting", "ready"]
@@ -40,7 +41,8 @@ async def test_a_removed_server_is_marked_and_stops(tmp_path: Path) -> None:
     config = make_config(tmp_path, {})
     async with http_gateway(config, transports=in_memory({"side": toy("side")})) as (gateway, _):
         await gateway.servers.add({"name": "side", "command": "unused"})
-        await wait_until(lambda: gateway.upstreams["side"].status().state == State.READY)
+        await gateway.upstreams["side"].first_attempt.wait()
+        assert gateway.upstreams["side"].status().state == State.READY
         await gateway.servers.remove("side")
         assert await gateway.server_events.flush()
         events = gateway.server_events.between(0, math.inf)
