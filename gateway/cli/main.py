@@ -1,5 +1,6 @@
-"""The command line: `serve`, `stdio`, `check`, `catalog`, `servers`, `audit`, `approvals`, `changes`, `workspaces`
-and `client-config`.
+"""The command line: its arguments, and which command runs: `serve` and `stdio` (`gateway.cli.serving`),
+`check`, `catalog`, `audit`, `approvals`, `workspaces` and `client-config` (`gateway.cli.inspection`),
+`servers` and `changes`.
 
 `servers`, `changes`, and `catalog` and `approvals` without `--config`, talk to a running gateway (`gateway.cli.admin`);
 the others work on a configuration file and the data directory it names."""
@@ -8,39 +9,30 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import logging
 import os
-import shlex
-import socket
 import sys
 from collections.abc import Sequence
-from contextlib import suppress
-from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway.auth.apikeys import hash_key, key_problem
-from gateway.cli import admin
-from gateway.config.clientfiles import CLIENTS, gateway_snippet, stdio_command
+from gateway.cli import admin, inspection, serving
+from gateway.config.clientfiles import CLIENTS
 from gateway.errors import ConfigError
 from gateway.runtime import lazysdk
-from gateway.runtime.datadir import make_private
-from gateway.runtime.hostaccess import HOST_FILE, HostAccess, read_host_file
+from gateway.runtime.hostaccess import HOST_FILE, read_host_file
 from gateway.runtime.logformat import LOG_FORMATS, formatter
 from gateway.runtime.redaction import Redactor, configure_logging, quiet_clients
 from gateway.sandbox.hardening import DEFAULT_IMAGE
 
 if TYPE_CHECKING:
     from gateway.config.model import GatewayConfig
-    from gateway.service import Gateway
 
 # Each command imports what it needs when it runs: `--help`, `hash-key` and the commands against a
 # running gateway load neither the SDK nor the HTTP server, and `check` no HTTP server.
 
 log = logging.getLogger("gateway")
-DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _remote(catalog)
-    for name, help_text in _CATALOG_FILTERS.items():
+    for name, help_text in inspection.CATALOG_FILTERS.items():
         catalog.add_argument(f"--{name}", help=help_text)
     servers = commands.add_parser(
         "servers", help="list, add, remove, enable, disable or restart the running gateway's servers"
@@ -120,21 +112,13 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument("--group", help="the tool group to connect to (default: the whole gateway)")
     client.add_argument("--client", choices=CLIENTS, default="claude-desktop", help="default claude-desktop")
     how = client.add_mutually_exclusive_group()
-    how.add_argument("--url", help=f"the gateway's base URL (default {DEFAULT_URL}; claude-desktop: stdio only)")
+    how.add_argument("--url", help=f"the gateway's base URL (default {admin.DEFAULT_URL}; claude-desktop: stdio only)")
     how.add_argument("--stdio", action="store_true", help="launch the gateway as a command (claude-desktop's default)")
     client.add_argument("--caller", help="stdio: who the client is (default gateway.stdio_caller)")
     client.add_argument("--role", help="stdio: the role the client acts as (needed when the file has roles)")
     return parser
 
 
-_CATALOG_FILTERS = {
-    "q": "only tools whose name, title or description holds this text",
-    "server": "only this server's tools",
-    "tag": "only tools with this tag",
-    "risk": "only tools of this risk (low, medium, high)",
-    "layer": "only tools of this layer (core, extended)",
-    "group": "only this tool group's tools",
-}
 _REMOTE = {"servers", "catalog", "approvals", "changes"}
 _CONFIG_HELP = "configuration file (default: the embedded defaults)"
 
@@ -219,436 +203,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     for note in config.notes:
         log.warning("%s: %s", config.path, note)
     handlers = {
-        "serve": _serve,
-        "stdio": _stdio,
-        "check": _check,
-        "catalog": _catalog,
-        "audit": _audit,
-        "approvals": _approvals,
-        "workspaces": _workspaces,
-        "client-config": _client_config,
+        "serve": serving.serve,
+        "stdio": serving.stdio,
+        "check": inspection.check,
+        "catalog": inspection.catalog,
+        "audit": inspection.audit,
+        "approvals": inspection.approvals,
+        "workspaces": inspection.workspaces,
+        "client-config": inspection.client_config,
     }
     raise SystemExit(handlers[args.command](config, args))
-
-
-def _serve(config: GatewayConfig, args: argparse.Namespace) -> int:
-    import anyio
-    import uvicorn
-
-    from gateway.cli import banner
-    from gateway.frontdoors.httpapp import create_app
-    from gateway.live.reload import reload_on_hangup
-    from gateway.runtime.heap import settle_heap
-    from gateway.service import Gateway
-
-    # Bound before anything starts: a port already taken stops here, with no server started for nothing.
-    try:
-        listener = _bind(args.host, args.port)
-    except OSError as error:
-        print(f"error: cannot listen on {args.host}:{args.port}: {error.strerror or error}", file=sys.stderr)
-        return 1
-    url = banner.base_url(args.host, listener.getsockname()[1])
-    host_access = HostAccess(url)
-    gateway = Gateway(config, host_access=host_access)
-    # The gateway's redactor also learns the secrets of servers registered while it runs.
-    configure_logging(gateway.redact, logging.getLogger().level)
-    app = create_app(config, host=args.host, gateway=gateway)
-    # log_config=None: uvicorn's loggers (the access log too) go through the root handlers and their redaction.
-    # The access log is a line per request (about 0.15 ms of CPU per call): written at DEBUG only.
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level=args.log_level.lower(),
-            lifespan="on",
-            # Nothing is served over WebSocket: no protocol module loaded for it.
-            ws="none",
-            log_config=None,
-            access_log=logging.getLogger().isEnabledFor(logging.DEBUG),
-        )
-    )
-
-    async def run() -> str | None:
-        failure: str | None = None
-        async with anyio.create_task_group() as group:
-
-            async def hold_required() -> None:
-                nonlocal failure
-                missing = await gateway.required_failure()
-                if missing is not None:
-                    failure = missing
-                    server.should_exit = True
-
-            async def hold_service() -> None:
-                # uvicorn would go on answering without the service; a supervisor restarts a process that exits.
-                nonlocal failure
-                await gateway.ended.wait()
-                failure = f"the gateway's service ended: {gateway.failure}"
-                server.should_exit = True
-
-            async def announce() -> None:
-                # The socket is listening already: once the lifespan has started the gateway, it serves.
-                await gateway.wait_started()
-                print(banner.serving(url, gateway.servers.statuses()), flush=True)
-                # Only on this terminal and in the data directory: the person at the host becomes an admin with it.
-                print(
-                    f"Admin sign-in for the web page, works once: {host_access.link()}\n"
-                    f"Calls waiting for approval: `{shlex.quote(sys.executable)} -m gateway approvals list` "
-                    "(it finds this gateway "
-                    f"in {gateway.data_dir / HOST_FILE})",
-                    flush=True,
-                )
-                await gateway.settled.wait()
-                print(banner.settled(gateway.servers.statuses()), flush=True)
-
-            group.start_soon(hold_required)
-            group.start_soon(announce)
-            group.start_soon(hold_service)
-            group.start_soon(
-                gateway.background.keep, "reload_signal", partial(reload_on_hangup, gateway.reloader.reload_from_file)
-            )
-            await server.serve(sockets=[listener])
-            group.cancel_scope.cancel()
-        return failure
-
-    settle_heap()
-    failure = None
-    # uvicorn raises the signal it caught again once it has shut down.
-    with suppress(KeyboardInterrupt):
-        failure = anyio.run(run, backend_options={"use_uvloop": True})
-    if failure is not None:
-        # It does not serve without its required servers, nor without its service.
-        print(f"error: {failure}", file=sys.stderr)
-        return 1
-    # uvicorn's own code for a server that could not start (a failed lifespan).
-    return 0 if server.started else 3
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on `host`:`port`, as uvicorn would bind it (`OSError` when it cannot)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(2048)
-    except OSError:
-        listener.close()
-        raise
-    return listener
-
-
-def _stdio(config: GatewayConfig, args: argparse.Namespace) -> int:
-    import anyio
-
-    from gateway.auth.identity import Identity
-    from gateway.frontdoors.stdio import serve_stdio
-
-    settings = config.settings
-    if args.group is not None and not _group_known(config, args.group):
-        return 2
-    identity = Identity(args.caller or settings.stdio_caller, args.role or settings.stdio_role, "stdio")
-    anyio.run(serve_stdio, config, identity, args.group, backend_options={"use_uvloop": True})
-    return 0
-
-
-def _group_known(config: GatewayConfig, name: str) -> bool:
-    """Whether `name` is a group of the config file or of the API (the registration store);
-    if not, says so on stderr, naming the groups there are."""
-    from gateway.stores import DatabaseError
-    from gateway.stores.registrations import RegistrationStore
-
-    data_dir = Path(config.settings.data_dir)
-    make_private(data_dir)
-    try:
-        store = RegistrationStore.open(config.store, data_dir)
-    except DatabaseError as error:
-        print(f"error: cannot open the registrations: {error.message}", file=sys.stderr)
-        return False
-    try:
-        names = [*config.groups, *(name for name in store.entries("group") if name not in config.groups)]
-    finally:
-        store.close()
-    if name in names:
-        return True
-    known = f"the groups are: {', '.join(names)}" if names else "no groups are defined"
-    print(f"error: no group {name!r} in {config.path}; {known}", file=sys.stderr)
-    return False
-
-
-def _client_config(config: GatewayConfig, args: argparse.Namespace) -> int:
-    """Print the snippet of a client's configuration file that connects it to the gateway or a group."""
-    stdio = args.stdio or (args.client == "claude-desktop" and args.url is None)
-    if args.client == "claude-desktop" and not stdio:
-        print("error: Claude Desktop's file starts servers as commands; leave out --url", file=sys.stderr)
-        return 2
-    if stdio:
-        if args.group is not None and not _group_known(config, args.group):
-            return 2
-        roles = config.policy.role_names()
-        if roles is not None and args.role is None and config.settings.stdio_role is None:
-            print(
-                f"error: {config.path} has roles ({', '.join(sorted(roles))}); a stdio client without one "
-                "sees only the meta-tools: give --role",
-                file=sys.stderr,
-            )
-            return 2
-        command = stdio_command(config.path if args.config is not None else None, args.caller, args.role)
-        snippet = gateway_snippet(args.client, args.group, stdio_command=command)
-    else:
-        url = args.url or DEFAULT_URL
-        snippet = gateway_snippet(args.client, args.group, base_url=url, authorized=config.auth.enabled)
-    print(json.dumps(snippet, indent=2))
-    return 0
-
-
-def _check(config: GatewayConfig, args: argparse.Namespace) -> int:
-    import anyio
-
-    from gateway.cli.tokencheck import read_token, token_report
-    from gateway.service import START_GRACE, Gateway
-    from gateway.upstreams.connection import State
-    from gateway.upstreams.workspaces import PRIVILEGED
-
-    async def run() -> int:
-        async with Gateway(config, serving=False) as gateway:
-            failed = False
-            waited = config.settings.upstream_connect_timeout + START_GRACE
-            print(f"config: {config.path} (valid)")
-            for note in config.notes:
-                print(f"  note: {note}")
-            for status in gateway.servers.statuses():
-                if not status.enabled:
-                    print(f"  [off] {status.name} ({status.transport}): disabled, not started")
-                    continue
-                mark = "ok" if status.state == State.READY else "FAIL"
-                required = " required" if status.required else ""
-                reason = status.error or ("" if status.state == State.READY else f"not connected after {waited:g} s")
-                detail = f" - {reason}" if reason else ""
-                print(f"  [{mark}] {status.name} ({status.transport}{required}): {status.tools} tools{detail}")
-                failed = failed or (status.required and status.state != State.READY)
-            for name, source in gateway.local_sources.items():
-                print(f"  [ok] {name} (local): {len(source.records)} tools")
-            for clash in gateway.catalog.clashes:
-                print(f"  warning: {clash.describe()}")
-            for left in gateway.catalog.withheld:
-                print(f"  warning: {left.describe()}")
-            if gateway.sandboxes.docker is not None:
-                ready, reason = gateway.sandboxes.availability()
-                sandboxed = sum(1 for tool in gateway.catalog.tools if tool.sandbox)
-                unavailable = "" if ready else ", whose tools are unavailable"
-                print(f"  [{'ok' if ready else 'FAIL'}] sandbox: {reason} ({sandboxed} sandboxed tools{unavailable})")
-            workspaces = gateway.workspaces
-            if workspaces.unlimited is None:
-                limit, kept = _size(workspaces.size), f"{workspaces.retention:g} s"
-                print(f"  [ok] workspaces: at most {limit} each, kept {kept} after their session ends")
-            else:
-                print(f"  warning: workspaces are not size-limited: {workspaces.unlimited}")
-            for name in workspaces.privileged:
-                print(f"  warning: server {name} {PRIVILEGED}")
-            print(f"catalog: {len(gateway.catalog.tools)} tools")
-            for row in _skill_rows(gateway):
-                print(f"  [ok] skill {row['name']} ({row['lifecycle']}): {len(row['tools'])} tools")
-            # A broken skill folder does not stop the gateway, but it is a fault the operator must see.
-            for problem in gateway.skills.skills.problems:
-                print(f"  [FAIL] skill {problem}")
-            failed = failed or bool(gateway.skills.skills.problems)
-            if config.settings.find_tools_model != "none":
-                unloaded = await anyio.to_thread.run_sync(gateway.skills.check_semantic)
-                model = config.settings.find_tools_model
-                if unloaded is None:
-                    print(f"  [ok] Find_Tools ranks by words and meaning ({model})")
-                else:
-                    print(f"  warning: Find_Tools ranks by word matching alone: {unloaded}")
-            if args.token is not None:
-                accepted, lines = await token_report(gateway.authenticator, read_token(args.token))
-                print("\n".join(lines))
-                failed = failed or not accepted
-            return 1 if failed else 0
-
-    return anyio.run(run)
-
-
-def _skill_rows(gateway: Gateway) -> list[dict[str, Any]]:
-    """Each loaded skill with its lifecycle and the catalog tools it brings."""
-    return [
-        {
-            "name": skill.name,
-            "lifecycle": skill.lifecycle,
-            "roles": list(skill.roles),
-            "tools": gateway.skills.members(skill.name),
-            "description": skill.description,
-        }
-        for skill in (gateway.skills.skills.skills[name] for name in gateway.skills.names)
-    ]
-
-
-def _catalog(config: GatewayConfig, args: argparse.Namespace) -> int:
-    import anyio
-
-    from gateway.auth.policy import derive_risk
-    from gateway.catalog.poisoning import visible
-    from gateway.service import Gateway
-
-    filters = [f"--{name}" for name in _CATALOG_FILTERS if getattr(args, name)]
-    if filters:
-        print(f"error: {', '.join(filters)} filter the running gateway's catalog: drop --config", file=sys.stderr)
-        return 2
-
-    async def run() -> dict[str, Any]:
-        async with Gateway(config, serving=False) as gateway:
-            tools = [
-                {
-                    "name": tool.name,
-                    "source": tool.source,
-                    "original_name": tool.original_name,
-                    "layer": tool.layer,
-                    "risk": derive_risk(tool).value,
-                    "sandbox": tool.sandbox,
-                    "available": not tool.sandbox or gateway.sandboxes.availability()[0],
-                    "read_only": tool.read_only,
-                    "description": tool.description,
-                    "flags": [finding.as_json() for finding in gateway.flags.of(tool)],
-                }
-                for tool in gateway.catalog.tools
-            ]
-            problems = [
-                {"path": str(problem.path), "reason": problem.reason} for problem in gateway.skills.skills.problems
-            ]
-            return {"tools": tools, "skills": _skill_rows(gateway), "skill_problems": problems}
-
-    catalog = anyio.run(run)
-    if args.json:
-        print(json.dumps(catalog, indent=2))
-        return 0
-    rows = catalog["tools"]
-    width = max((len(row["name"]) for row in rows), default=4)
-    header = f"{'NAME':<{width}}  {'SOURCE':<10}  {'RISK':<6}  {'SANDBOX':<11}  {'LAYER':<8}  {'FLAGGED':<20}"
-    print(f"{header}  DESCRIPTION")
-    for row in rows:
-        summary = visible("".join((row["description"] or "").strip().splitlines()[0:1])[:80])
-        sandbox = row["sandbox"] or "-"
-        flagged = ",".join(dict.fromkeys(flag["kind"] for flag in row["flags"])) or "-"
-        print(
-            f"{row['name']:<{width}}  {row['source']:<10}  {row['risk']:<6}  {sandbox:<11}  {row['layer']:<8}"
-            f"  {flagged:<20}  {summary}"
-        )
-    for row in rows:
-        for flag in row["flags"]:
-            print(f"flagged: {row['name']}: {flag['reason']} in {flag['where']}: {flag['excerpt']}")
-    for skill in catalog["skills"]:
-        print(f"skill {skill['name']} ({skill['lifecycle']}): {' '.join(skill['tools']) or 'no tools'}")
-    for problem in catalog["skill_problems"]:
-        print(f"warning: skill not loaded: {problem['path']}: {problem['reason']}")
-    return 0
-
-
-def _audit(config: GatewayConfig, args: argparse.Namespace) -> int:
-    import anyio
-
-    from gateway.pipeline.audit import AuditError, AuditStore
-
-    try:
-        store = AuditStore.open(config.store, Path(config.settings.data_dir))
-    except AuditError as error:
-        print(f"error: {error.message}", file=sys.stderr)
-        return 1
-
-    async def run() -> int:
-        entries = await store.recent(args.limit, session=args.session, tool=args.tool)
-        for entry in entries:
-            print(
-                f"{entry.time}  {entry.session[:16]:<16}  {entry.caller:<12}  {entry.tool:<32}  "
-                f"{entry.outcome:<20}  {entry.duration_ms:8.1f} ms  {entry.request_id or '-':<32}  "
-                f"{entry.parent_request_id or '-':<32}  {entry.detail[:60]}"
-            )
-        return 0
-
-    try:
-        return anyio.run(run)
-    finally:
-        store.close()
-
-
-def _approvals(config: GatewayConfig, args: argparse.Namespace) -> int:
-    """Whoever can run this on the gateway's data directory is the person who approves."""
-    import anyio
-
-    from gateway.pipeline.approvals import (
-        ApprovalClosedError,
-        ApprovalNotFoundError,
-        ApprovalStore,
-        ApprovalStoreError,
-        decision_entry,
-    )
-    from gateway.pipeline.audit import AuditStore
-    from gateway.stores import DatabaseError
-
-    data_dir = Path(config.settings.data_dir)
-    make_private(data_dir)
-    try:
-        store = ApprovalStore.open(config.store, data_dir)
-    except ApprovalStoreError as error:
-        print(f"error: {error.message}", file=sys.stderr)
-        return 1
-    try:
-        if args.action == "list":
-            print(f"{'ID':<15}  {'CALLER':<12}  {'TOOL':<32}  {'LEFT':>6}  ARGUMENTS")
-            for approval in store.pending():
-                left = max(0, round(approval.expires - store.clock()))
-                print(
-                    f"{approval.id}  {approval.caller:<12}  {approval.tool:<32}  {left:>5}s  {approval.arguments[:200]}"
-                )
-            return 0
-        if args.id is None:
-            print(f"error: approvals {args.action} needs the id of an approval", file=sys.stderr)
-            return 2
-        try:
-            decided = store.decide(args.id, args.action == "approve", "cli")
-        except (ApprovalNotFoundError, ApprovalClosedError) as error:
-            print(f"error: {error.message}", file=sys.stderr)
-            return 1
-    except DatabaseError as error:
-        print(f"error: {error.message}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
-    audit = AuditStore.open(config.store, data_dir)
-    try:
-        anyio.run(audit.record, decision_entry(decided))
-    finally:
-        audit.close()
-    print(f"{decided.id} {decided.status.value}: {decided.tool} for {decided.caller}")
-    return 0
-
-
-def _size(count: float) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if count < 1024:
-            return f"{count:g} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
-
-
-def _workspaces(config: GatewayConfig, args: argparse.Namespace) -> int:
-    from gateway.upstreams.workspaces import Workspaces
-
-    workspaces = Workspaces(Path(config.settings.data_dir) / "workspaces", config.settings, {})
-    if args.action == "purge":
-        removed = workspaces.sweep()
-        print(f"removed {len(removed)} workspaces")
-        return 0
-    retention = config.settings.workspace_retention
-    for workspace in workspaces.entries():
-        if workspace.ended_at is None:
-            state = "in use (or left by a gateway that stopped)"
-        else:
-            ended = datetime.fromtimestamp(workspace.ended_at, UTC).isoformat(timespec="seconds")
-            purge = datetime.fromtimestamp(workspace.ended_at + retention, UTC).isoformat(timespec="seconds")
-            state = f"ended {ended}, purged after {purge}"
-        print(f"{workspace.path}  {_size(workspace.used):>10}  {state}")
-    return 0
 
 
 def print_key_hash(key: str | None, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
