@@ -88,18 +88,18 @@ async def test_a_call_through_two_gateways_is_one_trace_that_continues_the_clien
             **tracing_section(receiver, "inner"),
         }
         inner.write_text(yaml.safe_dump(inner_doc), encoding="utf-8")
-        async with gateway_process(inner, tmp_path / "inner.log") as inner_url:
+        async with gateway_process(inner, tmp_path / "inner.log") as inner_served:
             outer = tmp_path / "outer.yaml"
             outer_doc = {
                 "gateway": {"data_dir": str(tmp_path / "outer")},
-                "servers": {"inner": {"url": f"{inner_url}/mcp"}},
+                "servers": {"inner": {"url": f"{inner_served.url}/mcp"}},
                 **tracing_section(receiver, "outer"),
             }
             outer.write_text(yaml.safe_dump(outer_doc), encoding="utf-8")
             log = tmp_path / "outer.log"
             async with (
-                gateway_process(outer, log, "--log-format", "json", "--log-level", "DEBUG") as outer_url,
-                http_client(outer_url) as client,
+                gateway_process(outer, log, "--log-format", "json", "--log-level", "DEBUG") as outer_served,
+                http_client(outer_served.url) as client,
             ):
                 await until_listed(client, "inner__ctx__context")
                 seen = answer(await client.call_tool("inner__ctx__context", {}, meta=meta))
