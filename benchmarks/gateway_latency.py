@@ -30,7 +30,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +112,8 @@ def children_of(pid: int) -> list[int]:
 
 
 def upstream_pids(server: int) -> list[int]:
-    """The echo server processes below `server` (a gateway's under their launcher), found through /proc."""
+    """The echo server processes below `server` (a gateway's under their watchers), found through /proc:
+    those whose own program is `python -m servers.echo` (a watcher names it among its arguments)."""
     found: list[int] = []
     pending = [server]
     while pending:
@@ -122,16 +123,21 @@ def upstream_pids(server: int) -> list[int]:
                 argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"servers.echo" in argv and not any(arg.endswith(b"launcher.py") for arg in argv):
+            if argv[1:3] == [b"-m", b"servers.echo"]:
                 found.append(child)
     return found
 
 
 @contextmanager
-def started(command: Sequence[str], *, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `command` in its own process group; stop it (and anything it started) on the way out."""
+def started(
+    command: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `command` (with `env`, else this environment) in its own process group; stop it (and
+    anything it started) on the way out."""
     with open(log, "wb") as output:
-        process = subprocess.Popen(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
     try:
         yield process
     finally:

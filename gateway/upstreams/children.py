@@ -1,18 +1,24 @@
 """Upstream server processes as the gateway's children: launched to die with it, leftovers ended at start-up.
 
-Every stdio server runs under `launcher.py`, which kills the server's process group when the gateway
-dies, and carries `MCP_GATEWAY_DATA_DIR` naming the gateway's data directory and `MCP_GATEWAY_OWNER`
-naming the gateway process (`gateway.runtime.owners`). A gateway starting on that directory ends the
-processes that still carry it and whose owner is gone: what a previous run left behind. Those of a
-gateway still running on the same directory (another desktop window's) are its own business.
+Every stdio server runs under a watcher that kills the server's process group when the gateway dies,
+even by SIGKILL: on Linux, util-linux `setpriv` and coreutils `timeout` (no Python of their own),
+or `launcher.py` where either is missing (docs/decisions/0140). Each server carries
+`MCP_GATEWAY_DATA_DIR` naming the gateway's data directory and `MCP_GATEWAY_OWNER` naming the
+gateway process (`gateway.runtime.owners`). A gateway starting on that directory ends the processes
+that still carry it and whose owner is gone: what a previous run left behind. Those of a gateway
+still running on the same directory (another desktop window's) are its own business.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
+import shlex
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from contextlib import suppress
@@ -28,16 +34,48 @@ log = logging.getLogger(__name__)
 MARKER = "MCP_GATEWAY_DATA_DIR"
 OWNER = "MCP_GATEWAY_OWNER"
 LAUNCHER = Path(__file__).with_name("launcher.py")
+# The gateway's death sends the watcher SIGALRM (PR_SET_PDEATHSIG, armed by `setpriv` and kept across
+# its exec), which `timeout` answers as a time-out: SIGKILL to the server, then to its whole process
+# group. With no time limit (`0`) it otherwise only waits, as the server's parent in the server's
+# group, and exits as the server did; the SDK's SIGTERM to the group it passes on and stays.
+_GATEWAY_GONE = "ALRM"
 
 
 def server_parameters(config: ServerConfig, data_dir: Path) -> StdioServerParameters:
-    """How the SDK starts `config`'s server: under the launcher, marked with the data directory and its owner."""
+    """How the SDK starts `config`'s server: under its watcher, marked with the data directory and its owner."""
     assert config.command is not None
     env = {**config.env, MARKER: str(data_dir), OWNER: owners.own_token()}
     command, args = config.command, list(config.args)
     if sys.platform == "linux":  # PR_SET_PDEATHSIG is Linux's
-        command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
+        command, args = watched(os.getpid(), [command, *args])
     return StdioServerParameters(command=command, args=args, env=env, cwd=config.cwd)
+
+
+def watched(gateway: int, command: list[str]) -> tuple[str, list[str]]:
+    """`command` run under a watcher that kills its process group when process `gateway`, its parent, dies."""
+    setpriv, timeout, shell = shutil.which("setpriv"), shutil.which("timeout"), shutil.which("sh")
+    if setpriv is None or timeout is None or shell is None or not _watches(setpriv, timeout):
+        return sys.executable, ["-I", "-S", str(LAUNCHER), str(gateway), *command]
+    # The shell runs once the signal is armed: a gateway that died before has left it another parent,
+    # and no signal will come, so it starts nothing.
+    check = f'test "$PPID" = "$0" && exec {shlex.quote(timeout)} --signal=KILL 0 "$@"'
+    return setpriv, ["--pdeathsig", _GATEWAY_GONE, "--", shell, "-c", check, str(gateway), *command]
+
+
+@functools.cache
+def _watches(setpriv: str, timeout: str) -> bool:
+    """Whether `setpriv` arms the parent-death signal and `timeout` is GNU's, which kills its process
+    group (BusyBox's has neither, and its `timeout` is the command's child, not its parent)."""
+    try:
+        probe = subprocess.run(
+            [setpriv, "--pdeathsig", _GATEWAY_GONE, "--", timeout, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
+    except OSError:
+        return False
+    return probe.returncode == 0 and b"GNU coreutils" in probe.stdout
 
 
 def end_leftovers(data_dir: Path, grace: float = 5.0) -> int:

@@ -21,16 +21,15 @@ START_BOUND = 60.0
 
 @pytest.fixture
 def serving_process() -> Iterator[subprocess.Popen[bytes]]:
-    """A process that runs the echo server over stdio under the gateway's own launcher, as `gateway
-    serve` does (the launcher leads a process group of its own)."""
-    launcher = REPO / "gateway" / "upstreams" / "launcher.py"
-    # The launcher is told its parent's pid, as the gateway tells it its own.
+    """A process that runs the echo server over stdio under the gateway's own watcher, as `gateway
+    serve` does (the watcher leads a process group of its own)."""
+    # The watcher is told its parent's pid, as the gateway tells it its own.
     runner = (
-        "import os, subprocess, sys; "
-        "subprocess.run([sys.executable, '-I', '-S', sys.argv[1], str(os.getpid()), sys.executable, "
-        "'-m', 'servers.echo'], stdin=subprocess.PIPE)"
+        "import os, subprocess, sys; from gateway.upstreams.children import watched; "
+        "program, args = watched(os.getpid(), [sys.executable, '-m', 'servers.echo']); "
+        "subprocess.run([program, *args], stdin=subprocess.PIPE)"
     )
-    process = subprocess.Popen([sys.executable, "-c", runner, str(launcher)], cwd=REPO, start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-c", runner], cwd=REPO, start_new_session=True)
     try:
         yield process
     finally:
@@ -41,7 +40,7 @@ def serving_process() -> Iterator[subprocess.Popen[bytes]]:
         process.wait()
 
 
-def test_the_echo_server_below_a_serving_process_is_found_and_its_launcher_is_not(
+def test_the_echo_server_below_a_serving_process_is_found_and_its_watcher_is_not(
     serving_process: subprocess.Popen[bytes],
 ) -> None:
     deadline = time.monotonic() + START_BOUND
@@ -50,9 +49,9 @@ def test_the_echo_server_below_a_serving_process_is_found_and_its_launcher_is_no
         time.sleep(0.05)
         found = upstream_pids(serving_process.pid)
 
-    launchers = children_of(serving_process.pid)
+    watchers = children_of(serving_process.pid)
     assert len(found) == 1
-    assert found == [child for launcher in launchers for child in children_of(launcher)]
+    assert found == [child for watcher in watchers for child in children_of(watcher)]
     command = Path(f"/proc/{found[0]}/cmdline").read_bytes().split(b"\0")
     assert command[-2:] == [b"servers.echo", b""]
 

@@ -17,7 +17,7 @@ import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from gateway.upstreams.children import LAUNCHER
+from gateway.upstreams.children import watched
 from tests.support.harness import REPO, until_listed
 from tests.support.waiting import LIMIT
 
@@ -38,11 +38,16 @@ def write_config(tmp_path: Path) -> Path:
     return path
 
 
-def gateway_process(config: Path) -> StdioServerParameters:
+def gateway_process(config: Path, env: dict[str, str] | None = None) -> StdioServerParameters:
     """`python -m gateway stdio --config <config>` run from the repository."""
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "gateway", "stdio", "--config", str(config)], cwd=str(REPO)
+        command=sys.executable, args=["-m", "gateway", "stdio", "--config", str(config)], cwd=str(REPO), env=env
     )
+
+
+# The gateway's PATH without `setpriv` and `timeout`: its servers run under the Python launcher.
+WITHOUT_SYSTEM_WATCHER = {**os.environ, "PATH": ""}
+WATCHERS = pytest.mark.parametrize("env", [None, WITHOUT_SYSTEM_WATCHER], ids=["setpriv and timeout", "the launcher"])
 
 
 def stat(pid: int) -> list[str]:
@@ -106,12 +111,15 @@ def killed_after(processes: list[tuple[int, str]]) -> Iterator[None]:
                     os.kill(process[0], signal.SIGKILL)
 
 
-async def test_an_upstream_that_outlives_its_input_dies_with_a_gateway_killed_with_sigkill(tmp_path: Path) -> None:
+@WATCHERS
+async def test_an_upstream_that_outlives_its_input_dies_with_a_gateway_killed_with_sigkill(
+    tmp_path: Path, env: dict[str, str] | None
+) -> None:
     config = write_config(tmp_path)
     family: list[tuple[int, str]] = []
     with killed_after(family):
         with anyio.fail_after(60):
-            async with Client(gateway_process(config)) as client:
+            async with Client(gateway_process(config, env)) as client:
                 await until_listed(client, "stubborn__family")
                 gateway = int(text(await client.call_tool("local__process_id", {})))
                 family.extend(
@@ -175,20 +183,34 @@ async def test_two_stdio_gateways_on_one_data_dir_serve_side_by_side_without_end
     assert [identity(int(pid)) for pid in text(again).split()] == family
 
 
-def launch(gateway: int, *command: str) -> int:
-    """Run `command` under the launcher, told that `gateway` is its parent; its exit code."""
-    # Started in the tests' own process group: the launcher leaves it before it could kill its group.
-    launched = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), str(gateway), *command], check=False)
-    return launched.returncode
+def launch(gateway: int, *command: str, env: dict[str, str] | None = None) -> int:
+    """Run `command` under its watcher (the launcher without `setpriv` and `timeout` on the PATH of
+    `env`), told that `gateway` is its parent; its exit code."""
+    with pytest.MonkeyPatch.context() as patch:
+        if env is not None:
+            patch.setenv("PATH", env["PATH"])
+        program, args = watched(gateway, list(command))
+    # Started in the tests' own process group: each watcher leaves it before it could kill its group.
+    return subprocess.run([program, *args], check=False).returncode
 
 
-def test_the_launcher_runs_the_command_and_exits_as_it_did() -> None:
-    assert launch(os.getpid(), "sh", "-c", "exit 3") == 3
-    assert launch(os.getpid(), "sh", "-c", "kill -TERM $$") == 128 + signal.SIGTERM
+@WATCHERS
+def test_the_watcher_runs_the_command_and_exits_as_it_did(env: dict[str, str] | None) -> None:
+    assert launch(os.getpid(), "/bin/sh", "-c", "exit 3", env=env) == 3
+    # The launcher exits with the shell's code for a killed command; `timeout` dies of the same signal.
+    killed = launch(os.getpid(), "/bin/sh", "-c", "kill -TERM $$", env=env)
+    assert killed == (128 + signal.SIGTERM if env else -signal.SIGTERM)
 
 
-def test_the_launcher_starts_nothing_once_the_gateway_is_gone(tmp_path: Path) -> None:
+@WATCHERS
+def test_the_watcher_starts_nothing_once_the_gateway_is_gone(tmp_path: Path, env: dict[str, str] | None) -> None:
     started = tmp_path / "started"
     # Its parent is not the gateway it was told of: the gateway died before it could be watched.
-    assert launch(1, "touch", str(started)) == -signal.SIGKILL
+    assert launch(1, "/usr/bin/touch", str(started), env=env) != 0
     assert not started.exists()
+
+
+def test_the_system_watcher_runs_no_python() -> None:
+    program, args = watched(os.getpid(), ["/bin/true"])
+    assert Path(program).name == "setpriv"
+    assert sys.executable not in args
