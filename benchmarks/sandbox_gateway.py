@@ -10,7 +10,9 @@ timed call so that the pool has refilled, and prints p50/p90; then the same call
 `--sessions N` measures instead the first sandboxed call of each of N new sessions: `files__write_file`
 on the files server sandboxed per session (as in the default configuration), its second call beside
 it, with session containers started ahead (`sandbox_session_warm: 1`) and without (`0`, each first
-call starts its container), `--settle` seconds before each new session.
+call starts its container), `--settle` seconds before each new session. With `--tool run_python`
+the call is `python__run_python` instead (per call: the session's first call finds no pool for its
+workspace), on a gateway with session containers started ahead.
 """
 
 from __future__ import annotations
@@ -95,7 +97,14 @@ async def through_gateway(url: str, runs: int, settle: float) -> list[float]:
     return samples
 
 
-async def first_calls(url: str, sessions: int, settle: float) -> tuple[list[float], list[float]]:
+def session_call(tool: str, n: int, attempt: int) -> tuple[str, dict[str, str]]:
+    """The exposed name and the arguments of the `attempt`th call of `tool` in the `n`th session."""
+    if tool == "run_python":
+        return "python__run_python", arguments(2 * n + attempt)
+    return "files__write_file", {"path": f"note-{n}-{attempt}.txt", "content": "buy milk\n"}
+
+
+async def first_calls(url: str, sessions: int, settle: float, tool: str) -> tuple[list[float], list[float]]:
     """Milliseconds of the first and of the second sandboxed call of each of `sessions` new sessions."""
     first: list[float] = []
     second: list[float] = []
@@ -103,19 +112,20 @@ async def first_calls(url: str, sessions: int, settle: float) -> tuple[list[floa
         await anyio.sleep(settle)
         async with Client(url, mode="legacy") as client:
             for samples, attempt in ((first, 0), (second, 1)):
-                note = {"path": f"note-{n}-{attempt}.txt", "content": "buy milk\n"}
+                name, call_arguments = session_call(tool, n, attempt)
                 begun = time.perf_counter()
-                result = await client.call_tool("files__write_file", note)
+                result = await client.call_tool(name, call_arguments)
                 samples.append((time.perf_counter() - begun) * 1000)
                 if result.is_error:
-                    raise SystemExit(f"write_file failed: {result.content}")
+                    raise SystemExit(f"{name} failed: {result.content}")
     return first, second
 
 
-def measure_sessions(image: str, sessions: int, settle: float) -> None:
-    """Print the first and second call of new sessions, with session containers started ahead and without."""
-    print(f"first sandboxed call of {sessions} new sessions, load average {os.getloadavg()[0]:.2f} before the run")
-    for session_warm in (1, 0):
+def measure_sessions(image: str, sessions: int, settle: float, tool: str) -> None:
+    """Print the first and second call of new sessions, with session containers started ahead and
+    without (`write_file`), or with them only (`run_python`)."""
+    print(f"first {tool} of {sessions} new sessions, load average {os.getloadavg()[0]:.2f} before the run")
+    for session_warm in (1, 0) if tool == "write_file" else (1,):
         with tempfile.TemporaryDirectory(prefix="sandbox-gateway-") as temp:
             directory = Path(temp)
             port = free_port()
@@ -124,7 +134,7 @@ def measure_sessions(image: str, sessions: int, settle: float) -> None:
             command += ["--config", str(config(directory, image, session_warm)), "--port", str(port)]
             with started(command, log=log) as gateway:
                 wait_until_ready(gateway, f"http://127.0.0.1:{port}/readyz", log)
-                first, second = anyio.run(first_calls, f"http://127.0.0.1:{port}/mcp", sessions, settle)
+                first, second = anyio.run(first_calls, f"http://127.0.0.1:{port}/mcp", sessions, settle, tool)
         print(summary(f"first call, ahead={session_warm}", first))
         print(summary(f"second call, ahead={session_warm}", second))
     print(f"load average {os.getloadavg()[0]:.2f} after the run")
@@ -154,9 +164,10 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=1.0, help="seconds for the pool to refill before a call")
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--sessions", type=int, default=0, help="measure the first call of this many new sessions")
+    parser.add_argument("--tool", choices=["write_file", "run_python"], default="write_file", help="with --sessions")
     args = parser.parse_args()
     if args.sessions:
-        measure_sessions(args.image, args.sessions, args.settle)
+        measure_sessions(args.image, args.sessions, args.settle, args.tool)
         return
     print(f"run_python per call, {args.runs} runs, load average {os.getloadavg()[0]:.2f} before the run")
     with tempfile.TemporaryDirectory(prefix="sandbox-gateway-") as temp:

@@ -165,35 +165,39 @@ class Sandboxes:
 
     def warm_sessions(self, workspaces: Workspaces) -> None:
         """Start `sandbox_session_warm` containers ahead, each on a spare workspace of `workspaces`,
-        for every server sandboxed per session, once Docker answered (as the data directory's owner)."""
+        for every server sandboxed per session, once Docker answered (as the data directory's owner).
+        A tool sandboxed per call gets its own at its first call (`claim`): none wait for a tool
+        nobody calls, and the gateway's start launches no more containers than before."""
         self._workspaces = workspaces
         if self.docker is None or not self._state[0] or self._settings.sandbox_session_warm == 0:
             return
         for server in self._servers:
             if warms_sessions(server):
-                self._session_pool(server)
+                assert server.sandbox is not None
+                self._session_pool(server, server.sandbox)
 
-    def _session_pool(self, server: ServerConfig) -> None:
-        assert self.docker is not None and server.sandbox is not None and self._workspaces is not None
-        command = container_command(server, server.sandbox)
-        limits = limits_of(server.sandbox, self._user)
+    def _session_pool(self, server: ServerConfig, settings: SandboxSettings) -> None:
+        assert self.docker is not None and self._workspaces is not None
+        command = container_command(server, settings)
+        limits = limits_of(settings, self._user)
         workspaces = self._workspaces
         self.docker.session_pool(
             command, limits, self._settings.sandbox_session_warm, workspaces.spare, workspaces.discard
         )
 
-    def claim(self, server: ServerConfig) -> WarmStart | None:
-        """A container started ahead for `server`, when one is ready; a server first seen now gets
-        its pool started for the sessions after this one."""
+    def claim(self, server: ServerConfig, tool: str | None = None) -> WarmStart | None:
+        """A container started ahead for `server` (for its per-call `tool`, when given), when one is
+        ready; a server first seen now gets its pool started for the sessions after this one."""
         docker, workspaces = self.docker, self._workspaces
-        if docker is None or workspaces is None or server.sandbox is None or not self._state[0]:
+        settings = server.sandbox if tool is None else server.settings_for(tool).sandbox
+        if docker is None or workspaces is None or settings is None or not self._state[0]:
             return None
         if self._settings.sandbox_session_warm == 0:
             return None
-        command = container_command(server, server.sandbox)
-        handle = docker.take_session(command, limits_of(server.sandbox, self._user))
+        command = container_command(server, settings)
+        handle = docker.take_session(command, limits_of(settings, self._user))
         if handle is None:
-            self._session_pool(server)
+            self._session_pool(server, settings)
             return None
         return WarmStart(handle, workspaces)
 
@@ -270,8 +274,11 @@ class Sandboxes:
             if before != self._state[0]:
                 log.warning("sandbox %s: %s", "available" if self._state[0] else "unavailable", self._state[1])
 
-    async def call(self, call: ToolCall, server: ServerConfig, workspace: Path) -> types.CallToolResult:
-        """Run one call of a per-call sandboxed tool in a fresh container."""
+    async def call(
+        self, call: ToolCall, server: ServerConfig, workspace: Path, warm: WarmStart | None = None
+    ) -> types.CallToolResult:
+        """Run one call of a per-call sandboxed tool in a fresh container: the one `warm` started
+        ahead on the spare workspace that became the session's, when given."""
         docker = self.docker
         assert docker is not None
         settings = server.settings_for(call.tool.original_name).sandbox
@@ -293,6 +300,7 @@ class Sandboxes:
                 limits_of(settings, self._user),
                 workspace,
                 call.tool.output_schema,
+                warm.handle if warm is not None and not warm.discarded else None,
             )
             outcome = "error" if result.is_error else "ok"
             return result

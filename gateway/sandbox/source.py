@@ -31,6 +31,7 @@ from gateway.sandbox.containers import (
     launch,
     unavailable,
 )
+from gateway.sandbox.demand import Demand
 from gateway.sandbox.hardening import DEFAULT_IMAGE, LABEL_OWNER, LABEL_SCOPE, container_kwargs
 from gateway.sandbox.pool import WarmPool
 from gateway.sandbox.sweeper import sweep, sweep_all
@@ -82,6 +83,7 @@ class DockerSandbox:
         self._pools: OrderedDict[PoolKey, WarmPool] = OrderedDict()
         self._sessions: dict[str, ContainerStdio] = {}
         self._session_pools: dict[SessionPoolKey, WarmPool] = {}
+        self._demand: dict[SessionPoolKey, Demand] = {}
         self._reaper = Reaper()
         self._output_validators = OutputValidators()
 
@@ -119,17 +121,23 @@ class DockerSandbox:
         limits: SandboxLimits,
         workspace: Path | None,
         output_schema: Mapping[str, Any] | None = None,
+        started: SandboxContainer | None = None,
     ) -> types.CallToolResult:
-        """Call one tool on a fresh container running `command`: initialize, call, destroy.
+        """Call one tool on a fresh container running `command` (`started` ahead, when given; the
+        workspace's pool then fills for the calls after it): initialize, call, destroy.
 
         A result is checked against `output_schema` (the tool's, from the catalog) here, with a
         validator compiled once per schema: a fresh client session would list the container's
         tools and compile one for every call (a round trip and about 6 ms).
         """
         pool = await self._pool(command, limits, workspace)
+        ahead = [started] if started is not None else []
 
         async def acquire() -> SandboxContainer:
             with tracing.span(SANDBOX_START):
+                if ahead:
+                    pool.fill()
+                    return ahead.pop()
                 return await pool.acquire()
 
         transport = ContainerStdio(
@@ -178,15 +186,19 @@ class DockerSandbox:
         discard: Callable[[Path], None],
     ) -> WarmPool:
         """The pool of containers started ahead of their session, each on a spare workspace from
-        `spare` (blocking), which `discard` removes when no session took it; filled in the background."""
+        `spare` (blocking), which `discard` removes when no session took it; filled in the background.
+        It holds at least `size` containers, more while sessions arrive faster (`Demand`)."""
         key: SessionPoolKey = (tuple(command), limits)
         pool = self._session_pools.get(key)
         if pool is None:
+            demand = self._demand[key] = Demand(size, self._clock)
 
             def start() -> SandboxContainer:
                 workspace = spare()
                 try:
+                    begun = self._clock()
                     handle = self._launch(command, limits, workspace, {})
+                    demand.started(self._clock() - begun)
                 except BaseException:
                     discard(workspace)
                     raise
@@ -211,9 +223,16 @@ class DockerSandbox:
                 await pool.wait_full()
 
     def take_session(self, command: Sequence[str], limits: SandboxLimits) -> SandboxContainer | None:
-        """A container started ahead on a spare workspace for `command`, when one is ready (never blocks)."""
-        pool = self._session_pools.get((tuple(command), limits))
-        return pool.take() if pool is not None else None
+        """A container started ahead on a spare workspace for `command`, when one is ready (never
+        blocks); the pool grows to what the sessions arriving now need."""
+        key: SessionPoolKey = (tuple(command), limits)
+        pool = self._session_pools.get(key)
+        if pool is None:
+            return None
+        demand = self._demand[key]
+        demand.arrived()
+        pool.size = demand.size()
+        return pool.take()
 
     async def close_session(self, session_id: str) -> None:
         """Destroy the session's container; its client then sees the connection end."""
@@ -265,6 +284,9 @@ class DockerSandbox:
             except (SandboxUnavailableError, *DOCKER_ERRORS) as error:
                 logger.warning("sandbox maintenance could not sweep: %s", error)
             await self.close_idle(self._clock())
+            for key, pool in self._session_pools.items():
+                # Past a burst the pool shrinks back as its containers age out unreplaced.
+                pool.size = self._demand[key].size()
             for pool in [*self._pools.values(), *self._session_pools.values()]:
                 pool.fill()
             await anyio.sleep(interval)
@@ -278,6 +300,7 @@ class DockerSandbox:
                 await self._pools.popitem()[1].close()
             while self._session_pools:
                 await self._session_pools.popitem()[1].close()
+            self._demand.clear()
             await self._reaper.close()
             docker_client, self._docker = self._docker, None
             if docker_client is not None:

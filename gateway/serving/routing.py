@@ -120,7 +120,7 @@ class Router:
         with self._counted(name):
             server = self._servers.get(name)
             if server is not None and call.tool.sandbox == "per-call":
-                return await self._sandboxes.call(call, server, await self._workspaces.open(call.session))
+                return await self._sandboxed_call(call, server)
             if server is not None and server.oauth is not None:
                 return await self._as_caller(call, server)
             source: ToolSource | None = self._upstreams.get(name) or self._local.get(name)
@@ -155,6 +155,20 @@ class Router:
             return await upstream.call_tool(call.tool, call.arguments, call.progress)
         except GatewayError as error:
             raise self._callers.answer(server.name, call.session.caller, error) from None
+
+    async def _sandboxed_call(self, call: ToolCall, server: ServerConfig) -> types.CallToolResult:
+        """A per-call sandboxed tool's call: a session's first sandboxed use takes a container
+        started ahead on a spare workspace, which becomes the session's."""
+        sandboxes = self._sandboxes
+        claimed: list[WarmStart] = []
+
+        def spare() -> WarmStart | None:
+            taken = sandboxes.claim(server, call.tool.original_name)
+            claimed.extend([taken] if taken is not None else [])
+            return taken
+
+        workspace = await self._workspaces.open(call.session, spare)
+        return await sandboxes.call(call, server, workspace, claimed[0] if claimed else None)
 
     async def upstream(self, session: SessionContext, route: Route) -> Upstream:
         """The upstream serving `route` for `session`: its own instance of a session-scoped server,

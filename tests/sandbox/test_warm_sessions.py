@@ -18,11 +18,12 @@ from gateway.config.model import GatewayConfig
 from gateway.frontdoors.mcpserver import build_server
 from gateway.sandbox.sandboxes import sandbox_scope
 from gateway.sandbox.source import LABEL_SESSION
+from gateway.sandbox.sweeper import scope_filter
 from gateway.service import Gateway
 from gateway.upstreams.workspaces import SPARES
 from tests.sandbox.conftest import WAIT
 from tests.sandbox.test_gateway_sandbox import containers, text_of
-from tests.sandbox.test_workspace_limits import default_files_config, workspace_of
+from tests.sandbox.test_workspace_limits import default_files_config, limited_config, workspace_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -131,3 +132,37 @@ async def test_containers_and_workspaces_started_ahead_are_removed_when_the_gate
         assert len(spares(config)) == 1
     assert containers(docker_client, sandbox_scope(config.settings)) == {}
     assert spares(config) == []
+
+
+async def test_a_sessions_first_run_python_runs_in_a_container_started_before_it_on_what_becomes_its_workspace(
+    docker_client: DockerClient, tmp_path: Path
+) -> None:
+    config = limited_config(tmp_path)
+    config = replace(config, settings=replace(config.settings, sandbox_session_warm=1))
+    async with Gateway(config) as gateway:
+        assert gateway.sandboxes.docker is not None
+        # The tool's first call anywhere starts its containers ahead, for the sessions after it.
+        async with Client(build_server(gateway), mode="legacy") as first:
+            with anyio.fail_after(WAIT):
+                assert not (await first.call_tool("python__run_python", {"code": "print(1)"})).is_error
+            await gateway.sandboxes.docker.sessions_warm()
+        # Not the first call's own container, which may still be on its way out: the one on a spare.
+        listed = docker_client.api.containers(filters={"label": scope_filter(sandbox_scope(config.settings))})
+        [ahead] = [str(entry["Id"]) for entry in listed if SPARES in Path(entry["Mounts"][0]["Source"]).parts]
+        # A mark in the container's own /tmp: only a call run in that very container reads it.
+        marked = docker_client.containers.get(ahead).exec_run(["sh", "-c", "echo started-ahead > /tmp/mark"])
+        assert marked.exit_code == 0, marked.output
+        code = "print(open('/tmp/mark').read().strip()); open('/workspace/made.txt', 'w').write('here')"
+        async with Client(build_server(gateway), mode="legacy") as client:
+            with anyio.fail_after(WAIT):
+                ran = await client.call_tool("python__run_python", {"code": code})
+            assert not ran.is_error, text_of(ran)
+            assert "started-ahead" in text_of(ran)
+            workspace = workspace_of(gateway)
+            assert SPARES not in workspace.parts
+            assert (workspace / "made.txt").read_text() == "here"
+            with anyio.fail_after(WAIT):
+                again = await client.call_tool(
+                    "python__run_python", {"code": "print(open('/workspace/made.txt').read())"}
+                )
+            assert "here" in text_of(again) and "started-ahead" not in text_of(again)
