@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
@@ -62,6 +62,9 @@ class SandboxContainer:
     expires_at: float
     workspace: Path | None = None
     """The spare workspace a container started ahead of its session mounts, until a session adopts it."""
+    companions: list[SandboxContainer] = field(default_factory=list)
+    """Containers started beside it on the same spare workspace, for the warm pool of the session
+    that adopts it (a tool sandboxed per call)."""
 
     @property
     def id(self) -> str:

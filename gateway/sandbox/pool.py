@@ -87,6 +87,15 @@ class WarmPool:
         else:
             self._dispose(future.result())
 
+    def offer(self, handles: list[SandboxContainer]) -> None:
+        """Take never-used containers started elsewhere as ready ones (removed at once when closed)."""
+        with self._lock:
+            if not self._closed:
+                self._ready.extend(handles)
+                return
+        for handle in handles:
+            self._dispose(handle)
+
     async def acquire(self) -> SandboxContainer:
         """A never-used started container: a warm one when ready, else a cold start."""
         handle = self.take()

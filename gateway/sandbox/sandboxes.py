@@ -115,6 +115,8 @@ class WarmStart:
 
         self.discarded = True
         with anyio.CancelScope(shield=True):
+            for companion in self.handle.companions:
+                await anyio.to_thread.run_sync(destroy, companion)
             await anyio.to_thread.run_sync(destroy, self.handle)
             await anyio.to_thread.run_sync(self._workspaces.discard, self.workspace)
 
@@ -181,8 +183,10 @@ class Sandboxes:
         command = container_command(server, settings)
         limits = limits_of(settings, self._user)
         workspaces = self._workspaces
+        # A per-call tool's spare comes with its session's warm pool: the calls after the first are warm too.
+        companions = self._settings.sandbox_warm if settings.mode == "per-call" else 0
         self.docker.session_pool(
-            command, limits, self._settings.sandbox_session_warm, workspaces.spare, workspaces.discard
+            command, limits, self._settings.sandbox_session_warm, workspaces.spare, workspaces.discard, companions
         )
 
     def claim(self, server: ServerConfig, tool: str | None = None) -> WarmStart | None:

@@ -136,6 +136,7 @@ class DockerSandbox:
         async def acquire() -> SandboxContainer:
             with tracing.span(SANDBOX_START):
                 if ahead:
+                    pool.offer(ahead[0].companions)
                     pool.fill()
                     return ahead.pop()
                 return await pool.acquire()
@@ -184,10 +185,12 @@ class DockerSandbox:
         size: int,
         spare: Callable[[], Path],
         discard: Callable[[Path], None],
+        companions: int = 0,
     ) -> WarmPool:
         """The pool of containers started ahead of their session, each on a spare workspace from
         `spare` (blocking), which `discard` removes when no session took it; filled in the background.
-        It holds at least `size` containers, more while sessions arrive faster (`Demand`)."""
+        It holds at least `size` containers, more while sessions arrive faster (`Demand`). Each
+        comes with `companions` more on its workspace (a per-call tool's warm pool for that session)."""
         key: SessionPoolKey = (tuple(command), limits)
         pool = self._session_pools.get(key)
         if pool is None:
@@ -195,17 +198,24 @@ class DockerSandbox:
 
             def start() -> SandboxContainer:
                 workspace = spare()
+                started: list[SandboxContainer] = []
                 try:
                     begun = self._clock()
-                    handle = self._launch(command, limits, workspace, {})
+                    started.append(self._launch(command, limits, workspace, {}))
                     demand.started(self._clock() - begun)
+                    started.extend(self._launch(command, limits, workspace, {}) for _ in range(companions))
                 except BaseException:
+                    for handle in started:
+                        destroy(handle)
                     discard(workspace)
                     raise
-                handle.workspace = workspace
+                handle, *others = started
+                handle.workspace, handle.companions = workspace, others
                 return handle
 
             def dispose(handle: SandboxContainer) -> None:
+                for companion in handle.companions:
+                    destroy(companion)
                 destroy(handle)
                 if handle.workspace is not None:
                     discard(handle.workspace)

@@ -415,9 +415,9 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
     servers = {name: entry for name, entry in sandboxed_servers().items() if name in ("python", "counter")}
     config_file.write_text(yaml.safe_dump({"gateway": settings, "servers": servers}))
     scope = sandbox_scope(load_config(config_file).settings)
-    # The listing container, this session's counter, two warm containers for its next call, and a
-    # counter started ahead (on a spare workspace) for the next session.
-    held = 5
+    # The listing container, this session's counter, two warm containers for its next call, and,
+    # each on a spare workspace for the next session, a counter and a run_python with its two warm ones.
+    held = 8
     async with stdio_gateway(config_file, pid_file) as client:
         await until_listed(client, "python__run_python")
         await until_listed(client, "counter__increment")
@@ -428,7 +428,7 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
         old = set(containers(docker_client, scope))
         spare_dir = tmp_path / "data" / "workspaces" / SPARES
         old_spares = {path for path in spare_dir.iterdir() if path.is_dir()}
-        assert len(old_spares) == 1
+        assert len(old_spares) == 2
         os.kill(int(pid_file.read_text()), signal.SIGKILL)  # no cleanup code of the gateway runs
     assert set(containers(docker_client, scope)) >= old
     async with stdio_gateway(config_file, pid_file) as client:
