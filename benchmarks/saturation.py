@@ -38,11 +38,13 @@ from benchmarks.replicas import _config as replica_config
 ECHO = [sys.executable, "-m", "servers.echo"]
 
 
-def single_config(directory: Path) -> Path:
-    """One gateway on SQLite with the echo server."""
+def single_config(directory: Path, sessions: int) -> Path:
+    """One gateway on SQLite with the echo server; without callers of their own, every session is
+    the same anonymous caller's, so the limit per caller is raised to the session count."""
     path = directory / "gateway.json"
     server = {"command": ECHO[0], "args": ECHO[1:], "cwd": str(REPO), "required": True}
-    path.write_text(json.dumps({"gateway": {"data_dir": str(directory / "data")}, "servers": {"echo": server}}))
+    settings = {"data_dir": str(directory / "data"), "max_sessions_per_caller": max(64, sessions)}
+    path.write_text(json.dumps({"gateway": settings, "servers": {"echo": server}}))
     return path
 
 
@@ -144,7 +146,7 @@ def run(sessions: int, replicas: int, clients: int, seconds: float, redis_url: s
             redis.Redis.from_url(redis_url).flushdb()
             configs = [replica_config(directory, f"r{n}", keys, redis_url, scoped) for n in range(replicas)]
         else:
-            configs = [single_config(directory)]
+            configs = [single_config(directory, sessions)]
         try:
             urls, pids = [], []
             for n, config in enumerate(configs):
