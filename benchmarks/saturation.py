@@ -122,7 +122,7 @@ def measure(urls: Sequence[str], pids: Sequence[int], keys: Sequence[str], clien
     finally:
         for process in workers:
             process.kill()
-            process.wait()
+            process.communicate()  # reaps it and closes its pipes
     calls = len(latencies)
     p99 = statistics.quantiles(latencies, n=100)[98] * 1000 if calls >= 2 else float("nan")
     return (
