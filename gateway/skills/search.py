@@ -11,6 +11,8 @@ A query written as a task ("find the trends, draw a word cloud, then save it as 
 into its steps; the rankings of the whole query and of each step are fused (reciprocal rank
 fusion) and every step's best tool keeps a place, so one generic match cannot fill the result.
 An optional semantic ranker (`SemanticRanker`) is fused with the lexical ranking of each part.
+Words that a tenth of the tools share ("get", "create", "file") count half: they say little
+about which tool is meant.
 No cap per server: on the benchmark a task often needs several tools of one server, and every
 cap tried lost recall.
 """
@@ -33,6 +35,13 @@ K1 = 1.2
 # (LiveMCPBench); docs/skills.md has the figures.
 WEIGHTS = {"name": 3.0, "description": 1.0, "parameters": 0.6, "server": 0.5, "skills": 0.5}
 LENGTH_NORM = {"name": 0.5, "description": 0.75, "parameters": 0.75, "server": 0.75, "skills": 0.75}
+# Generic words: a term found in more than this share of the tools ("get", "file", "create",
+# "write") says little about which one is meant, yet BM25's IDF still lets it lift every tool
+# naming it above those the query's rarer words match; such terms count this much less. Tuned on
+# the tuning split of benchmarks/tool_search.py (shares 3-10%, factors 0-0.5 tried;
+# docs/decisions/0130-find-tools-model-memory-and-ranking.md).
+GENERIC_SHARE = 0.1
+GENERIC_FACTOR = 0.5
 # Reciprocal rank fusion's constant: 60 in the original paper, and robust around it.
 RRF_K = 60
 # The semantic ranking's share in the fusion of each query part (the lexical one counts 1):
@@ -141,6 +150,7 @@ class ToolIndex:
                 self._postings.setdefault(term, []).append((number, frequency))
         self._idf = {
             term: math.log(1 + (total - len(postings) + 0.5) / (len(postings) + 0.5))
+            * (GENERIC_FACTOR if len(postings) > GENERIC_SHARE * total else 1.0)
             for term, postings in self._postings.items()
         }
 

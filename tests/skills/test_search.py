@@ -149,7 +149,8 @@ def test_a_task_query_keeps_the_best_tool_of_every_step_in_the_answer() -> None:
         SearchItem("word__add_picture", "Insert a picture into a word document.", server="word"),
         SearchItem("office__export", "Convert a file to PDF.", server="office"),
     ]
-    items += [SearchItem(f"x{n}__tool", f"Unrelated thing {n} about music and maps.", server=f"x{n}") for n in range(9)]
+    # Enough others that the word tools' words stay rare ones (under a tenth of the catalog).
+    items += [SearchItem(f"x{n}__tool", f"Unrelated thing {n}, music and maps.", server=f"x{n}") for n in range(36)]
     index = ToolIndex(items)
     # Asked as one sentence, the words of the first step win every place.
     plain = index.search("Create a word document with a heading and a picture and convert it to PDF", limit=3)
@@ -196,3 +197,12 @@ def test_step_bests_take_the_last_places_only_when_missing() -> None:
     assert with_step_bests(fused, [4], 2) == [1, 4]
     assert with_step_bests(fused, [1, 2], 3) == [1, 2, 3]
     assert with_step_bests(fused, [4, 3], 1) == [4]
+
+
+def test_a_word_many_tools_share_counts_less_than_the_rare_word_beside_it() -> None:
+    # "save" is in the name of three tools in ten: without the discount, a tool named after it
+    # outranks the one whose description holds the query's rare word.
+    items = [SearchItem(f"store{n}__save", f"Save a record of kind {n}.") for n in range(3)]
+    items += [SearchItem(f"misc{n}__tool{n}", f"Does thing number {n}.") for n in range(6)]
+    items.append(SearchItem("charts__render", "Draw a histogram and store it to a file."))
+    assert ToolIndex(items).search("save histogram")[0].name == "charts__render"
