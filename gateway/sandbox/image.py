@@ -44,8 +44,9 @@ IMAGE_ENV = {
 GATEWAY_IMAGE = "mcp-gateway:latest"
 # Stands in for python:3.11-slim-bookworm, the top-level Dockerfile's default BASE, where no registry answers.
 PYTHON_BASE = "mcp-gateway-python:3.11-bookworm"
-# The extras the top-level Dockerfile installs (`pip install ".[replicas]"`): the offline base holds their packages.
-GATEWAY_EXTRAS = ("replicas",)
+# The extras the top-level Dockerfile installs (`pip install ".[replicas,semantic]"`): the offline
+# base holds their packages.
+GATEWAY_EXTRAS = ("replicas", "semantic")
 BASE_SITE = "/usr/local/lib/python3.11/dist-packages"
 BASE_WHEELS = "/usr/local/share/python-wheels"
 BASE_ENV = {
