@@ -341,7 +341,6 @@ class Gateway:
         self.background.start(SERVER_EVENTS, self.server_events.keep)
         self.background.start(state.WRITES, self.shared.write_behind, report)
         self.background.start(KEYS_LOOP, self.authenticator.maintain_keys, report)
-
         if self._serving:
             self.background.start(INDEX_LOOP, self.skills.keep_index)
         self.replicas = Replicas(

@@ -208,7 +208,10 @@ class SkillHost:
             tool = self._catalog.tool(name)
             return tool is not None and self._may_see(session, tool)
 
-        hits = (await self._current_index()).search(query, limit, allowed)
+        index = await self._current_index()
+        if index.prepares:
+            await anyio.to_thread.run_sync(index.prepare, query)
+        hits = index.search(query, limit, allowed)
         found = ((self._catalog.tool(hit.name), self._visible_carriers(session, hit.name)) for hit in hits)
         return [(tool, skills) for tool, skills in found if tool is not None]
 

@@ -94,6 +94,9 @@ class SemanticRanker(Protocol):
     its model from a local path: nothing may be downloaded while the gateway runs.
     """
 
+    def prepare(self, queries: Sequence[str]) -> None:
+        """Get ready to rank `queries` (embed them); called in a worker thread before `rank`."""
+
     def rank(self, query: str, limit: int) -> Sequence[int]: ...
 
 
@@ -156,6 +159,19 @@ class ToolIndex:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def prepares(self) -> bool:
+        """Whether `prepare` has work to do: a semantic ranker embeds queries."""
+        return self._semantic is not None
+
+    def prepare(self, query: str) -> None:
+        """Do ahead, in a worker thread, what `search(query)` would do on the caller's: embed the
+        query and its steps (milliseconds of CPU, more on a busy machine, that would hold up
+        every other session on the event loop)."""
+        if self._semantic is not None:
+            parts = steps(query)
+            self._semantic.prepare([query, *parts] if len(parts) > 1 else [query])
 
     def search(self, query: str, limit: int = 10, allowed: Callable[[str], bool] | None = None) -> list[Hit]:
         """The best `limit` tools for `query`, best first, among those `allowed` accepts.

@@ -34,6 +34,9 @@ DESCRIPTION_CHARS = 400
 # of the floors tried on the tuning split of benchmarks/tool_search.py (none, 0.15, 0.2, 0.25, 0.3),
 # this one ranked best.
 MIN_SIMILARITY = 0.15
+# Query vectors kept between `prepare` and `rank`: the queries being searched right now, and the
+# same ones asked again soon after; a model's vector is 2 KB.
+QUERIES_KEPT = 256
 
 
 class Embedder(Protocol):
@@ -105,11 +108,25 @@ class EmbeddingRanker:
         self._embedder = embedder
         self._floor = floor
         self._vectors = embed_cached(embedder, [document_text(item) for item in items], cache) if items else None
+        self._queries: dict[str, NDArray[np.float32]] = {}
+
+    def prepare(self, queries: Sequence[str]) -> None:
+        """Embed `queries` now (in a worker thread), so that `rank` finds their vectors ready."""
+        if self._vectors is None:
+            return
+        missing = [query for query in dict.fromkeys(queries) if query.strip() and query not in self._queries]
+        if len(self._queries) + len(missing) > QUERIES_KEPT:
+            self._queries = {}
+        if missing:
+            self._queries |= dict(zip(missing, self._embedder.embed(missing), strict=True))
 
     def rank(self, query: str, limit: int) -> list[int]:
         """Item numbers, most similar first, at most `limit` of them, none below the floor."""
         if self._vectors is None or limit <= 0 or not query.strip():
             return []
-        scores = self._vectors @ self._embedder.embed([query])[0]
+        vector = self._queries.get(query)
+        if vector is None:
+            vector = self._embedder.embed([query])[0]
+        scores = self._vectors @ vector
         best = np.argsort(-scores, kind="stable")[:limit]
         return [int(number) for number in best if scores[number] >= self._floor]

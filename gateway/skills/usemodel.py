@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.runtime.datadir import private_dirs
+
 # BLAS threads of the forward pass. One: the gateway serves meanwhile, and on a busy two-core
 # machine two threads took three times as long as one (OpenBLAS's threads wait for each other).
 THREADS = 1
@@ -44,9 +46,13 @@ def unpacked_table(weights: Path, directory: Path) -> Path:
     path = directory / TABLE_FILE
     if path.exists() and path.stat().st_size == _ROWS * _WIDTH:
         return path
-    directory.mkdir(parents=True, exist_ok=True)
+    # Private, as everything under the data directory is.
+    private_dirs(directory)
     partial = path.with_name(f"{TABLE_FILE}.{os.getpid()}.partial")
-    table = np.memmap(partial, mode="w+", dtype=np.uint8, shape=(_ROWS, _WIDTH))
+    descriptor = os.open(partial, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    os.ftruncate(descriptor, _ROWS * _WIDTH)
+    os.close(descriptor)
+    table = np.memmap(partial, mode="r+", dtype=np.uint8, shape=(_ROWS, _WIDTH))
     with np.load(weights, allow_pickle=False) as packed:
         for chunk in range(_CHUNKS):
             table[chunk::_CHUNKS] = packed[f"q{chunk + 1}"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -174,6 +175,31 @@ async def test_the_tools_are_embedded_when_the_catalog_changes_before_any_search
             await all_embedded.wait()
         assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
         assert len(embedded) == every_tool
+
+
+async def test_queries_are_embedded_in_a_worker_thread_not_on_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = semantic.load_embedder(tmp_path / "data" / "models")
+    threads: dict[str, str] = {}
+
+    class Watched:
+        """The real model, the thread each query (text without a colon) was embedded in written down."""
+
+        def __init__(self, directory: Path) -> None:
+            pass
+
+        def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+            threads.update((text, threading.current_thread().name) for text in texts if ":" not in text)
+            return model.embed(texts)
+
+    monkeypatch.setattr(semantic, "load_embedder", Watched)
+    loop_thread = threading.current_thread().name
+    async with meaning_gateway(tmp_path) as (_, client):
+        query = "hire an automobile, then the weather forecast"
+        assert {"cars__rent_car", "weather__forecast"} <= set(await found(client, query))
+    assert set(threads) == {query, "hire an automobile", "the weather forecast"}
+    assert loop_thread not in threads.values()
 
 
 def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
