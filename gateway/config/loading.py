@@ -21,6 +21,7 @@ from gateway.config.clientfiles import CLIENT_DATA_DIR, detect_format, from_clie
 from gateway.config.extends import extended
 from gateway.config.limits import SandboxLimits
 from gateway.config.model import (
+    BUNDLED_MODELS,
     DEFAULT_WORKSPACE_BYTES,
     DEFAULT_WORKSPACE_BYTES_PER_CALLER,
     DEFAULT_WORKSPACE_SIZE,
@@ -338,6 +339,13 @@ def _settings(
                 (("gateway", "allowed_origins", index), f"{origin!r} is not an origin like https://host:port")
             )
     settings = GatewaySettings(data_dir=data_dir, **values)
+    if settings.find_tools_endpoint is None and settings.find_tools_model not in BUNDLED_MODELS:
+        problems.append(
+            (
+                ("gateway", "find_tools_model"),
+                f"must be one of {', '.join(BUNDLED_MODELS)}, or the model of find_tools_endpoint",
+            )
+        )
     if settings.loop_repeat_limit > settings.loop_window:
         problems.append((("gateway", "loop_repeat_limit"), "must not exceed loop_window"))
     if settings.restart_backoff_initial > settings.restart_backoff_max:

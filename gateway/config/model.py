@@ -22,8 +22,9 @@ SandboxMode = Literal["per-call", "per-session"]
 Transport = Literal["stdio", "http", "sse"]
 Scope = Literal["shared", "session"]
 Disclosure = Literal["call-through", "list_changed"]
-# The model Find_Tools ranks by meaning with (gateway/skills/semantic.py), or none: word matching alone.
-FindToolsModel = Literal["use-multilingual-v3", "none"]
+# The models Find_Tools ranks by meaning with without an endpoint (gateway/skills/semantic.py), or
+# none: word matching alone. With `find_tools_endpoint`, the model is whichever the endpoint serves.
+BUNDLED_MODELS = ("use-multilingual-v3", "none")
 
 DEFAULT_WORKSPACE_SIZE = 256 << 20
 DEFAULT_WORKSPACE_BYTES_PER_CALLER = 1 << 30
@@ -156,7 +157,8 @@ class GatewaySettings:
     disclosure: Disclosure = "call-through"
     skill_dirs: tuple[Path, ...] = ()
     skill_capacity: int = 3
-    find_tools_model: FindToolsModel = "use-multilingual-v3"
+    find_tools_model: str = "use-multilingual-v3"
+    find_tools_endpoint: str | None = None
     max_extended_tools: int = 40
     allowed_origins: tuple[str, ...] = ()
     upstream_connect_timeout: float = 10

