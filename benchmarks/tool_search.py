@@ -57,6 +57,7 @@ from gateway.stores import StoreSettings
 from gateway.stores.vectors import VectorStore
 
 DATA = Path(__file__).parent / "data" / "livemcpbench"
+METATOOL = Path(__file__).parent / "data" / "metatool"
 KS = (1, 5, 10)
 COPIES = 10
 Ranker = Callable[[str, int], list[str]]
@@ -241,6 +242,37 @@ def recall_report(
             print(f"  {title} - {split} ({len(chosen)} queries)")
             for label, rank in rankers.items():
                 print(row(f"    {label}", score(rank, chosen, original, per_step)))
+
+
+def load_metatool() -> tuple[list[Tool], list[Task]]:
+    """MetaTool's 199 tools, each its own server, and its one-tool queries (every third held out)."""
+    tools = [
+        Tool(f"{slug(t['name'])}__{t['name']}", t["name"], slug(t["name"]), t["description"], {}, slug(t["name"]), "")
+        for t in json.loads((METATOOL / "tools.json").read_text(encoding="utf-8"))
+    ]
+    queries = json.loads((METATOOL / "queries.json").read_text(encoding="utf-8"))
+    tasks = [Task(q["query"], (q["query"],), frozenset({q["tool"]}), index % 3 == 2) for index, q in enumerate(queries)]
+    return tools, tasks
+
+
+def metatool_report(embedder: Embedder | None) -> None:
+    """Recall on MetaTool's queries over its tools with LiveMCPBench's 527 as distractors."""
+    own, tasks = load_metatool()
+    tools = own + load_catalog()
+    # The original names of the distractors may repeat MetaTool's: only MetaTool's count as found.
+    original = {tool.name: tool.original for tool in own} | {
+        tool.name: f"livemcpbench:{tool.name}" for tool in tools[len(own) :]
+    }
+    rankers = {"former": old_ranker(tools), "word": new_ranker(tools)}
+    if embedder is not None:
+        meaning = semantic_ranker(tools, embedder)
+        rankers |= {"semantic": meaning_only(tools, meaning), "fused": new_ranker(tools, semantic=meaning)}
+    print(f"\n  MetaTool: {len(own)} tools and {len(tools) - len(own)} distractors, {len(tasks)} one-tool queries")
+    for split, holdout in (("tune", False), ("held out", True)):
+        chosen = [task for task in tasks if task.holdout == holdout]
+        print(f"  MetaTool - {split} ({len(chosen)} queries)")
+        for label, rank in rankers.items():
+            print(row(f"    {label}", score(rank, chosen, original, False)))
 
 
 def bytes_report(tools: Sequence[Tool], english: Sequence[Task], embedder: Embedder | None) -> None:
@@ -455,6 +487,7 @@ def main() -> None:
             tune_fusion(tools, english, chinese, embedder)
         return
     recall_report(tools, english, chinese, embedder)
+    metatool_report(embedder)
     bytes_report(tools, english, embedder)
     latency_report(english, embedder)
     if args.listing:
