@@ -209,9 +209,15 @@ class SkillHost:
             return tool is not None and self._may_see(session, tool)
 
         index = await self._current_index()
-        if index.prepares:
-            await anyio.to_thread.run_sync(index.prepare, query)
-        hits = index.search(query, limit, allowed)
+        by_meaning = index.prepares
+        if by_meaning:
+            try:
+                await anyio.to_thread.run_sync(index.prepare, query)
+            except OSError as error:
+                # An embeddings endpoint that stopped answering after the index was built.
+                log.warning("Find_Tools ranks this search by word matching alone: %s", error)
+                by_meaning = False
+        hits = index.search(query, limit, allowed, by_meaning)
         found = ((self._catalog.tool(hit.name), self._visible_carriers(session, hit.name)) for hit in hits)
         return [(tool, skills) for tool, skills in found if tool is not None]
 

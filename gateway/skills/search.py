@@ -173,11 +173,18 @@ class ToolIndex:
             parts = steps(query)
             self._semantic.prepare([query, *parts] if len(parts) > 1 else [query])
 
-    def search(self, query: str, limit: int = 10, allowed: Callable[[str], bool] | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        allowed: Callable[[str], bool] | None = None,
+        by_meaning: bool = True,
+    ) -> list[Hit]:
         """The best `limit` tools for `query`, best first, among those `allowed` accepts.
 
         `allowed` is applied before ranking and truncation, so hidden tools neither appear nor
-        take a place in the result; it is asked at most once per tool.
+        take a place in the result; it is asked at most once per tool. `by_meaning=False` ranks by
+        words alone (when `prepare` failed: the semantic ranker would try again here).
         """
         if limit <= 0:
             return []
@@ -192,19 +199,19 @@ class ToolIndex:
 
         parts = steps(query)
         if len(parts) == 1:
-            scored = self._ranked(query, limit, visible)
+            scored = self._ranked(query, limit, visible, by_meaning)
             best = sorted(scored, key=lambda number: (-scored[number], number))[:limit]
             return [self._hit(number, scored[number]) for number in best]
         # A task: the rankings of the whole query and of each step are fused, and each step's
         # best tool is kept in the answer, so no step is drowned by tools matching the most words.
-        rankings = [self._ranked(part, limit, visible) for part in (query, *parts)]
+        rankings = [self._ranked(part, limit, visible, by_meaning) for part in (query, *parts)]
         ordered = with_step_bests(fuse(rankings), [max(r, key=lambda n: (r[n], -n)) for r in rankings[1:] if r], limit)
         return [self._hit(number, 1 / (RRF_K + place)) for place, number in enumerate(ordered, start=1)]
 
-    def _ranked(self, query: str, limit: int, visible: Callable[[int], bool]) -> dict[int, float]:
+    def _ranked(self, query: str, limit: int, visible: Callable[[int], bool], by_meaning: bool) -> dict[int, float]:
         """Scores of the visible tools for one query: BM25F, fused with the semantic ranker's when there is one."""
         lexical = self._bm25(query, visible)
-        if self._semantic is None:
+        if self._semantic is None or not by_meaning:
             return lexical
         meaning = [number for number in self._semantic.rank(query, max(limit * 5, 50)) if visible(number)]
         return fuse([lexical, meaning], (1.0, self._semantic_weight))

@@ -205,7 +205,7 @@ async def test_queries_are_embedded_in_a_worker_thread_not_on_the_event_loop(
 
 async def test_an_embeddings_endpoint_named_in_the_config_ranks_by_meaning(tmp_path: Path) -> None:
     model = semantic.load_embedder(tmp_path / "models")
-    async with embeddings_server(model, "served-model") as (url, asked):
+    async with embeddings_server(model, "served-model") as (url, asked, _):
         settings = {"find_tools_endpoint": url, "find_tools_model": "served-model"}
         async with meaning_gateway(tmp_path, gateway=settings) as (gateway, client):
             assert (await found(client, "lucky and unlucky days in the traditional calendar"))[0] == "zh__huangli"
@@ -213,6 +213,20 @@ async def test_an_embeddings_endpoint_named_in_the_config_ranks_by_meaning(tmp_p
             assert await anyio.to_thread.run_sync(gateway.skills.check_semantic) is None
     assert "lucky and unlucky days in the traditional calendar" in asked
     assert any(text.startswith("zh huangli: ") for text in asked)
+
+
+async def test_an_endpoint_that_stops_answering_after_the_build_leaves_word_matching_for_that_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = semantic.load_embedder(tmp_path / "models")
+    async with embeddings_server(model, "served-model") as (url, _, outage):
+        settings = {"find_tools_endpoint": url, "find_tools_model": "served-model"}
+        async with meaning_gateway(tmp_path, gateway=settings) as (_, client):
+            assert (await found(client, "hire an automobile"))[0] == "cars__rent_car"
+            outage.down = True
+            assert await found(client, "rental car") == ["cars__rent_car"]
+            assert await found(client, "hire a vehicle") == []
+    assert any("ranks this search by word matching alone" in record.message for record in caplog.records)
 
 
 async def test_an_endpoint_that_does_not_answer_gives_word_matching_and_a_warning(

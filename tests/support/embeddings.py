@@ -20,12 +20,23 @@ from gateway.skills.semantic import Embedder
 from tests.support.harness import free_port
 
 
+class Outage:
+    """Whether the server answers 503 to every request."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+
 @asynccontextmanager
-async def embeddings_server(model: Embedder, served: str) -> AsyncIterator[tuple[str, list[str]]]:
-    """Serve `model` as the model named `served`; yields the base URL (`.../v1`) and every text asked."""
+async def embeddings_server(model: Embedder, served: str) -> AsyncIterator[tuple[str, list[str], Outage]]:
+    """Serve `model` as the model named `served`; yields the base URL (`.../v1`), every text asked,
+    and the switch that makes it answer 503 from then on."""
     asked: list[str] = []
+    outage = Outage()
 
     async def embeddings(request: Request) -> JSONResponse:
+        if outage.down:
+            return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
         body = await request.json()
         if body.get("model") != served:
             return JSONResponse({"error": {"message": f"model {body.get('model')!r} not found"}}, status_code=404)
@@ -45,6 +56,6 @@ async def embeddings_server(model: Embedder, served: str) -> AsyncIterator[tuple
             while not server.started:
                 await anyio.sleep(0.02)
         try:
-            yield f"http://127.0.0.1:{port}/v1", asked
+            yield f"http://127.0.0.1:{port}/v1", asked, outage
         finally:
             server.should_exit = True
