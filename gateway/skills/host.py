@@ -237,8 +237,9 @@ class SkillHost:
             return index
 
     def _build_index(self, items: list[SearchItem]) -> ToolIndex:
-        """Word matching over `items`, fused with the semantic ranker when the model loads."""
-        return ToolIndex(items, self._semantic_ranker(items))
+        """Word matching over `items`, fused with the semantic ranker when the model loads (not
+        loaded for an empty catalog: a gateway whose servers have not joined yet needs none)."""
+        return ToolIndex(items, self._semantic_ranker(items) if items else None)
 
     def _semantic_ranker(self, items: list[SearchItem]) -> SemanticRanker | None:
         """The embedding ranker over `items`, or None (with a warning, once) when the model cannot load."""

@@ -53,19 +53,37 @@ class VectorCache(Protocol):
     def put(self, model: str, vectors: Mapping[str, bytes]) -> None: ...
 
 
-@functools.cache
 def load_embedder(directory: Path) -> Embedder:
     """The shipped model, loaded once per process (read-only; about 50 MB in memory, `usemodel`),
-    its token table unpacked into `directory` the first time.
+    its token table unpacked into `directory` the first time. Every later call returns the same
+    model, whatever its directory: several gateways in one process (tests) share it.
 
     Raises ImportError when a package is missing, and whatever loading its weights raises
-    (OSError, MemoryError, ...): the caller falls back to word matching.
+    (OSError, MemoryError, ...): the caller falls back to word matching, and the next call tries again.
     """
+    return _load(_Once.directory or directory)
+
+
+@functools.cache
+def _load(directory: Path) -> Embedder:
     from gateway.skills.usemodel import UseMultilingual
 
     embedder = UseMultilingual(directory)
     embedder.embed(["warm"])  # reads the weights now, so a failure shows here rather than at a search
+    _Once.directory = directory
     return embedder
+
+
+class _Once:
+    """The directory the process's model was loaded from, once it was."""
+
+    directory: Path | None = None
+
+
+def unload_embedder() -> None:
+    """Forget the process's model (tests that take its package away)."""
+    _load.cache_clear()
+    _Once.directory = None
 
 
 def document_text(item: SearchItem) -> str:

