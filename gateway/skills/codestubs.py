@@ -3,8 +3,9 @@ may see, generated from the catalog (pure: records in, module sources out).
 
 A function's parameters come from the tool's input schema (required ones first, the others
 keyword-only with `None` meaning "not given"), its docstring is the tool's description and its
-parameters', its return type `dict` when the tool declares an output schema. Its body hands the
-exposed name and the given arguments to `_call`, which the script runner provides.
+parameters', its return type a `TypedDict` made from the tool's output schema (`Any` when it has
+none), defined in the module just before it. Its body hands the exposed name and the given arguments
+to `_call`, which the script runner provides.
 """
 
 from __future__ import annotations
@@ -15,16 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
+from gateway.skills.schematypes import MODULE_NAMES, python_type, return_type
 
-_JSON_TYPES = {
-    "string": "str",
-    "integer": "int",
-    "number": "float",
-    "boolean": "bool",
-    "array": "list[Any]",
-    "object": "dict[str, Any]",
-    "null": "None",
-}
 # Names the package itself holds: a server of that name gets a trailing underscore.
 _TAKEN = frozenset({"call", "ToolError", "ToolRefused"})
 
@@ -37,21 +30,6 @@ def identifier(name: str) -> str:
     if keyword.iskeyword(text) or text in _TAKEN:
         text += "_"
     return text
-
-
-def python_type(schema: Mapping[str, Any]) -> str:
-    """The annotation for a JSON Schema: its `type` (or list of types, or the types of its `anyOf` or
-    `oneOf` members), `Any` when it has none."""
-    members = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(members, list) and members:
-        kinds = [python_type(member) if isinstance(member, Mapping) else "Any" for member in members]
-        return "Any" if "Any" in kinds else " | ".join(dict.fromkeys(kinds))
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return _JSON_TYPES.get(kind, "Any")
-    if isinstance(kind, list) and kind:
-        return " | ".join(dict.fromkeys(_JSON_TYPES.get(str(one), "Any") for one in kind))
-    return "Any"
 
 
 def modules(tools: Iterable[ToolRecord]) -> dict[str, list[ToolRecord]]:
@@ -86,18 +64,23 @@ def index(grouped: Mapping[str, Sequence[ToolRecord]]) -> str:
 
 
 def module_source(name: str, tools: Sequence[ToolRecord]) -> str:
-    """One module's source: a function per tool."""
-    parts = [f'"""The tools of server {name}."""', "from typing import Any"]
-    parts += [function_source(function, tool) for tool, function in _named(tools)]
+    """One module's source: a function per tool, each after the return types it names."""
+    parts = [f'"""The tools of server {name}."""', "from typing import Any, NotRequired, TypedDict"]
+    named = _named(tools)
+    taken = {function for _, function in named}
+    for tool, function in named:
+        returns, classes = (
+            ("Any", []) if tool.output_schema is None else return_type(tool.output_schema, function, taken)
+        )
+        parts += [*classes, function_source(function, tool, returns)]
     return "\n\n\n".join(parts) + "\n"
 
 
-def function_source(function: str, tool: ToolRecord) -> str:
-    """One tool as a function whose body passes its given arguments to `_call`."""
+def function_source(function: str, tool: ToolRecord, returns: str) -> str:
+    """One tool as a function returning `returns`, whose body passes its given arguments to `_call`."""
     properties: Mapping[str, Any] = tool.input_schema.get("properties") or {}
     required = [name for name in tool.input_schema.get("required") or () if name in properties]
     names = [*required, *(name for name in properties if name not in required)]
-    returns = "dict[str, Any]" if tool.output_schema is not None else "Any"
     docstring = _docstring(tool, properties)
     if not all(name.isidentifier() and not keyword.iskeyword(name) and name != "_given" for name in names):
         # A parameter name Python cannot spell: the arguments go by keyword, as the schema names them.
@@ -130,7 +113,7 @@ def _docstring(tool: ToolRecord, properties: Mapping[str, Any]) -> str:
 
 def _named(tools: Sequence[ToolRecord]) -> list[tuple[ToolRecord, str]]:
     """Each tool with its function name, unique within its module."""
-    seen: set[str] = set()
+    seen: set[str] = set(MODULE_NAMES)
     named = []
     for tool in tools:
         function = identifier(tool.original_name)

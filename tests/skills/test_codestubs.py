@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 import types
+import typing
 from typing import Any
 
 from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
-from gateway.skills.codestubs import identifier, python_type, stub_package
+from gateway.skills.codestubs import identifier, stub_package
+from gateway.skills.schematypes import python_type
 
 
 def tool(source: str, name: str, properties: dict[str, Any], required: list[str], **extra: Any) -> ToolRecord:
@@ -94,3 +96,130 @@ def test_the_index_lists_every_module_and_meta_tools_are_left_out() -> None:
     package = stub_package(records)
     assert set(package) == {"", "calc"}
     assert "tools.calc:\n  evaluate(): Evaluate." in package[""]
+
+
+ORDER = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "note": {"type": ["string", "null"]},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+                "required": ["sku"],
+            },
+        },
+        "customer": {"$ref": "#/$defs/Customer"},
+        "status": {"enum": ["open", "shipped"]},
+        "extra": {"type": "object"},
+    },
+    "required": ["id", "lines"],
+    "$defs": {"Customer": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+}
+
+
+def test_the_return_type_is_a_typed_dict_of_the_output_schema_its_optional_keys_not_required() -> None:
+    order = tool("shop", "get_order", {"id": {"type": "integer"}}, ["id"], output_schema=ORDER)
+    source = stub_package([order])["shop"]
+    module = load(source, [])
+    assert str(inspect.signature(module.get_order)) == "(id: int) -> stub.GetOrderResult"
+    returned = module.get_order.__annotations__["return"]
+    assert returned is module.GetOrderResult and typing.is_typeddict(returned)
+    assert "class GetOrderResult(TypedDict):" in source and "    note: NotRequired[str | None]" in source
+    assert returned.__required_keys__ == {"id", "lines"}
+    assert returned.__optional_keys__ == {"note", "customer", "status", "extra"}
+    hints = typing.get_type_hints(returned)
+    assert hints["id"] is int and hints["status"] is Any and hints["extra"] == dict[str, Any]
+    line = typing.get_args(hints["lines"])[0]
+    assert typing.is_typeddict(line) and line.__required_keys__ == {"sku"} and line.__optional_keys__ == {"qty"}
+    assert typing.get_type_hints(hints["customer"]) == {"name": str}
+
+
+def test_a_tool_without_an_output_schema_returns_any_and_one_without_properties_a_dict() -> None:
+    plain = tool("t", "plain", {}, [])
+    loose = tool("t", "loose", {}, [], output_schema={"type": "object"})
+    module = load(stub_package([plain, loose])["t"], [])
+    assert module.plain.__annotations__["return"] is Any
+    assert module.loose.__annotations__["return"] == dict[str, Any]
+
+
+def test_keys_python_cannot_spell_keep_their_names_in_the_typed_dict() -> None:
+    schema = {"type": "object", "properties": {"from": {"type": "string"}, "x-id": {"type": "integer"}, "__init__": {}}}
+    module = load(stub_package([tool("api", "send", {}, [], output_schema=schema)])["api"], [])
+    returned = module.send.__annotations__["return"]
+    assert typing.get_type_hints(returned) == {"from": str, "x-id": int, "__init__": Any}
+    assert returned.__doc__ == "What send() returns."
+
+
+def test_return_type_names_stay_unique_and_clear_of_functions_and_the_modules_own_names() -> None:
+    nested = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}
+    records = [
+        tool("s", "GetResult", {}, [], output_schema=nested),
+        tool("s", "get", {}, [], output_schema=nested),
+        tool("s", "Any", {}, [], output_schema=nested),
+        tool("s", "Get", {}, [], output_schema=nested),
+    ]
+    module = load(stub_package(records)["s"], [])
+    returns = [module.GetResult, module.get, module.Any_, module.Get]
+    assert module.Any is Any and module.TypedDict is typing.TypedDict
+    classes = [function.__annotations__["return"] for function in returns]
+    assert len({id(kind) for kind in classes}) == 4 and all(typing.is_typeddict(kind) for kind in classes)
+    assert all(typing.is_typeddict(typing.get_type_hints(kind)["a"]) for kind in classes)
+    assert not any(callable(kind) and kind in returns for kind in classes)
+
+
+def hostile_schemas() -> dict[str, Any]:
+    """Output schemas no stub may break on: deep, huge, self-referring or malformed."""
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(2000):
+        deep = {"type": "object", "properties": {"x": deep}}
+    unions: dict[str, Any] = {"type": "string"}
+    for _ in range(2000):
+        unions = {"anyOf": [unions, {"type": "null"}]}
+    wide = {"type": "object", "properties": {f"k{n}": {"type": "integer"} for n in range(10_000)}}
+    bushy: dict[str, Any] = {"type": "integer"}
+    for _ in range(8):
+        bushy = {"type": "object", "properties": {f"p{n}": bushy for n in range(60)}}
+    return {
+        "deep": deep,
+        "unions": {"type": "object", "properties": {"u": unions}},
+        "wide": wide,
+        "bushy": bushy,
+        "cycle": {
+            "$ref": "#/$defs/Node",
+            "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
+        },
+        "dangling": {"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}, "b": {"$ref": 5}}},
+        "malformed": {
+            "type": "object",
+            "properties": {"a": "string", "b": [1], 'c"""\\': {"type": 7}},
+            "required": "a",
+        },
+        "items": {"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}}},
+        "not_a_schema": {"type": "object", "properties": []},
+    }
+
+
+def test_hostile_output_schemas_give_a_dict_or_any_where_they_go_too_far_and_never_break_the_module() -> None:
+    records = [tool("h", name, {}, [], output_schema=schema) for name, schema in hostile_schemas().items()]
+    module = load(stub_package(records)["h"], [])
+    returned = {name: getattr(module, name).__annotations__["return"] for name in hostile_schemas()}
+    assert returned["wide"] == dict[str, Any] and returned["not_a_schema"] == dict[str, Any]
+    depth, kind = 0, returned["deep"]
+    while typing.is_typeddict(kind):
+        depth, kind = depth + 1, typing.get_type_hints(kind)["x"]
+    assert 1 < depth < 10 and kind == dict[str, Any]
+    assert typing.get_type_hints(returned["unions"])["u"] is Any
+    assert typing.get_type_hints(returned["dangling"]) == {"a": Any, "b": Any}
+    assert typing.get_type_hints(returned["malformed"]) == {"a": Any, "b": Any, 'c"""\\': Any}
+    assert typing.get_type_hints(returned["items"]) == {"a": list[Any]}
+    assert typing.is_typeddict(returned["cycle"]) and typing.is_typeddict(returned["bushy"])
+
+
+def test_deeply_nested_unions_stop_at_any() -> None:
+    unions: dict[str, Any] = {"type": "string"}
+    for _ in range(5000):
+        unions = {"anyOf": [unions, {"type": "null"}]}
+    assert python_type(unions) == "Any"
