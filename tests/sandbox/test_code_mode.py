@@ -173,6 +173,9 @@ async def test_stubs_are_typed_functions_with_the_tools_descriptions(gateway: Ga
         "from tools import sqlite\n"
         "print(tools.__doc__)\n"
         "print(inspect.signature(sqlite.query))\n"
+        "returned = sqlite.query.__annotations__['return']\n"
+        "print(sorted(returned.__required_keys__), returned.__annotations__['row_count'].__name__)\n"
+        "print(type(sqlite.query(sql='SELECT 1')))\n"
         "try:\n"
         "    tools.call('Run_Code', {'code': '1'})\n"
         "except tools.ToolRefused as error:\n"
@@ -183,8 +186,11 @@ async def test_stubs_are_typed_functions_with_the_tools_descriptions(gateway: Ga
         text = text_of(await run_code(client, code))
     assert "tools.calc:" in text and "  evaluate(): " in text
     assert (
-        "(sql: str, *, params: list[typing.Any] | dict[str, typing.Any] | None = None) -> dict[str, typing.Any]" in text
+        "(sql: str, *, params: list[typing.Any] | dict[str, typing.Any] | None = None) -> tools.sqlite.QueryResult"
+        in text
     )
+    assert "['columns', 'row_count', 'rows', 'truncated', 'truncated_by'] int" in text
+    assert "<class 'dict'>" in text
     assert "No tool named 'Run_Code'" in text
     assert "Tool: sqlite__query" in text
 
@@ -462,7 +468,7 @@ async def test_over_http_in_both_eras_a_script_runs_as_the_authenticated_caller(
                     result = await client.call_tool("Run_Code", {"code": code})
             text = text_of(result)
             assert not result.is_error, text
-            assert "evaluate(expression: str) -> dict[str, typing.Any]" in text and "Tool: calc__evaluate" in text
+            assert "evaluate(expression: str) -> tools.calc.EvaluateResult" in text and "Tool: calc__evaluate" in text
             assert text.endswith("\n42")
             rows = await audit_rows(gateway, 3)
             assert [row.tool for row in rows] == ["calc__evaluate", "echo__echo", "Run_Code"]
