@@ -16,8 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gateway.catalog.tools import GATEWAY_SOURCE, ToolRecord
-from gateway.skills.schematypes import MODULE_NAMES, python_type, return_type
+from gateway.skills.schematypes import MODULE_NAMES, ReturnType, python_type, return_type
 
+# The return type of a tool without an output schema.
+_UNTYPED = ReturnType("Any", [], [])
 # Names the package itself holds: a server of that name gets a trailing underscore.
 _TAKEN = frozenset({"call", "ToolError", "ToolRefused"})
 
@@ -64,34 +66,38 @@ def index(grouped: Mapping[str, Sequence[ToolRecord]]) -> str:
 
 
 def module_source(name: str, tools: Sequence[ToolRecord]) -> str:
-    """One module's source: a function per tool, each after the return types it names."""
-    parts = [f'"""The tools of server {name}."""', "from typing import Any, NotRequired, TypedDict"]
+    """One module's source: a function per tool, each after the return types it names. `__all__`
+    names the functions alone, so that help() of the module does not spell out every return type's
+    dict methods; a function's docstring lists its return type's keys instead."""
     named = _named(tools)
-    taken = {function for _, function in named}
+    functions = [function for _, function in named]
+    parts = [
+        f'"""The tools of server {name}."""',
+        f"from typing import Any, NotRequired, TypedDict\n\n__all__ = {functions!r}",
+    ]
+    taken = set(functions)
     for tool, function in named:
-        returns, classes = (
-            ("Any", []) if tool.output_schema is None else return_type(tool.output_schema, function, taken)
-        )
-        parts += [*classes, function_source(function, tool, returns)]
+        returns = _UNTYPED if tool.output_schema is None else return_type(tool.output_schema, function, taken)
+        parts += [*returns.sources, function_source(function, tool, returns)]
     return "\n\n\n".join(parts) + "\n"
 
 
-def function_source(function: str, tool: ToolRecord, returns: str) -> str:
+def function_source(function: str, tool: ToolRecord, returns: ReturnType) -> str:
     """One tool as a function returning `returns`, whose body passes its given arguments to `_call`."""
     properties: Mapping[str, Any] = tool.input_schema.get("properties") or {}
     required = [name for name in tool.input_schema.get("required") or () if name in properties]
     names = [*required, *(name for name in properties if name not in required)]
-    docstring = _docstring(tool, properties)
+    docstring = _docstring(tool, properties, returns.keys)
     if not all(name.isidentifier() and not keyword.iskeyword(name) and name != "_given" for name in names):
         # A parameter name Python cannot spell: the arguments go by keyword, as the schema names them.
-        header = f"def {function}(**arguments: Any) -> {returns}:"
+        header = f"def {function}(**arguments: Any) -> {returns.annotation}:"
         body = f"    return _call({tool.name!r}, arguments)"
         return f"{header}\n{docstring}\n{body}"
     params = [f"{name}: {python_type(properties[name])}" for name in required]
     optional = [f"{name}: {python_type(properties[name])} | None = None" for name in names[len(required) :]]
     if optional:
         params += ["*", *optional]
-    header = f"def {function}({', '.join(params)}) -> {returns}:"
+    header = f"def {function}({', '.join(params)}) -> {returns.annotation}:"
     given = ", ".join(f"{name!r}: {name}" for name in names)
     body = (
         f"    _given = {{{given}}}\n"
@@ -100,13 +106,15 @@ def function_source(function: str, tool: ToolRecord, returns: str) -> str:
     return f"{header}\n{docstring}\n{body}"
 
 
-def _docstring(tool: ToolRecord, properties: Mapping[str, Any]) -> str:
+def _docstring(tool: ToolRecord, properties: Mapping[str, Any], returns: Sequence[str]) -> str:
     lines = [tool.description.strip() or tool.name, "", f"Tool: {tool.name}"]
     if properties:
         lines.append("Args:")
         for name, schema in properties.items():
             about = schema.get("description", "") if isinstance(schema, Mapping) else ""
             lines.append(f"    {name}: {_first_line(str(about))}".rstrip(": "))
+    if returns:
+        lines += ["Returns:", *(f"    {line}" for line in returns)]
     text = "\n".join(f"    {line}" if line else "" for line in lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     return f'    """\n{text}\n    """'
 

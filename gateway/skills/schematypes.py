@@ -13,6 +13,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 _JSON_TYPES = {
@@ -56,13 +57,23 @@ def class_name(function: str) -> str:
     return _camel(function) + "Result"
 
 
-def return_type(schema: Mapping[str, Any], function: str, taken: set[str]) -> tuple[str, list[str]]:
-    """A tool's return annotation from its output schema (`dict[str, Any]` when no class can be made)
-    and the sources of the classes it names, each after those it uses; a class name is never one
-    of `taken` (which gets the new names) nor of `MODULE_NAMES`."""
+@dataclass(frozen=True, slots=True)
+class ReturnType:
+    """A tool's return annotation, the sources of the classes it names (each after those it uses),
+    and those classes' keys as lines for the function's docstring (the outermost class first)."""
+
+    annotation: str
+    sources: list[str]
+    keys: list[str]
+
+
+def return_type(schema: Mapping[str, Any], function: str, taken: set[str]) -> ReturnType:
+    """A tool's return type from its output schema (`dict[str, Any]` when no class can be made); a
+    class name is never one of `taken` (which gets the new names) nor of `MODULE_NAMES`."""
     walk = _Walk(schema, taken, function)
     made = walk.annotation(schema, class_name(function), 0)
-    return ("dict[str, Any]" if made == "Any" else made), walk.sources
+    keys = [line for lines in reversed(walk.keys) for line in lines]
+    return ReturnType("dict[str, Any]" if made == "Any" else made, walk.sources, keys)
 
 
 class _Walk:
@@ -70,6 +81,7 @@ class _Walk:
 
     def __init__(self, root: Mapping[str, Any], taken: set[str], function: str) -> None:
         self.sources: list[str] = []
+        self.keys: list[list[str]] = []
         self._root = root
         self._taken = taken
         self._function = function
@@ -130,13 +142,20 @@ class _Walk:
         self._taken.add(unique)
         listed = schema.get("required")
         required = {key for key in listed if isinstance(key, str)} if isinstance(listed, list) else set()
-        fields = []
+        fields, lines = [], [f"{unique}:"]
         for key, value in properties.items():
             kind = self.annotation(value, name + _camel(key), depth + 1)
             fields.append((key, kind if key in required else f"NotRequired[{kind}]"))
+            lines.append(f"    {_shown(key)}: {kind}{'' if key in required else ' (not required)'}")
         about = f"{'What' if depth == 0 else 'Part of what'} {self._function}() returns."
         self.sources.append(_class_source(unique, fields, about))
+        self.keys.append(lines)
         return unique
+
+
+def _shown(key: str) -> str:
+    """A key as the docstring shows it: plain when it is an identifier, else quoted."""
+    return key if key.isidentifier() else repr(key)
 
 
 def _class_source(name: str, fields: list[tuple[str, str]], about: str) -> str:

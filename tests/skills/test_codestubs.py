@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import pydoc
 import types
 import typing
 from typing import Any
@@ -135,6 +136,22 @@ def test_the_return_type_is_a_typed_dict_of_the_output_schema_its_optional_keys_
     line = typing.get_args(hints["lines"])[0]
     assert typing.is_typeddict(line) and line.__required_keys__ == {"sku"} and line.__optional_keys__ == {"qty"}
     assert typing.get_type_hints(hints["customer"]) == {"name": str}
+    assert module.get_order.__doc__ is not None
+    assert "Returns:\n        GetOrderResult:\n            id: int\n            note: str | None (not required)\n" in (
+        module.get_order.__doc__
+    )
+    assert (
+        "GetOrderResultLinesItem:\n            sku: str\n            qty: int (not required)"
+        in module.get_order.__doc__
+    )
+
+
+def test_help_of_a_module_shows_its_functions_and_not_the_dict_methods_of_their_return_types() -> None:
+    order = tool("shop", "get_order", {}, [], output_schema=ORDER)
+    module = load(stub_package([order])["shop"], [])
+    shown = pydoc.plain(pydoc.render_doc(module))
+    assert "get_order() -> stub.GetOrderResult" in shown and "lines: list[GetOrderResultLinesItem]" in shown
+    assert "CLASSES" not in shown and "fromkeys" not in shown
 
 
 def test_a_tool_without_an_output_schema_returns_any_and_one_without_properties_a_dict() -> None:
