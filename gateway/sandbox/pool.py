@@ -128,10 +128,11 @@ class WarmPool:
             handles = list(self._ready)
             self._ready.clear()
         with anyio.CancelScope(shield=True):
-            # Queued launches are dropped; running ones finish and `_created` removes what they made.
-            await anyio.to_thread.run_sync(functools.partial(self._executor.shutdown, wait=True, cancel_futures=True))
+            # What is ready goes first: launches still running take seconds to finish.
             for handle in handles:
                 await anyio.to_thread.run_sync(self._dispose, handle)
+            # Queued launches are dropped; running ones finish and `_created` removes what they made.
+            await anyio.to_thread.run_sync(functools.partial(self._executor.shutdown, wait=True, cancel_futures=True))
 
 
 def _wait_one(futures: list[Future[SandboxContainer]]) -> None:

@@ -214,11 +214,13 @@ class DockerSandbox:
                 return handle
 
             def dispose(handle: SandboxContainer) -> None:
+                # The workspace first (a lazy unmount, at once): a gateway stopped while removing
+                # containers, which takes seconds, leaves no file system mounted.
+                if handle.workspace is not None:
+                    discard(handle.workspace)
                 for companion in handle.companions:
                     destroy(companion)
                 destroy(handle)
-                if handle.workspace is not None:
-                    discard(handle.workspace)
 
             remaining = max(limits.lifetime - SESSION_WARM_AGE, limits.deadline + 10.0)
             pool = WarmPool(size, start, min_remaining=remaining, wall_clock=self._wall_clock, dispose=dispose)
@@ -302,14 +304,15 @@ class DockerSandbox:
             await anyio.sleep(interval)
 
     async def close(self) -> None:
-        """Destroy every container this sandbox holds: sessions, warm pools, queued removals."""
+        """Destroy every container this sandbox holds: started ahead (their spare workspaces
+        first), sessions', warm pools, queued removals."""
         with anyio.CancelScope(shield=True):
+            while self._session_pools:
+                await self._session_pools.popitem()[1].close()
             for session_id in list(self._sessions):
                 await self.close_session(session_id)
             while self._pools:
                 await self._pools.popitem()[1].close()
-            while self._session_pools:
-                await self._session_pools.popitem()[1].close()
             self._demand.clear()
             await self._reaper.close()
             docker_client, self._docker = self._docker, None

@@ -28,6 +28,7 @@ from gateway.sandbox.sandboxes import sandbox_scope
 from gateway.sandbox.source import LABEL_SESSION
 from gateway.sandbox.sweeper import scope_filter
 from gateway.service import Gateway
+from gateway.upstreams.volumes import mounted_under
 from gateway.upstreams.workspaces import SPARES
 from tests.sandbox.conftest import COUNTER_SERVER, IMAGE, WAIT
 from tests.support.harness import REPO, make_config, until_listed
@@ -437,6 +438,38 @@ async def test_containers_of_a_killed_gateway_are_removed_when_it_restarts(
         await until_listed(client, "python__run_python")
         assert stdout_of(await run(client, "print(6 * 7)")) == "42\n"
     await poll_until(lambda: not containers(docker_client, scope), "every container to go")
+
+
+async def test_a_stdio_gateway_ended_by_sigterm_removes_its_containers_and_spare_workspaces_before_it_exits(
+    docker_client: DockerClient, tmp_path: Path
+) -> None:
+    config_file, pid_file = tmp_path / "gateway.yaml", tmp_path / "gateway.pid"
+    settings = {"data_dir": str(tmp_path / "data"), "sandbox_image": IMAGE}
+    servers = {name: entry for name, entry in sandboxed_servers().items() if name == "counter"}
+    config_file.write_text(yaml.safe_dump({"gateway": settings, "servers": servers}))
+    scope = sandbox_scope(load_config(config_file).settings)
+    workspaces = tmp_path / "data" / "workspaces"
+    async with stdio_gateway(config_file, pid_file) as client:
+        await until_listed(client, "counter__increment")
+        with anyio.fail_after(WAIT):
+            assert text_of(await client.call_tool("counter__increment", {})) == "1"
+        # A counter started ahead, on a spare workspace, for the next session.
+        await poll_until(lambda: any((workspaces / SPARES).glob("*/")), "a spare workspace")
+        pid = int(pid_file.read_text())
+        # As a client stops a stdio server it launched, stdin left open: only the signal.
+        os.kill(pid, signal.SIGTERM)
+        await poll_until(lambda: _ended(pid), "the gateway to exit")
+    assert not containers(docker_client, scope)
+    assert not mounted_under(workspaces) and not any((workspaces / SPARES).glob("*/"))
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie its parent has not reaped yet counts)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
 
 
 def _running(client: DockerClient, scope: str) -> list[str]:
