@@ -7,10 +7,11 @@ BM25's saturation, so a word in a tool's name counts more than the same word in 
 description. Everything but the query's terms is computed when the index is built,
 once per catalog change.
 
-A query written as a task ("find the trends, draw a word cloud, then save it as PDF") is split
-into its steps; the rankings of the whole query and of each step are fused (reciprocal rank
-fusion) and every step's best tool keeps a place, so one generic match cannot fill the result.
-An optional semantic ranker (`SemanticRanker`) is fused with the lexical ranking of each part.
+A query is ranked as a whole, whatever its punctuation: splitting task-like queries into steps
+and keeping each step's best tool lost recall on both benchmarks of benchmarks/tool_search.py
+(docs/decisions/0131-find-tools-query-as-a-whole.md); a task's steps are best asked one call
+each. An optional semantic ranker (`SemanticRanker`) is fused with the lexical ranking
+(reciprocal rank fusion).
 Words that a tenth of the tools share ("get", "create", "file") count half: they say little
 about which tool is meant.
 No cap per server: on the benchmark a task often needs several tools of one server, and every
@@ -20,8 +21,6 @@ cap tried lost recall.
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,12 +43,9 @@ GENERIC_SHARE = 0.1
 GENERIC_FACTOR = 0.5
 # Reciprocal rank fusion's constant: 60 in the original paper, and robust around it.
 RRF_K = 60
-# The semantic ranking's share in the fusion of each query part (the lexical one counts 1):
-# tuned on the tuning split of benchmarks/tool_search.py, docs/skills.md has the figures.
+# The semantic ranking's share in the fusion (the lexical one counts 1): tuned on the tuning
+# split of benchmarks/tool_search.py, docs/skills.md has the figures.
 SEMANTIC_WEIGHT = 1.0
-# Steps of a task: sentence and clause ends, and the words that chain steps. Queries are NFKC
-# normalised first, which turns full-width punctuation into these ASCII marks.
-_STEPS = re.compile(r"\s*(?:[.;!?\n,、。]+|\b(?:and then|then|after that|finally)\b|然后|接着|最后|并且)\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +108,6 @@ def parameter_text(schema: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-def steps(query: str) -> list[str]:
-    """The parts of a task-like query that each carry search terms; one part for a plain query."""
-    parts = [part for part in _STEPS.split(unicodedata.normalize("NFKC", query)) if terms(part)]
-    return parts if len(parts) > 1 else [query]
-
-
 class ToolIndex:
     """An immutable BM25F index: built once per catalog, queried per request."""
 
@@ -167,11 +157,10 @@ class ToolIndex:
 
     def prepare(self, query: str) -> None:
         """Do ahead, in a worker thread, what `search(query)` would do on the caller's: embed the
-        query and its steps (milliseconds of CPU, more on a busy machine, that would hold up
-        every other session on the event loop)."""
+        query (milliseconds of CPU, more on a busy machine, that would hold up every other
+        session on the event loop)."""
         if self._semantic is not None:
-            parts = steps(query)
-            self._semantic.prepare([query, *parts] if len(parts) > 1 else [query])
+            self._semantic.prepare([query])
 
     def search(
         self,
@@ -197,16 +186,9 @@ class ToolIndex:
                 permitted[number] = allowed(self._items[number].name)
             return permitted[number]
 
-        parts = steps(query)
-        if len(parts) == 1:
-            scored = self._ranked(query, limit, visible, by_meaning)
-            best = sorted(scored, key=lambda number: (-scored[number], number))[:limit]
-            return [self._hit(number, scored[number]) for number in best]
-        # A task: the rankings of the whole query and of each step are fused, and each step's
-        # best tool is kept in the answer, so no step is drowned by tools matching the most words.
-        rankings = [self._ranked(part, limit, visible, by_meaning) for part in (query, *parts)]
-        ordered = with_step_bests(fuse(rankings), [max(r, key=lambda n: (r[n], -n)) for r in rankings[1:] if r], limit)
-        return [self._hit(number, 1 / (RRF_K + place)) for place, number in enumerate(ordered, start=1)]
+        scored = self._ranked(query, limit, visible, by_meaning)
+        best = sorted(scored, key=lambda number: (-scored[number], number))[:limit]
+        return [self._hit(number, scored[number]) for number in best]
 
     def _ranked(self, query: str, limit: int, visible: Callable[[int], bool], by_meaning: bool) -> dict[int, float]:
         """Scores of the visible tools for one query: BM25F, fused with the semantic ranker's when there is one."""
@@ -231,13 +213,6 @@ class ToolIndex:
     def _hit(self, number: int, score: float) -> Hit:
         item = self._items[number]
         return Hit(item.name, item.description, score)
-
-
-def with_step_bests(fused: Mapping[int, float], bests: Sequence[int], limit: int) -> list[int]:
-    """The `limit` best of `fused`, except that the last places go to step bests not yet in."""
-    order = sorted(fused, key=lambda number: (-fused[number], number))
-    room = max(0, limit - len(set(bests)))
-    return list(dict.fromkeys([*order[:room], *bests, *order]))[:limit]
 
 
 def fuse(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from gateway.skills.search import SearchItem, ToolIndex, fuse, parameter_text, steps, with_step_bests
+from gateway.skills.search import SearchItem, ToolIndex, fuse, parameter_text
 
 CATALOG = [
     SearchItem("files__list_directory", "List the entries of a directory.", "file-organisation"),
@@ -131,37 +131,21 @@ def test_a_field_weighted_zero_matches_nothing() -> None:
     assert index.search("secret words") == []
 
 
-def test_a_task_query_is_split_into_its_steps() -> None:
-    assert steps("read the file") == ["read the file"]
-    assert steps("Find the trends, draw a word cloud, then save it as PDF.") == [
-        "Find the trends",
-        "draw a word cloud",
-        "save it as PDF",
-    ]
-    assert steps("查询余票\uff0c然后购买") == ["查询余票", "购买"]
-    assert steps("the, of, and") == ["the, of, and"]
-
-
-def test_a_task_query_keeps_the_best_tool_of_every_step_in_the_answer() -> None:
+def test_punctuation_and_chaining_words_do_not_change_a_ranking() -> None:
     items = [
         SearchItem("word__create", "Create a word document with a heading and a first paragraph.", server="word"),
-        SearchItem("word__add_paragraph", "Add a paragraph, heading or picture to a word document.", server="word"),
         SearchItem("word__add_picture", "Insert a picture into a word document.", server="word"),
         SearchItem("office__export", "Convert a file to PDF.", server="office"),
     ]
-    # Enough others that the word tools' words stay rare ones (under a tenth of the catalog).
     items += [SearchItem(f"x{n}__tool", f"Unrelated thing {n}, music and maps.", server=f"x{n}") for n in range(36)]
     index = ToolIndex(items)
-    # Asked as one sentence, the words of the first step win every place.
-    plain = index.search("Create a word document with a heading and a picture and convert it to PDF", limit=3)
-    assert "office__export" not in [hit.name for hit in plain]
-    hits = index.search("Create a word document with a heading and a picture, then convert it to PDF", limit=3)
-    assert "office__export" in [hit.name for hit in hits]
-    assert len({hit.name.split("__")[0] for hit in hits}) == 2
-    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+    plain = index.search("Create a word document with a picture and convert it to PDF")
+    chained = index.search("Create a word document with a picture, then convert it to PDF.")
+    assert [hit.name for hit in chained] == [hit.name for hit in plain]
+    assert [hit.score for hit in chained] == sorted((hit.score for hit in chained), reverse=True)
 
 
-def test_a_hidden_tool_never_appears_even_as_the_best_match_of_a_step(index: ToolIndex) -> None:
+def test_a_hidden_tool_never_appears_even_as_the_best_match(index: ToolIndex) -> None:
     hits = index.search("delete a file, then run python code", allowed=lambda name: name != "files__delete_file")
     assert "files__delete_file" not in [hit.name for hit in hits]
     assert hits[0].name == "python__run_python"
@@ -193,13 +177,6 @@ def test_a_semantic_ranker_is_fused_with_the_lexical_ranking() -> None:
 def test_reciprocal_rank_fusion_favours_items_ranked_well_everywhere() -> None:
     fused = fuse([[1, 2, 3], {2: 5.0, 3: 1.0, 1: 0.5}])
     assert sorted(fused, key=lambda n: -fused[n]) == [2, 1, 3]
-
-
-def test_step_bests_take_the_last_places_only_when_missing() -> None:
-    fused = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.2}
-    assert with_step_bests(fused, [4], 2) == [1, 4]
-    assert with_step_bests(fused, [1, 2], 3) == [1, 2, 3]
-    assert with_step_bests(fused, [4, 3], 1) == [4]
 
 
 def test_a_word_many_tools_share_counts_less_than_the_rare_word_beside_it() -> None:
