@@ -105,7 +105,7 @@ def _header(token: str) -> dict[str, Any]:
     try:
         segment = token.partition(".")[0]
         header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except ValueError:  # binascii.Error and JSONDecodeError among them
+    except (ValueError, RecursionError):  # binascii.Error and JSONDecodeError among them; arrays nested deep
         header = None
     if not isinstance(header, dict):
         raise AuthenticationError("the token is neither a known API key nor a well-formed JWT")
