@@ -22,7 +22,11 @@ BOUNDS_MS = (
 )  # fmt: skip
 """The upper bounds of the duration buckets, in ms; a last bucket holds 60 s and more."""
 SPANS = (60, 600, 3600)
-"""The lengths of the rollup's time buckets, in seconds."""
+"""The lengths of the rollup's time buckets, in seconds (each kept per tool and for all tools)."""
+DAY = 86400
+"""The length of the rollup's buckets kept per tool only, read for the whole days of a window's totals."""
+ALL = "*"
+"""The rollup's tool name for all tools together (migration `audit-0007-rollup-totals.sql`)."""
 _BUCKETS = ", ".join(f"SUM(b{index})" for index in range(len(BOUNDS_MS) + 1))
 _COUNTS = "SUM(ok), SUM(tool_error), SUM(refused), SUM(timeout), SUM(down), SUM(no_match)"
 _NOT_OK = "SUM(tool_error + refused + timeout + down)"
@@ -67,23 +71,27 @@ class Rollup:
         self._db = db
 
     def per_bucket(self, span: int, first: int, last: int, tools: Collection[str] | None = None) -> list[Totals]:
-        """The calls of each `span`-second bucket from `first` to `last` (both included), of `tools` when given."""
-        return self._totals("start", span, first, last, tools)
+        """The calls of each `span`-second bucket from `first` to `last` (both included), of `tools` when given
+        (of every tool: one all-tools row a bucket)."""
+        return self._totals("start", [(span, first, last)], {ALL} if tools is None else tools)
 
     def per_tool(self, span: int, first: int, last: int, tools: Collection[str] | None = None) -> list[Totals]:
-        """The calls of each tool over the buckets from `first` to `last`, of `tools` when given."""
-        return self._totals("tool", span, first, last, tools)
+        """The calls of each tool over the buckets from `first` to `last`, of `tools` when given: read from
+        the coarsest buckets that tile them (days, hours, ... `span`)."""
+        return self._totals("tool", tiles(span, first, last + span), tools)
 
     def series(
         self, span: int, first: int, last: int, tools: Collection[str] | None = None
     ) -> list[tuple[str, int, int, int]]:
         """(tool, bucket start, calls, calls not ok) of each tool's buckets from `first` to `last`."""
-        where, params = self._where(span, first, last, tools)
+        where, params = self._where([(span, first, last)], tools)
         query = f"SELECT tool, start, SUM(ok) + {_NOT_OK}, {_NOT_OK} FROM audit_rollup {where} GROUP BY tool, start"
         return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in self._fetch(query, params)]
 
-    def _totals(self, key: str, span: int, first: int, last: int, tools: Collection[str] | None) -> list[Totals]:
-        where, params = self._where(span, first, last, tools)
+    def _totals(self, key: str, ranges: Sequence[tuple[int, int, int]], tools: Collection[str] | None) -> list[Totals]:
+        if not ranges:
+            return []
+        where, params = self._where(ranges, tools)
         query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM audit_rollup {where} GROUP BY {key}"
         return [
             Totals(row[0], dict(zip(CLASSES, map(int, row[1:6]), strict=True)), tuple(map(int, row[7:])), int(row[6]))
@@ -91,16 +99,22 @@ class Rollup:
         ]
 
     @staticmethod
-    def _where(span: int, first: int, last: int, tools: Collection[str] | None) -> tuple[str, list[object]]:
-        if span not in SPANS:
-            raise ValueError(f"no rollup of {span} s buckets")
-        params: list[object] = [span, first, last]
-        where = "WHERE span = ? AND start >= ? AND start <= ?"
-        if tools is not None:
-            # An empty set matches nothing: `tool IN ('')` names no tool.
-            chosen = sorted(tools) or [""]
+    def _where(ranges: Sequence[tuple[int, int, int]], tools: Collection[str] | None) -> tuple[str, list[object]]:
+        params: list[object] = []
+        for span, first, last in ranges:
+            if span not in (*SPANS, DAY):
+                raise ValueError(f"no rollup of {span} s buckets")
+            params.extend((span, first, last))
+        where = "WHERE (" + " OR ".join(["(span = ? AND start >= ? AND start <= ?)"] * len(ranges)) + ")"
+        if tools is None:
+            where += " AND tool <> ?"
+            params.append(ALL)
+        elif tools:
+            chosen = sorted(tools)
             where += f" AND tool IN ({', '.join('?' * len(chosen))})"
             params.extend(chosen)
+        else:
+            where += " AND 1 = 0"
         return where, params
 
     def _fetch(self, query: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
@@ -108,6 +122,21 @@ class Rollup:
             return self._db.fetch_all(query, params)
         except DatabaseError as error:
             raise RollupError(f"Cannot read the audit rollup {self._db.where}: {error.message}") from None
+
+
+def tiles(span: int, start: int, end: int) -> list[tuple[int, int, int]]:
+    """(span, first bucket, last bucket) of the fewest rollup buckets, no shorter than `span`, that
+    cover the seconds from `start` to `end` (multiples of `span`): whole days, then hours, ... at either end."""
+    coarser = [length for length in (*SPANS, DAY) if length > span and length % span == 0]
+    for length in reversed(coarser):
+        inner_start, inner_end = -(-start // length) * length, end // length * length
+        if inner_start < inner_end:
+            return [
+                *tiles(span, start, inner_start),
+                (length, inner_start, inner_end - length),
+                *tiles(span, inner_end, end),
+            ]
+    return [(span, start, end - span)] if start < end else []
 
 
 def merged(histograms: Iterable[Sequence[int]]) -> list[int]:
