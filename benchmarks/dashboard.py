@@ -16,6 +16,7 @@ PostgreSQL database instead of SQLite (give a fresh one: the rows stay).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import tempfile
@@ -138,7 +139,7 @@ def main() -> None:
         f"write, batches of {BATCH}: {plain / count * 1e6:.1f} us a row without the rollup,"
         f" {kept / count * 1e6:.1f} us with it (+{(kept - plain) / count * 1e6:.1f} us)"
     )
-    print(f"{options.runs} runs per request (ms)")
+    print(f"{options.runs} runs per request (ms); load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     print(f"{'request':<30} {'first':>7} {'p50':>7} {'p99':>7} {'KB':>6}   (first: the window read whole)")
     for label, first, p50, p99, size in figures["requests"]:
         verdict = "ok" if max(first, p50) <= TARGET_MS else "OVER"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.pipeline.audit import AuditEntry, AuditStore
-from gateway.pipeline.rollup import BOUNDS_MS, ClosedBuckets, Rollup, merged, quantile
+from gateway.pipeline.rollup import BOUNDS_MS, DAY, ClosedBuckets, Rollup, merged, quantile, tiles
 from gateway.stores import StoreSettings
 from gateway.stores.serverevents import RESTART, ServerEvents
 from tests.support.databases import Backend
@@ -69,6 +69,76 @@ async def test_a_row_inserted_twice_is_counted_once(store_backend: Backend) -> N
     assert [item.calls for item in totals] == [1]
 
 
+async def test_the_all_tools_rows_and_the_day_rows_give_what_summing_each_tools_buckets_gives(
+    store_backend: Backend,
+) -> None:
+    store = AuditStore(store_backend.open("audit"))
+    calls = [
+        (offset, tool, outcome)
+        for offset in range(-2 * DAY, 2 * DAY, 4999)
+        for tool, outcome in [("calc__evaluate", "ok"), ("files__read", "error"), ("", "refused:sessions")]
+    ]
+    try:
+        for offset, tool, outcome in calls:
+            await store.record(entry(offset, tool, outcome, duration_ms=offset % 97))
+        rollup = Rollup(store.database)
+        first, last = (T0 - 2 * DAY) // 3600 * 3600, (T0 + 2 * DAY) // 3600 * 3600
+        every = rollup.per_bucket(3600, first, last)
+        each = rollup.per_bucket(3600, first, last, tools={"calc__evaluate", "files__read", ""})
+        per_tool = rollup.per_tool(3600, first, last)
+        per_tool_by_hours = rollup.per_tool(60, first, last + 3540)
+        none = rollup.per_bucket(3600, first, last, tools=set())
+    finally:
+        store.close()
+    assert sorted((item.key, item.counts, item.histogram) for item in every) == sorted(
+        (item.key, item.counts, item.histogram) for item in each
+    )
+    assert sum(item.calls for item in every) == len(calls)
+    assert {item.key: item.calls for item in per_tool} == {"calc__evaluate": 70, "files__read": 70, "": 70}
+    assert {item.key: item.not_ok for item in per_tool} == {"calc__evaluate": 0, "files__read": 70, "": 70}
+    assert sorted((item.key, item.counts, item.histogram) for item in per_tool) == sorted(
+        (item.key, item.counts, item.histogram) for item in per_tool_by_hours
+    )
+    assert none == []
+
+
+async def test_rows_counted_before_the_all_tools_and_day_rows_are_added_up_when_they_arrive(
+    store_backend: Backend,
+) -> None:
+    store = AuditStore(store_backend.open("audit"))
+    try:
+        for offset, tool in [(1, "calc__evaluate"), (3601, "calc__evaluate"), (3602, "files__read")]:
+            await store.record(entry(offset, tool))
+        # The rollup as version 6 of the audit store left it: no all-tools rows, no day rows.
+        store.database.execute("DELETE FROM audit_rollup WHERE tool = '*' OR span = ?", (DAY,))
+        store.database.execute("DELETE FROM schema_version WHERE store = 'audit' AND version = 7")
+    finally:
+        store.close()
+    store = AuditStore(store_backend.open("audit"))
+    try:
+        await store.record(entry(3603, "files__read"))
+        rollup = Rollup(store.database)
+        hours = rollup.per_bucket(3600, T0, T0 + 3600)
+        day = T0 // DAY * DAY
+        per_tool = rollup.per_tool(3600, day, day + DAY - 3600)
+    finally:
+        store.close()
+    assert sorted((item.key - T0, item.calls) for item in hours) == [(0, 1), (3600, 3)]
+    assert sorted((item.key, item.calls) for item in per_tool) == [("calc__evaluate", 2), ("files__read", 2)]
+
+
+def test_a_windows_totals_are_tiled_by_the_coarsest_buckets_that_fit() -> None:
+    day = T0 // DAY * DAY
+    assert tiles(3600, day - 7200, day + DAY + 3600) == [
+        (3600, day - 7200, day - 3600),
+        (DAY, day, day),
+        (3600, day + DAY, day + DAY),
+    ]
+    assert tiles(60, T0 - 120, T0 + 660) == [(60, T0 - 120, T0 - 60), (600, T0, T0), (60, T0 + 600, T0 + 600)]
+    assert tiles(600, T0, T0 + 600) == [(600, T0, T0)]
+    assert tiles(600, T0, T0) == []
+
+
 def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Path) -> None:
     with closing(sqlite3.connect(tmp_path / "audit.db")) as old:
         old.execute(
@@ -85,6 +155,8 @@ def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Pa
     store = AuditStore(Backend("sqlite", StoreSettings(), tmp_path).open("audit"))
     try:
         totals = Rollup(store.database).per_bucket(60, T0, T0 + 60)
+        # The whole day is read from the day rows the migration added up from the hours.
+        per_day = Rollup(store.database).per_tool(3600, T0 // DAY * DAY, T0 // DAY * DAY + DAY - 3600)
         kept = store.database.fetch_one("SELECT COUNT(*) FROM audit")
     finally:
         store.close()
@@ -93,6 +165,9 @@ def test_rows_written_before_the_rollup_are_counted_when_it_arrives(tmp_path: Pa
         (60, 0, 1),
     ]
     assert kept == (3,)
+    day = T0 // DAY * DAY
+    assert [(item.key, item.calls) for item in per_day] == [("calc__evaluate", 3)]
+    assert tiles(3600, day, day + DAY) == [(DAY, day, day)]
 
 
 async def test_closed_buckets_are_read_once_and_the_open_one_each_time(tmp_path: Path) -> None:
