@@ -10,7 +10,10 @@ times the same batches into a table of the same shape without the trigger (the r
 each row costs the writer more). Then it signs in with an admin API key and sends each request
 through the real ASGI application (Host and Origin checks, the web session, the rollup's reads,
 rendering) with httpx's ASGI transport, no network. With `--store-url` the audit trail is in that
-PostgreSQL database instead of SQLite (give a fresh one: the rows stay).
+PostgreSQL database instead of SQLite (give a fresh one: the rows stay). With `--browser` it then
+serves a second application of the same gateway (its own kept sums, so that the first load of each
+window reads it whole) over HTTP on 127.0.0.1 and times the dashboard's page loads in headless
+Chromium (`benchmarks.pageload`: the first byte and the `load` event, from the Navigation Timing API).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import argparse
 import os
 import random
 import re
+import socket
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +31,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import uvicorn
 
 from benchmarks.catalog_api import catalog, percentiles
 from gateway.config.loading import parse_config
@@ -47,6 +53,12 @@ REQUESTS = {
     "live panels, 24 h": ("/dashboard/panels", {"window": "24h"}),
     "tool page (sparkline)": ("/tools/{tool}", {}),
     "servers rows (50 sparklines)": ("/servers/rows", {}),
+}
+PAGES = {
+    "dashboard, 1 h": "/dashboard?window=1h",
+    "dashboard, 24 h": "/dashboard?window=24h",
+    "dashboard, 7 d": "/dashboard?window=7d",
+    "dashboard, 7 d, one server": "/dashboard?window=7d&server=source07",
 }
 _COLUMNS = "row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id, trace_id"
 
@@ -75,8 +87,24 @@ def write(db: Database, made: list[tuple[object, ...]], table: str) -> float:
     return time.perf_counter() - started
 
 
-async def measure(count: int, runs: int, store_url: str | None) -> dict[str, Any]:
-    """The write costs and each request's p50 and p99."""
+async def browser_loads(app: Any, runs: int) -> dict[str, Any]:
+    """Each of `PAGES` loaded in Chromium `runs` times, `app` served over HTTP meanwhile."""
+    from benchmarks.pageload import page_loads  # Selenium is a development dependency.
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    async with anyio.create_task_group() as group:
+        # Listening already: a request made before uvicorn accepts waits for it.
+        group.start_soon(server.serve, [listening])
+        try:
+            return await anyio.to_thread.run_sync(page_loads, f"http://127.0.0.1:{port}", KEY, PAGES, runs)
+        finally:
+            server.should_exit = True
+
+
+async def measure(count: int, runs: int, store_url: str | None, browser: bool) -> dict[str, Any]:
+    """The write costs, each request's p50 and p99, and with `browser` the page loads in Chromium."""
     with tempfile.TemporaryDirectory() as data:
         document: dict[str, Any] = {
             "gateway": {"data_dir": data},
@@ -108,6 +136,9 @@ async def measure(count: int, runs: int, store_url: str | None) -> dict[str, Any
                 assert token is not None
                 signed = await http.post("/signin", data={"csrf": token.group(1), "credential": KEY})
                 assert signed.status_code == 303, signed.text
+                # The process's first render compiles the templates: a window no timed request reads.
+                warm = await http.get("/dashboard", params={"window": "1h", "tool": tools[-1]})
+                assert warm.status_code == 200, warm.status_code
                 for label, (path, params) in REQUESTS.items():
                     path = path.format(tool=tools[0])
                     samples = []
@@ -121,6 +152,8 @@ async def measure(count: int, runs: int, store_url: str | None) -> dict[str, Any
                     figures["requests"].append(
                         (label, samples[0] * 1000, *percentiles(samples[1:]), len(response.content))
                     )
+            if browser:
+                figures["browser"] = await browser_loads(create_app(config, gateway=gateway), runs)
         return figures
 
 
@@ -130,8 +163,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--store-url", default=None, help="a PostgreSQL URL (a fresh database) instead of SQLite")
+    parser.add_argument("--browser", action="store_true", help="time the dashboard's page loads in Chromium too")
     options = parser.parse_args()
-    figures = anyio.run(measure, options.rows, options.runs, options.store_url)
+    figures = anyio.run(measure, options.rows, options.runs, options.store_url, options.browser)
     count = options.rows
     plain, kept = figures["plain_s"], figures["kept_s"]
     print(f"{count} audit rows over 7 days, 200 tools of 50 servers; rollup rows: {figures['rollup_rows'][0]}")
@@ -144,6 +178,15 @@ def main() -> None:
     for label, first, p50, p99, size in figures["requests"]:
         verdict = "ok" if max(first, p50) <= TARGET_MS else "OVER"
         print(f"{label:<30} {first:7.2f} {p50:7.2f} {p99:7.2f} {size / 1024:6.1f}  {verdict} (target {TARGET_MS:g})")
+    if "browser" in figures:
+        print("page loads in Chromium (ms; first byte: the request's wait, load: to the load event)")
+        print(f"{'page':<30} {'first byte':>10} {'load':>7} {'p50 byte':>9} {'p50 load':>9}")
+        for label, loads in figures["browser"].items():
+            later = loads[1:] or loads
+            byte, loaded = (
+                statistics.median(getattr(load, name) for load in later) for name in ("first_byte", "loaded")
+            )
+            print(f"{label:<30} {loads[0].first_byte:10.1f} {loads[0].loaded:7.1f} {byte:9.1f} {loaded:9.1f}")
 
 
 if __name__ == "__main__":

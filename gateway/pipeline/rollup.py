@@ -84,28 +84,35 @@ class Rollup:
         self, span: int, first: int, last: int, tools: Collection[str] | None = None
     ) -> list[tuple[str, int, int, int]]:
         """(tool, bucket start, calls, calls not ok) of each tool's buckets from `first` to `last`."""
-        where, params = self._where([(span, first, last)], tools)
+        where, params = self._where(span, first, last, tools)
         query = f"SELECT tool, start, SUM(ok) + {_NOT_OK}, {_NOT_OK} FROM audit_rollup {where} GROUP BY tool, start"
         return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in self._fetch(query, params)]
 
     def _totals(self, key: str, ranges: Sequence[tuple[int, int, int]], tools: Collection[str] | None) -> list[Totals]:
-        if not ranges:
-            return []
-        where, params = self._where(ranges, tools)
-        query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM audit_rollup {where} GROUP BY {key}"
-        return [
-            Totals(row[0], dict(zip(CLASSES, map(int, row[1:6]), strict=True)), tuple(map(int, row[7:])), int(row[6]))
-            for row in self._fetch(query, params)
-        ]
+        # A query a range, each read along an index: one with the ranges OR-ed may scan the table.
+        parts = []
+        for span, first, last in ranges:
+            where, params = self._where(span, first, last, tools)
+            query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM audit_rollup {where} GROUP BY {key}"
+            parts.append(
+                [
+                    Totals(
+                        row[0],
+                        dict(zip(CLASSES, map(int, row[1:6]), strict=True)),
+                        tuple(map(int, row[7:])),
+                        int(row[6]),
+                    )
+                    for row in self._fetch(query, params)
+                ]
+            )
+        return parts[0] if len(parts) == 1 else combined(*parts)
 
     @staticmethod
-    def _where(ranges: Sequence[tuple[int, int, int]], tools: Collection[str] | None) -> tuple[str, list[object]]:
-        params: list[object] = []
-        for span, first, last in ranges:
-            if span not in (*SPANS, DAY):
-                raise ValueError(f"no rollup of {span} s buckets")
-            params.extend((span, first, last))
-        where = "WHERE (" + " OR ".join(["(span = ? AND start >= ? AND start <= ?)"] * len(ranges)) + ")"
+    def _where(span: int, first: int, last: int, tools: Collection[str] | None) -> tuple[str, list[object]]:
+        if span not in (*SPANS, DAY):
+            raise ValueError(f"no rollup of {span} s buckets")
+        params: list[object] = [span, first, last]
+        where = "WHERE span = ? AND start >= ? AND start <= ?"
         if tools is None:
             where += " AND tool <> ?"
             params.append(ALL)
