@@ -78,7 +78,10 @@ class Rollup:
     def per_tool(self, span: int, first: int, last: int, tools: Collection[str] | None = None) -> list[Totals]:
         """The calls of each tool over the buckets from `first` to `last`, of `tools` when given: read from
         the coarsest buckets that tile them (days, hours, ... `span`)."""
-        return self._totals("tool", tiles(span, first, last + span), tools)
+        totals = self._totals("tool", tiles(span, first, last + span), tools)
+        # Unfiltered, the all-tools rows come as a tool of their own, left out here rather than in the
+        # query: `tool <> ?` would lead SQLite along the index by tool through every bucket of `span`.
+        return [item for item in totals if item.key != ALL]
 
     def series(
         self, span: int, first: int, last: int, tools: Collection[str] | None = None
@@ -86,7 +89,8 @@ class Rollup:
         """(tool, bucket start, calls, calls not ok) of each tool's buckets from `first` to `last`."""
         where, params = self._where(span, first, last, tools)
         query = f"SELECT tool, start, SUM(ok) + {_NOT_OK}, {_NOT_OK} FROM audit_rollup {where} GROUP BY tool, start"
-        return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in self._fetch(query, params)]
+        rows = self._fetch(query, params)
+        return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in rows if row[0] != ALL]
 
     def _totals(self, key: str, ranges: Sequence[tuple[int, int, int]], tools: Collection[str] | None) -> list[Totals]:
         # A query a range, each read along an index: one with the ranges OR-ed may scan the table.
@@ -113,14 +117,11 @@ class Rollup:
             raise ValueError(f"no rollup of {span} s buckets")
         params: list[object] = [span, first, last]
         where = "WHERE span = ? AND start >= ? AND start <= ?"
-        if tools is None:
-            where += " AND tool <> ?"
-            params.append(ALL)
-        elif tools:
+        if tools:
             chosen = sorted(tools)
             where += f" AND tool IN ({', '.join('?' * len(chosen))})"
             params.extend(chosen)
-        else:
+        elif tools is not None:
             where += " AND 1 = 0"
         return where, params
 
