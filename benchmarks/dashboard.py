@@ -27,7 +27,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
@@ -38,6 +38,9 @@ from gateway.config.loading import parse_config
 from gateway.frontdoors.httpapp import create_app
 from gateway.service import Gateway
 from gateway.stores import Database
+
+if TYPE_CHECKING:
+    from benchmarks.pageload import Load
 
 KEY = "benchmark-key-0123456789abcdef"
 TARGET_MS = 150.0
@@ -87,7 +90,7 @@ def write(db: Database, made: list[tuple[object, ...]], table: str) -> float:
     return time.perf_counter() - started
 
 
-async def browser_loads(app: Any, runs: int) -> dict[str, Any]:
+async def browser_loads(app: Any, runs: int) -> dict[str, list[Load]]:
     """Each of `PAGES` loaded in Chromium `runs` times, `app` served over HTTP meanwhile."""
     from benchmarks.pageload import page_loads  # Selenium is a development dependency.
 
@@ -98,9 +101,10 @@ async def browser_loads(app: Any, runs: int) -> dict[str, Any]:
         # Listening already: a request made before uvicorn accepts waits for it.
         group.start_soon(server.serve, [listening])
         try:
-            return await anyio.to_thread.run_sync(page_loads, f"http://127.0.0.1:{port}", KEY, PAGES, runs)
+            loads = await anyio.to_thread.run_sync(page_loads, f"http://127.0.0.1:{port}", KEY, PAGES, runs)
         finally:
             server.should_exit = True
+    return loads
 
 
 async def measure(count: int, runs: int, store_url: str | None, browser: bool) -> dict[str, Any]:
