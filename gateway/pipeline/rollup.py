@@ -1,6 +1,7 @@
 """Calls over time from the audit trail's rollup: the `audit_rollup` table a trigger keeps as audit
-rows are written (migration `audit-0006-rollup.sql`), per tool and outcome class, per minute, 10 minutes
-and hour, with a histogram of durations. Reading a week of it is thousands of rows however many
+rows are written (migrations `audit-0006-rollup.sql`, `audit-0007-rollup-totals.sql`), per outcome
+class, per tool and for all tools together per minute, 10 minutes and hour, and per tool per day,
+with a histogram of durations. Reading a week of it is hundreds of rows a tool at most however many
 calls there were; the audit rows themselves are neither changed nor dropped.
 
 The reads sum in the database; the quantiles of what they return are measured by the pure functions below."""
