@@ -11,13 +11,13 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.server import MCPServer
 
 from gateway.config.loading import parse_config
 from gateway.pipeline.rollup import Rollup
 from gateway.service import Gateway
 from gateway.skills import host
 from gateway.skills.search import SearchItem, SemanticRanker, ToolIndex
+from tests.support.described import described_server
 from tests.support.harness import gateway_client, in_memory, make_config, placeholder
 from tests.support.skills import structured, text, write_skill
 
@@ -38,17 +38,6 @@ TOOLS = {
 }
 
 
-def _server(name: str, tools: dict[str, str]) -> MCPServer:
-    server = MCPServer(name)
-    for tool, description in tools.items():
-
-        async def run(path: str = "") -> str:
-            return "done"
-
-        server.add_tool(run, name=tool, description=description, structured_output=False)
-    return server
-
-
 @asynccontextmanager
 async def catalog_gateway(tmp_path: Path, skills: int = 0) -> AsyncIterator[tuple[Gateway, Client]]:
     """A gateway over the servers of `TOOLS`, all extended, one skill per server plus `skills` more."""
@@ -66,7 +55,7 @@ async def catalog_gateway(tmp_path: Path, skills: int = 0) -> AsyncIterator[tupl
         )
     servers = {name: {**entry, "layer": "extended"} for name, entry in placeholder(list(TOOLS)).items()}
     config = make_config(tmp_path, servers, skill_dirs=[str(root)])
-    transports = in_memory({name: _server(name, tools) for name, tools in TOOLS.items()})
+    transports = in_memory({name: described_server(name, tools) for name, tools in TOOLS.items()})
     async with gateway_client(config, transports=transports) as pair:
         yield pair
 
@@ -144,7 +133,7 @@ async def test_the_words_of_a_skill_a_role_may_not_see_do_not_find_tools_for_tha
         "roles": {"dev": {"allow": ["*"]}, "ops": {"allow": ["*"]}},
     }
     config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
-    transports = in_memory({name: _server(name, tools) for name, tools in TOOLS.items()})
+    transports = in_memory({name: described_server(name, tools) for name, tools in TOOLS.items()})
     async with gateway_client(config, transports=transports) as (_, client):
         found = await client.call_tool("Find_Tools", {"query": "zebracorn drills"})
 

@@ -14,13 +14,13 @@ import anyio
 import numpy as np
 import pytest
 from mcp import Client
-from mcp.server import MCPServer
 from numpy.typing import NDArray
 
 from gateway.cli.main import main
 from gateway.config.loading import parse_config
 from gateway.service import Gateway
 from gateway.skills import semantic
+from tests.support.described import described_server
 from tests.support.embeddings import embeddings_server
 from tests.support.harness import free_port, gateway_client, in_memory, placeholder
 from tests.support.skills import structured, write_skill
@@ -36,17 +36,6 @@ TOOLS = {
 }
 
 
-def _server(name: str, tools: dict[str, str]) -> MCPServer:
-    server = MCPServer(name)
-    for tool, description in tools.items():
-
-        async def run(path: str = "") -> str:
-            return "done"
-
-        server.add_tool(run, name=tool, description=description, structured_output=False)
-    return server
-
-
 @asynccontextmanager
 async def meaning_gateway(
     tmp_path: Path, tools: dict[str, dict[str, str]] = TOOLS, **sections: Any
@@ -59,7 +48,7 @@ async def meaning_gateway(
     gateway = {"data_dir": str(tmp_path / "data"), "skill_dirs": [str(root)], **sections.pop("gateway", {})}
     document = {"gateway": gateway, "servers": servers, **sections}
     config = parse_config(document, source=str(tmp_path / "gateway.yaml"), base_dir=tmp_path)
-    transports = in_memory({name: _server(name, offered) for name, offered in tools.items()})
+    transports = in_memory({name: described_server(name, offered) for name, offered in tools.items()})
     async with gateway_client(config, transports=transports) as pair:
         yield pair
 
