@@ -78,6 +78,14 @@ def wait_for_text(driver: webdriver.Chrome, css: str, text: str) -> None:
     WebDriverWait(driver, WAIT).until(condition, f"no {text!r} in {css} of {driver.current_url}")
 
 
+def sign_in(browser: webdriver.Chrome, url: str, key: str) -> None:
+    """Paste `key` into the sign-in form and wait for the catalog."""
+    browser.get(f"{url}/signin")
+    browser.find_element(By.ID, "credential").send_keys(key)
+    browser.find_element(By.CSS_SELECTOR, "form[action='/signin'] button").click()
+    wait_for_text(browser, "h1", "Catalog")
+
+
 def screenshot(driver: webdriver.Chrome, name: str) -> tuple[Path, Path]:
     """Save the whole page as `<name>-desktop.png` (1280 px wide) and `<name>-narrow.png` (375 px, as
     a phone lays it out) under test-artifacts/screenshots/; returns both paths."""

@@ -12,13 +12,12 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from tests.support.access import access_config, toy_entry
-from tests.support.browser import ServedGateway, axe_violations, describe, served_gateway, wait_for_text
+from tests.support.browser import ServedGateway, axe_violations, describe, served_gateway, sign_in, wait_for_text
 from tests.support.faithful import ICON
 from tests.support.faithful import build_server as faithful
 from tests.support.harness import in_memory
 from tests.support.toy import build_server as toy
 from tests.web.test_apps import ANALYST, ROLES
-from tests.web.test_browser import sign_in
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from tests.support.browser import (
     describe,
     screenshot,
     served_gateway,
+    sign_in,
     wait_for_text,
 )
 from tests.support.harness import in_memory, until_listed
@@ -78,14 +79,6 @@ def served(tmp_path: Path) -> Iterator[ServedGateway]:
     transports = in_memory({"toy": toy("toy"), "calc": calc(), "evil": hostile(PAYLOAD), "poisoned": poisoned()})
     with served_gateway(config(tmp_path), transports=transports) as gateway:
         yield gateway
-
-
-def sign_in(browser: webdriver.Chrome, url: str, key: str) -> None:
-    """Paste `key` into the sign-in form and wait for the catalog."""
-    browser.get(f"{url}/signin")
-    browser.find_element(By.ID, "credential").send_keys(key)
-    browser.find_element(By.CSS_SELECTOR, "form[action='/signin'] button").click()
-    wait_for_text(browser, "h1", "Catalog")
 
 
 def results(browser: webdriver.Chrome) -> str:

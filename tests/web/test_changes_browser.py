@@ -13,11 +13,11 @@ from selenium.webdriver.common.by import By
 
 from gateway.config.loading import parse_config
 from tests.support.access import KEYS, auth_section, http_client
-from tests.support.browser import ServedGateway, axe_violations, describe, served_gateway, wait_for_text
+from tests.support.browser import ServedGateway, axe_violations, describe, served_gateway, sign_in, wait_for_text
 from tests.support.harness import collector, in_memory, listening, told_tools_changed
 from tests.support.turncoat import HONEST, POISONED, turncoat
 from tests.support.waiting import poll_until
-from tests.web.test_browser import ROLES, sign_in
+from tests.web.test_browser import ROLES
 
 ADMIN = KEYS["admin"]
 TOOL = "notes__read_note"

@@ -24,6 +24,7 @@ from tests.support.browser import (
     describe,
     screenshot,
     served_gateway,
+    sign_in,
     wait_for_text,
 )
 from tests.support.harness import in_memory
@@ -60,14 +61,6 @@ def served(tmp_path: Path) -> Iterator[ServedGateway]:
 
         served.portal.call(generate, served.gateway)
         yield served
-
-
-def sign_in(browser: webdriver.Chrome, url: str, key: str) -> None:
-    """Paste `key` into the sign-in form and wait for the catalog."""
-    browser.get(f"{url}/signin")
-    browser.find_element(By.ID, "credential").send_keys(key)
-    browser.find_element(By.CSS_SELECTOR, "form[action='/signin'] button").click()
-    wait_for_text(browser, "h1", "Catalog")
 
 
 def clean(browser: webdriver.Chrome) -> None:
