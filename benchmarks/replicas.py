@@ -1,8 +1,11 @@
-"""Replicas sharing Redis and PostgreSQL: round trips per call, CPU per call and calls/s, with 1 and 2 replicas.
+"""Replicas sharing Redis and PostgreSQL: round trips per call, CPU per call and calls/s, with 1 and 2
+replicas, beside a single gateway on SQLite.
 
-Run `python -m benchmarks.replicas [--seconds 10] [--sessions 16]` from the repository root after
-`.ci/redis.sh` and `.ci/postgres.sh` (their servers are the ones used: `--redis`, `--postgres`, or
-`.cache/postgres/url`). Each run starts N `python -m gateway serve` processes with one stdio
+Run `python -m benchmarks.replicas [--seconds 10] [--sessions 16] [--rounds 1]` from the repository
+root after `.ci/redis.sh` and `.ci/postgres.sh` (their servers are the ones used: `--redis`,
+`--postgres`, or `.cache/postgres/url`). Each round first runs the reference: one `python -m gateway
+serve` with the same configuration but no `store` section (SQLite in its data directory, budgets
+and session state in the process). Then each run starts N processes with one stdio
 upstream (`servers.echo`), `store.url` on a fresh PostgreSQL schema and `store.redis` on an
 emptied Redis database, and drives them with 2026-07-28 clients, each its own caller (an API key
 of a role with a per-minute budget, so every call passes the budget script and carries its loop
@@ -12,7 +15,8 @@ commandstats; `hmget` and `hset` run inside the scripts: a round trip with an `h
 own, one without only writes session state behind the calls), the PostgreSQL transactions
 committed (pg_stat_database, the whole database's) and the audit rows written with the transactions
 that wrote them (their distinct `xmin`), and each replica's CPU time from /proc. No load balancer:
-its CPU would blur the replicas'.
+its CPU would blur the replicas'. Every run prints the load average at its end; "over one" is a
+replica's CPU per call less the single gateway's of the same round.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class Run:
     audit_rows: int
     audit_commits: int
     redis_cpu: float
+    load: float
 
     @property
     def calls_per_s(self) -> float:
@@ -74,6 +79,7 @@ class Run:
 
 
 def _config(directory: Path, name: str, keys: Sequence[str], redis_url: str, postgres_url: str) -> Path:
+    """A replica's configuration; without `postgres_url`, the single gateway's (no `store` section)."""
     document: dict[str, Any] = {
         "gateway": {"data_dir": str(directory / name / "data")},
         "servers": {
@@ -86,8 +92,9 @@ def _config(directory: Path, name: str, keys: Sequence[str], redis_url: str, pos
             ]
         },
         "roles": {"user": {"allow": ["*"], "budget": {"calls_per_minute": 1_000_000}}},
-        "store": {"url": postgres_url, "redis": redis_url},
     }
+    if postgres_url:
+        document["store"] = {"url": postgres_url, "redis": redis_url}
     path = directory / name / "gateway.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document), "utf-8")
@@ -155,6 +162,34 @@ def _audit_rows(postgres_url: str) -> tuple[int, int]:
         return int(row[0]), int(row[1])
 
 
+def _serve(
+    stack: ExitStack, directory: Path, count: int, keys: Sequence[str], redis_url: str, scoped: str
+) -> tuple[list[str], list[int]]:
+    """Start `count` gateways (one on SQLite without `scoped`); their URLs and pids once all are ready."""
+    urls: list[str] = []
+    pids: list[int] = []
+    for n in range(count):
+        config = _config(directory, f"r{n}", keys, redis_url, scoped)
+        port = free_port()
+        log = directory / f"r{n}.log"
+        command = [sys.executable, "-m", "gateway", "--log-level", "WARNING", "serve"]
+        process = stack.enter_context(started([*command, "--config", str(config), "--port", str(port)], log=log))
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(process, f"{url}/readyz", log)
+        urls.append(url)
+        pids.append(process.pid)
+    return urls, pids
+
+
+def single(sessions: int, seconds: float) -> Run:
+    """The reference: one gateway on SQLite, its budgets and session state in the process."""
+    keys = [secrets.token_hex(16) for _ in range(sessions)]
+    with tempfile.TemporaryDirectory(prefix="replicas-bench-") as temp, ExitStack() as stack:
+        urls, pids = _serve(stack, Path(temp), 1, keys, "", "")
+        calls, elapsed, cpu = anyio.run(_drive, urls, keys, seconds, pids)
+    return Run(0, calls, elapsed, cpu, Counter(), 0, 0, 0, 0.0, os.getloadavg()[0])
+
+
 def run(replicas: int, sessions: int, seconds: float, redis_url: str, postgres_url: str) -> Run:
     """One measured run with `replicas` gateway processes; every process is stopped before it returns."""
     keys = [secrets.token_hex(16) for _ in range(sessions)]
@@ -167,35 +202,14 @@ def run(replicas: int, sessions: int, seconds: float, redis_url: str, postgres_u
     store.flushdb()
     try:
         with tempfile.TemporaryDirectory(prefix="replicas-bench-") as temp, ExitStack() as stack:
-            directory = Path(temp)
-            urls, pids = [], []
-            for n in range(replicas):
-                config = _config(directory, f"r{n}", keys, redis_url, scoped)
-                port = free_port()
-                log = directory / f"r{n}.log"
-                command = [
-                    sys.executable,
-                    "-m",
-                    "gateway",
-                    "--log-level",
-                    "WARNING",
-                    "serve",
-                    "--config",
-                    str(config),
-                    "--port",
-                    str(port),
-                ]
-                process = stack.enter_context(started(command, log=log))
-                url = f"http://127.0.0.1:{port}"
-                wait_until_ready(process, f"{url}/readyz", log)
-                urls.append(url)
-                pids.append(process.pid)
+            urls, pids = _serve(stack, Path(temp), replicas, keys, redis_url, scoped)
             # Counted as a difference, not reset: another run may share the Redis server.
             commands_before = _commandstats(store)
             commits_before = _commits(scoped)
             audit_before, audit_commits_before = _audit_rows(scoped)
             redis_before = _redis_cpu(store)
             calls, elapsed, cpu = anyio.run(_drive, urls, keys, seconds, pids)
+            load = os.getloadavg()[0]
             commands = _commandstats(store) - commands_before
             redis_cpu = _redis_cpu(store) - redis_before
             # The statistics collector reports a backend's commits within about a second.
@@ -207,28 +221,44 @@ def run(replicas: int, sessions: int, seconds: float, redis_url: str, postgres_u
         store.close()
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
-    return Run(replicas, calls, elapsed, cpu, commands, commits, audit, audit_commits, redis_cpu)
+    return Run(replicas, calls, elapsed, cpu, commands, commits, audit, audit_commits, redis_cpu, load)
+
+
+def _cpu_per_call(run_: Run) -> list[float]:
+    """Each process's CPU milliseconds per call it answered."""
+    per_process = run_.calls / len(run_.cpu_per_replica)
+    return [seconds / per_process * 1000 for seconds in run_.cpu_per_replica]
 
 
 def report(runs: Sequence[Run], sessions: int) -> str:
-    """The table of every run, and per-call Redis and PostgreSQL traffic."""
+    """The table of every run (each round's single gateway first), and per-call Redis and PostgreSQL traffic."""
     lines = [
         f"{sessions} 2026-07-28 callers, echo tool, on {os.cpu_count()} cores (load, clients and servers share them)",
         "",
-        "| replicas | calls/s (all) | calls/s per replica | CPU ms per call, each replica "
+        "| gateways | load | calls/s (all) | calls/s per process | CPU ms per call, each process | over one "
         "| Redis round trips per call | Redis CPU per call | PostgreSQL commits per call "
         "| audit commits per call | audit rows per call |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    reference = 0.0
     for run_ in runs:
-        per_replica_calls = run_.calls / run_.replicas
-        cpu = ", ".join(f"{seconds / per_replica_calls * 1000:.2f}" for seconds in run_.cpu_per_replica)
+        cpu = _cpu_per_call(run_)
+        per_process = run_.calls / len(run_.cpu_per_replica) / run_.seconds
+        shown = ", ".join(f"{ms:.2f}" for ms in cpu)
+        if not run_.replicas:
+            reference = cpu[0]
+            lines.append(
+                f"| one, SQLite | {run_.load:.1f} | {run_.calls_per_s:.0f} | {per_process:.0f} | {shown} | | | | | | |"
+            )
+            continue
         commands = {name: run_.redis_commands[name] for name in _SENT if run_.redis_commands[name]}
         total = sum(commands.values())
         inside = {name: run_.redis_commands[name] for name in _INSIDE if run_.redis_commands[name]}
         by_name = " ".join(f"{name} {count / run_.calls:.2f}" for name, count in (commands | inside).items())
+        over = ", ".join(f"{ms - reference:+.2f}" for ms in cpu)
         lines.append(
-            f"| {run_.replicas} | {run_.calls_per_s:.0f} | {per_replica_calls / run_.seconds:.0f} | {cpu} | "
+            f"| {run_.replicas} replica{'s' if run_.replicas > 1 else ''} | {run_.load:.1f} "
+            f"| {run_.calls_per_s:.0f} | {per_process:.0f} | {shown} | {over} | "
             f"{total / run_.calls:.2f} ({by_name}) | {run_.redis_cpu / run_.calls * 1e6:.0f} µs "
             f"| {run_.pg_commits / run_.calls:.3f} | {run_.audit_commits / run_.calls:.3f} | "
             f"{run_.audit_rows / run_.calls:.2f} |"
@@ -240,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--sessions", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--redis", default="redis://127.0.0.1:6390/0")
     parser.add_argument("--postgres", default=os.environ.get("GATEWAY_TEST_POSTGRES_URL", ""))
     args = parser.parse_args(argv)
@@ -247,7 +278,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not postgres_url:
         raise SystemExit("no PostgreSQL: run .ci/postgres.sh or pass --postgres URL")
     signal.signal(signal.SIGTERM, _interrupt)
-    runs = [run(count, args.sessions, args.seconds, args.redis, postgres_url) for count in (1, 2)]
+    runs = []
+    for _ in range(args.rounds):
+        runs.append(single(args.sessions, args.seconds))
+        runs += [run(count, args.sessions, args.seconds, args.redis, postgres_url) for count in (1, 2)]
     print(report(runs, args.sessions))
 
 
