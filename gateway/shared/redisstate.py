@@ -16,6 +16,7 @@ different nodes. HTTP session ownership is `gateway.shared.redissessions`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -25,13 +26,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 from uuid import uuid4
 
 import anyio
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from gateway.auth.policy import Budget
 from gateway.clients.session import state_key
@@ -39,6 +40,7 @@ from gateway.errors import StateUnavailableError
 from gateway.pipeline import loops
 from gateway.pipeline.budgets import WINDOW_SECONDS, Admission, BudgetCounter, BudgetExceededError, Charge, refusal
 from gateway.runtime.background import Report
+from gateway.shared.redisline import RedisLine
 from gateway.shared.redissessions import RedisSessions
 from gateway.shared.sessions import SessionDirectory
 from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler, Held, WindowEdits
@@ -277,7 +279,9 @@ class RedisState:
         self._clock = clock
         self._session_ttl = math.ceil(max(session_ttl, WINDOW_SECONDS))
         self._lease = lease
-        self._begin = self.redis.register_script(_BEGIN)
+        # The script every call runs goes over a connection of its own, pipelined (`redisline`).
+        self._line = RedisLine(url)
+        self._begin_sha = hashlib.sha1(_BEGIN.encode()).hexdigest()
         self._refund = self.redis.register_script(_REFUND)
         self.budgets: BudgetCounter = RedisBudgets(self)
         # Writes not yet sent, and those sent whose answer has not come: a round trip carries every
@@ -337,7 +341,7 @@ class RedisState:
         args += [json.dumps(batch), attempt, *keys]
         try:
             async with _reachable(self.url):
-                answer = await self._begin(keys=names, args=args)
+                answer = await self._run_begin(names, args)
         except BaseException:
             self._restore(writes)
             raise
@@ -348,6 +352,16 @@ class RedisState:
         if charge is None:
             return Begun(stored, None)
         return Begun(stored, Admission(charge, ticket, _refusal(charge.budget, limit, oldest, now)))
+
+    async def _run_begin(self, keys: Sequence[str], args: Sequence[str | int]) -> list[Any]:
+        """The begin script by its digest, or by its text when Redis does not hold it (it restarted)."""
+        try:
+            answer = await self._line.call("EVALSHA", self._begin_sha, len(keys), *keys, *args)
+        except ResponseError as error:
+            if not str(error).startswith("NOSCRIPT"):
+                raise
+            answer = await self._line.call("EVAL", _BEGIN, len(keys), *keys, *args)
+        return cast(list[Any], answer)
 
     async def refund(self, admission: Admission) -> None:
         """Uncount a call admitted ahead that never reached the budget step."""
@@ -449,6 +463,7 @@ class RedisState:
             await self.flush()
         except StateUnavailableError as error:
             log.warning("session states of %d sessions not written: %s", len(self._pending), error.message)
+        await self._line.aclose()
         await self.redis.aclose()
 
 

@@ -22,7 +22,7 @@ from gateway.clients.session import SessionContext, state_key
 from gateway.config.loading import parse_config
 from gateway.config.model import GatewaySettings
 from gateway.errors import ConfigError, StateUnavailableError, ToolRefusedError
-from gateway.pipeline.budgets import BudgetExceededError, Budgets
+from gateway.pipeline.budgets import BudgetExceededError, Budgets, Charge
 from gateway.pipeline.chain import CallNext, Pipeline, Step, ToolCall
 from gateway.pipeline.loops import DetectLoops
 from gateway.runtime.background import Background
@@ -363,3 +363,18 @@ def test_a_store_redis_that_is_not_a_redis_url_is_refused_naming_the_key(tmp_pat
     with pytest.raises(ConfigError) as refused:
         parse_config({"store": {"redis": "http://redis:6379"}, "servers": {}}, source="gw.yaml", base_dir=tmp_path)
     assert "store.redis" in refused.value.message
+
+
+async def test_a_redis_that_forgot_the_script_still_counts_and_reads_the_call(redis_url: str) -> None:
+    state = RedisState(redis_url, session_ttl=600, lease=120)
+    try:
+        state.save("s-flush", {"k": "kept"}, 600)
+        await state.flush()
+        # As after a restart of Redis without persistence of its scripts.
+        await state.redis.script_flush()
+        begun = await state.begin("s-flush", ["k"], Charge("s-flush", "alice", Budget(calls_per_minute=5)))
+        assert begun.values == {"k": "kept"}
+        assert begun.admission is not None and begun.admission.refused is None
+        assert await state.redis.get(f"gw:b:s:{state_key('s-flush')}:total") == "1"
+    finally:
+        await state.aclose()
