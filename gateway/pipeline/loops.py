@@ -145,8 +145,9 @@ class LoopDetector:
     def restore(cls, data: Mapping[str, Any], window: int = 20, repeat_limit: int = 5) -> LoopDetector:
         """A detector holding what `snapshot` gave (the newest `window` attempts of it)."""
         detector = cls(window, repeat_limit)
+        # Only the attempts the window keeps are built: a shared store holds up to twice as many.
         detector._window.extend(
-            Attempt(str(tool), str(key), outcome, str(id)) for tool, key, outcome, id in data["window"]
+            Attempt(str(tool), str(key), outcome, str(id)) for tool, key, outcome, id in data["window"][-window:]
         )
         detector._blocked.update(map(str, data["blocked"]))
         return detector

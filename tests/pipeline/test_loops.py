@@ -172,3 +172,9 @@ async def test_each_session_has_its_own_detector(make_call: MakeCall) -> None:
         await step(make_call(make_tool("t"), {"a": 1}), answer)
     assert isinstance(first.session.state[STATE_KEY], LoopDetector)
     assert isinstance(other.state[STATE_KEY], LoopDetector)
+
+
+def test_a_detector_restored_from_a_longer_stored_window_holds_its_newest_attempts() -> None:
+    stored = {"window": [["t", f"k{n}", "ok", f"id{n}"] for n in range(8)], "blocked": []}
+    restored = LoopDetector.restore(stored, window=3, repeat_limit=2)
+    assert list(restored.mark().outcomes) == ["id5", "id6", "id7"]
