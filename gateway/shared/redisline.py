@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ssl
 from collections import deque
+from contextlib import suppress
 from typing import Any, NoReturn
 
 import anyio
@@ -49,36 +50,34 @@ class _Answer:
         self.woken.set()
 
 
-class RedisLine:
-    """One pipelined connection to the Redis at `url` (`redis://`, `rediss://` or `unix://`),
-    opened by the first command."""
+class _Connection:
+    """One open connection: the commands written on it, the answers awaited, who writes and reads.
+    Each connection keeps its own queues, so that nothing meant for a failed one reaches the next."""
 
-    def __init__(self, url: str) -> None:
-        self._options: dict[str, Any] = dict(parse_url(url))
-        self._tls = url.lower().startswith("rediss://")
-        self._stream: ByteStream | None = None
+    def __init__(self, stream: ByteStream) -> None:
+        self.stream = stream
+        self.lost: ConnectionError | None = None
         self._parser = _reader()
         self._waiting: deque[_Answer] = deque()
         self._outgoing: list[bytes] = []
         self._writing = False
         self._reading = False
-        self._connecting = anyio.Lock()
 
-    async def call(self, *command: str | int | float) -> Any:
-        """Send one command and return its answer (texts decoded), or raise its error."""
-        stream = await self._connected()
+    async def call(self, command: Command) -> Any:
+        if self.lost is not None:
+            raise self.lost
         answer = _Answer()
         self._waiting.append(answer)
         self._outgoing.append(_packed(command))
         if not self._writing:
-            await self._write(stream)
+            await self._write()
         try:
             while not answer.done:
                 if self._reading:
                     await answer.woken.wait()
                     answer.woken = anyio.Event()
                 else:
-                    await self._read(stream, answer)
+                    await self._read(answer)
         except BaseException:
             # Its answer is dropped when it comes; if it was to read next, the next one reads.
             answer.abandoned = True
@@ -89,7 +88,7 @@ class RedisLine:
             raise answer.value
         return answer.value
 
-    async def _write(self, stream: ByteStream) -> None:
+    async def _write(self) -> None:
         """Send what is queued, and what is queued meanwhile, in as few writes as it takes."""
         self._writing = True
         try:
@@ -98,21 +97,21 @@ class RedisLine:
                 self._outgoing.clear()
                 # Shielded: a command cut halfway would garble every command after it.
                 with anyio.CancelScope(shield=True):
-                    await stream.send(data)
+                    await self.stream.send(data)
         except _LOST as error:
-            await self._fail(stream, error)
+            await self.fail(error)
         finally:
             self._writing = False
 
-    async def _read(self, stream: ByteStream, answer: _Answer) -> None:
+    async def _read(self, answer: _Answer) -> None:
         """Read answers until `answer`'s has come, handing out every other one on the way."""
         self._reading = True
         try:
             while not answer.done:
                 try:
-                    data = await stream.receive(_CHUNK)
+                    data = await self.stream.receive(_CHUNK)
                 except _LOST as error:
-                    await self._fail(stream, error)
+                    await self.fail(error)
                 self._parser.feed(data)
                 while (value := self._parser.gets()) is not False:
                     self._waiting.popleft().give(value)
@@ -127,14 +126,40 @@ class RedisLine:
                 waiting.woken.set()
                 return
 
-    async def _connected(self) -> ByteStream:
-        if self._stream is not None:
-            return self._stream
+    async def fail(self, error: BaseException | None) -> NoReturn:
+        """Fail every command waiting here and close the connection; raises for the caller."""
+        if self.lost is None:
+            cause = f"lost ({type(error).__name__})" if error is not None else "closed"
+            self.lost = ConnectionError(f"the connection to Redis was {cause}")
+            self._outgoing.clear()
+            while self._waiting:
+                self._waiting.popleft().give(self.lost)
+            await anyio.aclose_forcefully(self.stream)
+        raise self.lost
+
+
+class RedisLine:
+    """One pipelined connection to the Redis at `url` (`redis://`, `rediss://` or `unix://`),
+    opened by the first command and again by the first after it failed."""
+
+    def __init__(self, url: str) -> None:
+        self._options: dict[str, Any] = dict(parse_url(url))
+        self._tls = url.lower().startswith("rediss://")
+        self._current: _Connection | None = None
+        self._connecting = anyio.Lock()
+
+    async def call(self, *command: str | int | float) -> Any:
+        """Send one command and return its answer (texts decoded), or raise its error."""
+        current = self._current
+        if current is None or current.lost is not None:
+            current = await self._connected()
+        return await current.call(command)
+
+    async def _connected(self) -> _Connection:
         async with self._connecting:
-            if self._stream is None:
-                self._stream = await self._connect()
-                self._parser = _reader()
-            return self._stream
+            if self._current is None or self._current.lost is not None:
+                self._current = _Connection(await self._connect())
+            return self._current
 
     async def _connect(self) -> ByteStream:
         options = self._options
@@ -172,26 +197,12 @@ class RedisLine:
             raise
         return stream
 
-    async def _fail(self, stream: ByteStream, error: BaseException) -> NoReturn:
-        """Fail every command waiting on `stream`, which is dropped (the next command connects again)."""
-        lost = ConnectionError(f"the connection to Redis was lost ({type(error).__name__})")
-        if stream is self._stream:
-            self._stream = None
-            self._outgoing.clear()
-            while self._waiting:
-                self._waiting.popleft().give(lost)
-            await anyio.aclose_forcefully(stream)
-        raise lost
-
     async def aclose(self) -> None:
         """Close the connection; commands still waiting fail."""
-        stream, self._stream = self._stream, None
-        self._outgoing.clear()
-        lost = ConnectionError("the connection to Redis was closed")
-        while self._waiting:
-            self._waiting.popleft().give(lost)
-        if stream is not None:
-            await anyio.aclose_forcefully(stream)
+        current, self._current = self._current, None
+        if current is not None:
+            with suppress(ConnectionError):
+                await current.fail(None)
 
 
 def _packed(command: Command) -> bytes:
