@@ -46,6 +46,7 @@ class _Answer:
         self.woken = anyio.Event()
 
     def give(self, value: Any) -> None:
+        """Hand the answer (or the error) to its caller."""
         self.done, self.value = True, value
         self.woken.set()
 
@@ -64,6 +65,7 @@ class _Connection:
         self._reading = False
 
     async def call(self, command: Command) -> Any:
+        """Queue `command`, write what is queued unless a write is under way, and wait for its answer."""
         if self.lost is not None:
             raise self.lost
         answer = _Answer()
