@@ -20,7 +20,7 @@ from starlette.routing import Route
 from gateway.api.servers import visible_statuses
 from gateway.catalog.tools import RUN_CODE, ToolRecord
 from gateway.pipeline.approvals import may_see
-from gateway.pipeline.rollup import CLASSES, OK, ClosedBuckets, Rollup, Totals
+from gateway.pipeline.rollup import CLASSES, OK, TIMEOUT, TOOL_ERROR, ClosedBuckets, Rollup, Totals
 from gateway.skills.metatools import FIND_TOOLS, LOAD_SKILL
 from gateway.web import charts, figures
 from gateway.web.pages import PageError, Person, Web
@@ -30,6 +30,8 @@ TOP = 8
 """Tools listed in each of the top tables."""
 OTHER = "(no longer served)"
 """The server shown for tools the catalog does not hold now."""
+PLURALS = {TOOL_ERROR: "tool errors", TIMEOUT: "timeouts"}
+"""The classes of outcome that are nouns, as more than one is counted; the others read alike."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,7 @@ def routes(web: Web) -> list[Route]:
             "step_words": step_words,
             "points": points,
             "classes": CLASSES,
+            "plurals": PLURALS,
             "totals": totals,
             "calls": calls,
             "busiest": busiest if busiest is not None and busiest.calls - busiest.counts[OK] else None,

@@ -30,6 +30,7 @@ from gateway.stores import DatabaseError
 from gateway.web import csrf
 from gateway.web.icons import icon_url
 from gateway.web.signin import COOKIE, WebSession, WebSessions, signed
+from gateway.web.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class Web:
         self.templates.filters["clock"] = clock
         self.templates.filters["took"] = took
         self.templates.filters["ms"] = milliseconds
+        self.templates.filters["counted"] = counted
 
     @property
     def open(self) -> bool:

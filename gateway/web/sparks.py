@@ -12,11 +12,12 @@ from gateway.pipeline.rollup import Rollup
 from gateway.service import Gateway
 from gateway.web.charts import sparkline
 from gateway.web.figures import SPARK, Spark, sparklines
+from gateway.web.words import counted
 
 
 def drawn(name: str, spark: Spark, over: str = "hourly over the last 24 hours") -> Markup:
     """`spark` (of `name`, its points `over` a window) as a small chart named for what it shows."""
-    label = f"{name}, {over}: {spark.total} calls, {spark.failed} not ok"
+    label = f"{name}, {over}: {counted(spark.total, 'call')}, {spark.failed} not ok"
     return sparkline(spark.calls, spark.errors, label)
 
 

@@ -144,7 +144,7 @@ async def test_the_dashboard_counts_each_minute_by_outcome_with_the_burst_and_th
     assert calls[minute(10)] == ["15", "30", "0", "0", "0"]
     assert [calls[minute(index)] for index in range(30, 35)] == [["5", "0", "0", "0", "10"]] * 5
     assert calls[minute(35)] == ["15", "0", "0", "0", "0"]
-    assert "931 calls: 850 ok, 30 tool error, 1 refused, 0 timeout, 50 upstream down." in answer.text
+    assert "931 calls: 850 ok, 30 tool errors, 1 refused, 0 timeouts, 50 upstream down." in answer.text
     assert f"Most not ok at {minute(10)}: 30 of 45." in answer.text
 
 
@@ -178,6 +178,7 @@ async def test_the_top_tools_link_to_their_pages_with_sparklines_of_the_window(
     assert list(errors) == ["toy__echo", "toy__add", "toy__fail"]
     assert 'href="/tools/toy__add"' in answer.text
     assert 'aria-label="toy__add, per minute over the last hour: 330 calls, 30 not ok"' in answer.text
+    assert 'aria-label="toy__fail, per minute over the last hour: 1 call, 1 not ok"' in answer.text
 
 
 async def test_the_health_timeline_shows_the_outage_and_the_restart_mark(
@@ -224,7 +225,7 @@ async def test_a_role_sees_only_the_tools_and_servers_it_may_and_an_unknown_filt
         hidden = await page.get("/dashboard?tool=toy__add")
     top = rows_by_first(answer.text, "top-calls")
     assert list(top) == ["toy__echo"]
-    assert "600 calls: 550 ok, 0 tool error, 0 refused, 0 timeout, 50 upstream down." in answer.text
+    assert "600 calls: 550 ok, 0 tool errors, 0 refused, 0 timeouts, 50 upstream down." in answer.text
     assert hidden.status_code == 404
 
 
@@ -238,13 +239,13 @@ async def test_a_filter_and_a_longer_window_narrow_and_widen_the_figures(
         panels = await page.get("/dashboard/panels?window=24h&tool=toy__add")
         risky = await page.get("/dashboard?window=1h&group=risky")
         unknown = await page.get("/dashboard?window=2y")
-    assert "330 calls: 300 ok, 30 tool error" in one_tool.text
+    assert "330 calls: 300 ok, 30 tool errors" in one_tool.text
     # Ten-minute points: minute 10's burst is in the second.
     calls = rows_by_first(one_tool.text, "calls-table")
     assert calls[minute(10)] == ["50", "30", "0", "0", "0"]
     assert "931 calls" in week.text and len(rows_by_first(week.text, "calls-table")) == 1
     # The group holds the high-risk tools: toy__fail (and toy__increment, never called).
-    assert "1 calls: 0 ok, 0 tool error, 1 refused" in risky.text
+    assert "1 call: 0 ok, 0 tool errors, 1 refused, 0 timeouts" in risky.text
     assert panels.status_code == 200 and "<html" not in panels.text and 'id="calls-table"' in panels.text
     assert unknown.status_code == 404
 
@@ -277,5 +278,5 @@ async def test_skills_loaded_searches_that_found_nothing_and_scripts_run_are_cou
         gateway.audit.database.execute_many(failed, [("m-6", T0 + 65, "Run_Code", "line 2: ZeroDivisionError")])
         await page.sign_in(KEYS["admin"])
         answer = await page.get("/dashboard?window=1h")
-    told = "1 skills loaded; 3 Find_Tools searches, 2 of which found nothing; 2 scripts run (Run_Code), 1 of which"
+    told = "1 skill loaded; 3 Find_Tools searches, 2 of which found nothing; 2 scripts run (Run_Code), 1 of which"
     assert told + " did not end ok." in answer.text
