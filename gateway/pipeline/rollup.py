@@ -28,6 +28,10 @@ DAY = 86400
 """The length of the rollup's buckets kept per tool only, read for the whole days of a window's totals."""
 ALL = "*"
 """The rollup's tool name for all tools together (migration `audit-0007-rollup-totals.sql`)."""
+FEW = 16
+"""At most this many tools are read along the rollup's index by tool, `(span, tool, start)`, rather
+than along its key, `(span, start, tool)`, which reads every tool's row of each bucket."""
+_BY_TOOL = "audit_rollup INDEXED BY audit_rollup_by_tool"
 _BUCKETS = ", ".join(f"SUM(b{index})" for index in range(len(BOUNDS_MS) + 1))
 _COUNTS = "SUM(ok), SUM(tool_error), SUM(refused), SUM(timeout), SUM(down), SUM(no_match)"
 _NOT_OK = "SUM(tool_error + refused + timeout + down)"
@@ -89,7 +93,8 @@ class Rollup:
     ) -> list[tuple[str, int, int, int]]:
         """(tool, bucket start, calls, calls not ok) of each tool's buckets from `first` to `last`."""
         where, params = self._where(span, first, last, tools)
-        query = f"SELECT tool, start, SUM(ok) + {_NOT_OK}, {_NOT_OK} FROM audit_rollup {where} GROUP BY tool, start"
+        table = self._table(tools)
+        query = f"SELECT tool, start, SUM(ok) + {_NOT_OK}, {_NOT_OK} FROM {table} {where} GROUP BY tool, start"
         rows = self._fetch(query, params)
         return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in rows if row[0] != ALL]
 
@@ -98,7 +103,7 @@ class Rollup:
         parts = []
         for span, first, last in ranges:
             where, params = self._where(span, first, last, tools)
-            query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM audit_rollup {where} GROUP BY {key}"
+            query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM {self._table(tools)} {where} GROUP BY {key}"
             parts.append(
                 [
                     Totals(
@@ -111,6 +116,14 @@ class Rollup:
                 ]
             )
         return parts[0] if len(parts) == 1 else combined(*parts)
+
+    def _table(self, tools: Collection[str] | None) -> str:
+        # SQLite plans without statistics (nothing here runs ANALYZE), taking `span = ?` for a narrow
+        # key: it reads a few tools' buckets along the key, every tool's row of each bucket read and
+        # most dropped. PostgreSQL's statistics choose the index by tool for a few tools themselves.
+        if self._db.dialect == "sqlite" and tools and len(tools) <= FEW:
+            return _BY_TOOL
+        return "audit_rollup"
 
     @staticmethod
     def _where(span: int, first: int, last: int, tools: Collection[str] | None) -> tuple[str, list[object]]:

@@ -5,15 +5,18 @@ counted when it arrives; quantiles from its histograms; server events written an
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from gateway.pipeline.audit import AuditEntry, AuditStore
-from gateway.pipeline.rollup import BOUNDS_MS, DAY, ClosedBuckets, Rollup, merged, quantile, tiles
+from gateway.pipeline.rollup import BOUNDS_MS, DAY, FEW, ClosedBuckets, Rollup, merged, quantile, tiles
 from gateway.stores import StoreSettings
+from gateway.stores.database import Row
 from gateway.stores.serverevents import RESTART, ServerEvents
+from gateway.stores.sqlite import SqliteDatabase
 from tests.support.databases import Backend
 
 pytestmark = pytest.mark.anyio
@@ -187,6 +190,45 @@ async def test_closed_buckets_are_read_once_and_the_open_one_each_time(tmp_path:
     assert [item.calls for item in before] == [2]
     assert [item.calls for item in again] == [3]
     assert sorted((int(item.key) - T0, item.calls) for item in moved) == [(0, 2), (120, 2)]
+
+
+class Recording(SqliteDatabase):
+    """A real SQLite database that keeps each query read through it, with its parameters."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.read: list[tuple[str, Sequence[object]]] = []
+
+    def fetch_all(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        self.read.append((sql, params))
+        return super().fetch_all(sql, params)
+
+    def plans(self) -> list[str]:
+        """How SQLite reads the table for each query kept, in order."""
+        return [
+            " ".join(step[3] for step in super(Recording, self).fetch_all(f"EXPLAIN QUERY PLAN {sql}", params))
+            for sql, params in self.read
+        ]
+
+
+async def test_a_few_tools_are_read_along_the_index_by_tool_and_every_tool_along_the_key(tmp_path: Path) -> None:
+    AuditStore(Backend("sqlite", StoreSettings(), tmp_path).open("audit")).close()
+    db = Recording(tmp_path / "audit.db")
+    try:
+        rollup = Rollup(db)
+        rollup.per_bucket(3600, T0, T0 + 7 * DAY)
+        rollup.per_bucket(3600, T0, T0 + 7 * DAY, {"calc__evaluate", "files__read"})
+        rollup.series(3600, T0, T0 + 7 * DAY, {"calc__evaluate"})
+        few = db.plans()
+        db.read.clear()
+        rollup.per_tool(3600, T0, T0 + 7 * DAY)
+        rollup.per_bucket(3600, T0, T0 + 7 * DAY, {f"tool{index}" for index in range(FEW + 1)})
+        many = db.plans()
+    finally:
+        db.close()
+    # Along the key, a week of a few tools would read every tool's row of each of its hours.
+    assert all("USING INDEX audit_rollup_by_tool (span=? AND tool=? AND start>? AND start<?)" in plan for plan in few)
+    assert many and all("USING PRIMARY KEY (span=? AND start>? AND start<?)" in plan for plan in many)
 
 
 def test_quantiles_are_read_from_the_histograms_within_their_bucket() -> None:
