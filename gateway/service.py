@@ -119,7 +119,8 @@ class Gateway:
         self.metrics = Metrics(clock)
         self.tracing = Tracing(config.tracing, str(config.path or "the configuration"))
         """The OpenTelemetry spans of each request, exported while the gateway runs when configured."""
-        self.server_events = ServerEvents(wall_clock)
+        self.shared = builder.shared_state(config, clock, wall_clock)
+        self.server_events = ServerEvents(wall_clock, self.shared.replica)
         """Each server's states, restarts and changes, kept beside the audit trail for the dashboard."""
         sources = builder.sources(
             config, transports or {}, clock, wall_clock, self.metrics, resolver, self.server_events.note
@@ -140,7 +141,6 @@ class Gateway:
         self.catalog = Catalog(reserved=[tool.name for tool in meta_records(True, True, True)])
         group_set = GroupSet(config.groups)
         self.visibility = Visibility(config.policy, self.catalog, group_set)
-        self.shared = builder.shared_state(config, clock, wall_clock)
         self.sessions = Sessions(settings, clock, wall_clock, lambda: self.audit, self.metrics)
         self.skills = SkillHost(
             load_skills(settings.skill_dirs),

@@ -20,8 +20,6 @@ import hashlib
 import json
 import logging
 import math
-import os
-import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -43,7 +41,7 @@ from gateway.runtime.background import Report
 from gateway.shared.redisline import RedisLine
 from gateway.shared.redissessions import RedisSessions
 from gateway.shared.sessions import SessionDirectory
-from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler, Held, WindowEdits
+from gateway.shared.state import CHANGES, WRITES, Begun, ChangeHandler, Held, WindowEdits, replica_name
 
 log = logging.getLogger(__name__)
 
@@ -292,8 +290,8 @@ class RedisState:
         self._written = anyio.Event()
         # Each process's own announcements come back to it over the channel; this tells them apart.
         # It also names the replica among those holding HTTP sessions.
-        self._origin = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
-        self.sessions: SessionDirectory = RedisSessions(self.redis, _where(url), self._origin, clock)
+        self.replica = replica_name()
+        self.sessions: SessionDirectory = RedisSessions(self.redis, _where(url), self.replica, clock)
 
     async def begin(
         self, session_id: str, keys: Sequence[str], charge: Charge | None, held: Held | None = None
@@ -434,7 +432,7 @@ class RedisState:
         """Publish a change; the others re-read the registrations. The change is stored already, so
         an unreachable Redis is only logged: the others catch up when they subscribe again."""
         try:
-            await self.redis.publish(CHANNEL, self._origin)
+            await self.redis.publish(CHANNEL, self.replica)
         except RedisError as error:
             log.warning("change not announced to the other replicas: %s unreachable (%s)", _where(self.url), error)
 
@@ -449,7 +447,7 @@ class RedisState:
                     report(CHANGES, None)
                     await on_change()
                     async for message in pubsub.listen():
-                        if message.get("type") == "message" and message.get("data") != self._origin:
+                        if message.get("type") == "message" and message.get("data") != self.replica:
                             await on_change()
             except RedisError as error:
                 log.warning("change channel at %s lost (%s); subscribing again", _where(self.url), error)

@@ -1,6 +1,7 @@
 """The seam of shared state: what replicas must see alike, and the in-process side of it.
 
-Above the seam the gateway asks a `SharedState` for five things and never learns where they live:
+Above the seam the gateway asks a `SharedState` for five things and never learns where they live
+(and for `replica`, the name of this process among the replicas, which its own notes carry):
 - `budgets`, the `BudgetCounter` of the budget step;
 - `begin` and `save`: a stateless-era session's state (active skills, the loop window) by session
   id, so that whichever replica answers a call sees the calls before it; `begin` may count the
@@ -18,9 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+from uuid import uuid4
 
 import anyio
 import mcp_types as types
@@ -38,6 +42,13 @@ from gateway.skills.disclosure import ActiveSkills
 log = logging.getLogger(__name__)
 
 ChangeHandler = Callable[[], Awaitable[None]]
+
+
+def replica_name() -> str:
+    """A name for this process unlike any other replica's, past or present: host, pid and a random tail."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
+
+
 CHANGES = "changes"
 """The name the follower of the other replicas' announcements runs and reports under."""
 WRITES = "session_state"
@@ -80,6 +91,8 @@ class SharedState(Protocol):
 
     shared: bool
     """Whether other processes see this state; False for the in-process default."""
+    replica: str
+    """This process's name among the replicas (`replica_name`)."""
     budgets: BudgetCounter
     sessions: SessionDirectory
 
@@ -129,6 +142,7 @@ class LocalState:
     shared = False
 
     def __init__(self, clock: Callable[[], float]) -> None:
+        self.replica = replica_name()
         self.budgets: BudgetCounter = BudgetTracker(clock)
         self.sessions: SessionDirectory = LocalSessions()
 

@@ -149,7 +149,7 @@ def routes(web: Web) -> list[Route]:
             "health_chart": charts.timeline(
                 [
                     (
-                        lane.server,
+                        lane.name,
                         [(s.start, s.end, s.state) for s in lane.segments],
                         [(m.epoch, m.event) for m in lane.marks],
                     )

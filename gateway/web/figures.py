@@ -7,6 +7,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from statistics import median
 
 from gateway.pipeline.approvals import Approval, Status
@@ -173,11 +174,20 @@ class Mark:
 
 @dataclass(frozen=True, slots=True)
 class Health:
-    """One server's timeline over a window: its states' segments, its marks, and how long it was not ready."""
+    """One server's timeline over a window: its states' segments, its marks, and how long it was not
+    ready; as the replica `replica` saw it when the server has a lane per replica (None: one lane)."""
 
     server: str
     segments: tuple[Segment, ...]
     marks: tuple[Mark, ...]
+    replica: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The lane's name: the server, and the replica when it has a lane per replica."""
+        if self.replica is None:
+            return self.server
+        return f"{self.server} on {self.replica or 'an unnamed replica'}"
 
     def seconds_in(self, state: str) -> float:
         """How long the server was in `state` in the window."""
@@ -185,31 +195,61 @@ class Health:
 
 
 def health(events: Iterable[ServerEvent], servers: Iterable[str], start: float, end: float) -> list[Health]:
-    """The timeline of each of `servers` from `start` to `end`, from its events (its state before
-    `start` first); a server with no event yet is unknown until its first."""
+    """The timeline of each of `servers` from `start` to `end`, from its events (each replica's state
+    before `start` first); a server with no event yet is unknown until its first.
+
+    Replicas sharing a database each tell their own view of a server. When more than one told of it
+    in the window at once, each view is a lane of its own; views one after the other (a replica
+    stopped before the next began: the gateway restarted) make one lane, as does a single view."""
     wanted = list(servers)
-    states: dict[str, list[tuple[float, str]]] = {name: [] for name in wanted}
-    marks: dict[str, list[Mark]] = {name: [] for name in wanted}
+    views: dict[str, dict[str, list[ServerEvent]]] = {name: {} for name in wanted}
     for event in events:
-        if event.server not in states:
-            continue
-        if event.event in NOT_STATES:
-            if event.epoch >= start:
-                marks[event.server].append(Mark(event.epoch, event.event))
-        elif event.event in HEALTH:
-            states[event.server].append((max(event.epoch, start), HEALTH[event.event]))
+        if event.server in views:
+            views[event.server].setdefault(event.replica, []).append(event)
     result = []
     for name in wanted:
-        changes = states[name]
-        segments: list[Segment] = []
-        for position, (begin, state) in enumerate(changes):
-            finish = changes[position + 1][0] if position + 1 < len(changes) else end
-            if finish > begin and (not segments or segments[-1].state != state):
-                segments.append(Segment(begin, finish, state))
-            elif finish > begin:
-                segments[-1] = Segment(segments[-1].start, finish, state)
-        result.append(Health(name, tuple(segments), tuple(marks[name])))
+        told = views[name]
+        during = {replica: found for replica, found in told.items() if any(e.epoch >= start for e in found)}
+        if len(during) > 1 and not _one_after_another(during.values(), start, end):
+            result += [_lane(name, found, start, end, replica) for replica, found in sorted(during.items())]
+            continue
+        if during:
+            chosen = sorted((e for found in during.values() for e in found), key=lambda event: event.epoch)
+        else:
+            # No replica told of it in the window: the newest state any of them saw before.
+            chosen = [max((found[-1] for found in told.values()), key=lambda event: event.epoch)] if told else []
+        result.append(_lane(name, chosen, start, end, None))
     return result
+
+
+def _one_after_another(views: Iterable[list[ServerEvent]], start: float, end: float) -> bool:
+    """Whether each view ended (its last state `stopped`) before the next began."""
+    spans = []
+    for found in views:
+        states = [event for event in found if event.event not in NOT_STATES]
+        last = states[-1].epoch if states and states[-1].event == "stopped" else end
+        spans.append((max(found[0].epoch, start), last))
+    spans.sort()
+    return all(later[0] >= earlier[1] for earlier, later in pairwise(spans))
+
+
+def _lane(server: str, events: Iterable[ServerEvent], start: float, end: float, replica: str | None) -> Health:
+    changes: list[tuple[float, str]] = []
+    marks: list[Mark] = []
+    for event in events:
+        if event.event in NOT_STATES:
+            if event.epoch >= start:
+                marks.append(Mark(event.epoch, event.event))
+        elif event.event in HEALTH:
+            changes.append((max(event.epoch, start), HEALTH[event.event]))
+    segments: list[Segment] = []
+    for position, (begin, state) in enumerate(changes):
+        finish = changes[position + 1][0] if position + 1 < len(changes) else end
+        if finish > begin and (not segments or segments[-1].state != state):
+            segments.append(Segment(begin, finish, state))
+        elif finish > begin:
+            segments[-1] = Segment(segments[-1].start, finish, state)
+    return Health(server, tuple(segments), tuple(marks), replica)
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,7 +246,7 @@ async def test_server_events_are_written_and_the_state_before_a_window_is_read_w
     store_backend: Backend,
 ) -> None:
     now = [float(T0)]
-    events = ServerEvents(lambda: now[0])
+    events = ServerEvents(lambda: now[0], "replica-a")
     store = AuditStore(store_backend.open("audit"))
     try:
         events.open(store.database)
@@ -258,3 +258,30 @@ async def test_server_events_are_written_and_the_state_before_a_window_is_read_w
     finally:
         store.close()
     assert [(e.epoch - T0, e.event) for e in read] == [(1, "ready"), (100, "reconnecting"), (400, "ready")]
+
+
+async def test_two_replicas_events_are_read_back_each_with_its_replica_and_each_ones_state_before_the_window(
+    store_backend: Backend,
+) -> None:
+    now = [float(T0)]
+    first, second = ServerEvents(lambda: now[0], "replica-a"), ServerEvents(lambda: now[0], "replica-b")
+    store = AuditStore(store_backend.open("audit"))
+    try:
+        for writer in (first, second):
+            writer.open(store.database)
+        told = [(0, first, "ready"), (5, second, "connecting"), (10, second, "failed"), (100, first, "ready")]
+        told += [(110, second, "ready"), (120, first, "reconnecting")]
+        for offset, writer, event in told:
+            now[0] = T0 + offset
+            writer.note("calc", event)
+        assert await first.flush() and await second.flush()
+        read = first.between(T0 + 60, T0 + 3600)
+    finally:
+        store.close()
+    assert [(e.epoch - T0, e.replica, e.event) for e in read] == [
+        (0, "replica-a", "ready"),
+        (10, "replica-b", "failed"),
+        (100, "replica-a", "ready"),
+        (110, "replica-b", "ready"),
+        (120, "replica-a", "reconnecting"),
+    ]

@@ -199,6 +199,25 @@ async def test_the_health_timeline_shows_the_outage_and_the_restart_mark(
     assert 'class="h-restarting"' in answer.text and 'class="mark-restart"' in answer.text
 
 
+async def test_two_replicas_views_of_a_server_are_drawn_as_a_lane_each(tmp_path: Path, store_backend: Backend) -> None:
+    async with served(tmp_path, store_backend) as (gateway, url, _), web_client(url) as page:
+        # Another replica sharing the database saw the toy server fail at minute 10 and come back at 15.
+        gateway.audit.database.execute_many(
+            "INSERT INTO server_events (epoch, server, event, detail, replica) VALUES (?, 'toy', ?, '', 'r2')",
+            [(T0 + 600, "failed"), (T0 + 900, "ready")],
+        )
+        await page.sign_in(KEYS["admin"])
+        answer = await page.get("/dashboard?window=1h")
+    rows = Tables(answer.text).tables["health-table"][1:]
+    assert [row[1:] for row in rows if row[0] == "toy on r2"] == [
+        [minute(10), minute(15), "failed"],
+        [minute(15), minute(59), "ready"],
+    ]
+    # The events written before replicas were named are the other view.
+    assert [minute(30), "", "restart"] in [row[1:] for row in rows if row[0] == "toy on an unnamed replica"]
+    assert "toy on r2: ready 44 min 59 s, not ready 5 min;" in answer.text
+
+
 async def test_approvals_waiting_and_decided_are_counted_with_their_waiting_time(
     tmp_path: Path, store_backend: Backend
 ) -> None:
