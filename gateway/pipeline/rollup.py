@@ -35,6 +35,8 @@ _BY_TOOL = "audit_rollup INDEXED BY audit_rollup_by_tool"
 _BUCKETS = ", ".join(f"SUM(b{index})" for index in range(len(BOUNDS_MS) + 1))
 _COUNTS = "SUM(ok), SUM(tool_error), SUM(refused), SUM(timeout), SUM(down), SUM(no_match)"
 _NOT_OK = "SUM(tool_error + refused + timeout + down)"
+_HISTOGRAM = ", ".join(f"b{index}" for index in range(len(BOUNDS_MS) + 1))
+_COLUMNS = f"ok, tool_error, refused, timeout, down, no_match, {_HISTOGRAM}"
 
 OK, TOOL_ERROR, REFUSED, TIMEOUT, DOWN = "ok", "tool error", "refused", "timeout", "upstream down"
 CLASSES = (OK, TOOL_ERROR, REFUSED, TIMEOUT, DOWN)
@@ -99,23 +101,20 @@ class Rollup:
         return [(row[0], int(row[1]), int(row[2]), int(row[3])) for row in rows if row[0] != ALL]
 
     def _totals(self, key: str, ranges: Sequence[tuple[int, int, int]], tools: Collection[str] | None) -> list[Totals]:
-        # A query a range, each read along an index: one with the ranges OR-ed may scan the table.
-        parts = []
+        # One query (one round trip) for every range, each a branch of its own read along an index:
+        # one with the ranges OR-ed may scan the table.
+        branches, params = [], []
         for span, first, last in ranges:
-            where, params = self._where(span, first, last, tools)
-            query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM {self._table(tools)} {where} GROUP BY {key}"
-            parts.append(
-                [
-                    Totals(
-                        row[0],
-                        dict(zip(CLASSES, map(int, row[1:6]), strict=True)),
-                        tuple(map(int, row[7:])),
-                        int(row[6]),
-                    )
-                    for row in self._fetch(query, params)
-                ]
-            )
-        return parts[0] if len(parts) == 1 else combined(*parts)
+            where, more = self._where(span, first, last, tools)
+            branches.append(f"SELECT {key}, {_COLUMNS} FROM {self._table(tools)} {where}")
+            params.extend(more)
+        if not branches:
+            return []
+        query = f"SELECT {key}, {_COUNTS}, {_BUCKETS} FROM ({' UNION ALL '.join(branches)}) AS tiled GROUP BY {key}"
+        return [
+            Totals(row[0], dict(zip(CLASSES, map(int, row[1:6]), strict=True)), tuple(map(int, row[7:])), int(row[6]))
+            for row in self._fetch(query, params)
+        ]
 
     def _table(self, tools: Collection[str] | None) -> str:
         # SQLite plans without statistics (nothing here runs ANALYZE), taking `span = ?` for a narrow
