@@ -10,7 +10,8 @@ times the same batches into a table of the same shape without the trigger (the r
 each row costs the writer more). Then it signs in with an admin API key and sends each request
 through the real ASGI application (Host and Origin checks, the web session, the rollup's reads,
 rendering) with httpx's ASGI transport, no network. With `--store-url` the audit trail is in that
-PostgreSQL database instead of SQLite (give a fresh one: the rows stay). With `--browser` it then
+PostgreSQL database instead of SQLite (give a fresh one: the rows stay); `--rows 0` with it times the
+reads of the rows an earlier run left there, writing none. With `--browser` it then
 serves a second application of the same gateway (its own kept sums, so that the first load of each
 window reads it whole) over HTTP on 127.0.0.1 and times the dashboard's page loads in headless
 Chromium (`benchmarks.pageload`: the first byte and the `load` event, from the Navigation Timing API).
@@ -172,11 +173,12 @@ def main() -> None:
     figures = anyio.run(measure, options.rows, options.runs, options.store_url, options.browser)
     count = options.rows
     plain, kept = figures["plain_s"], figures["kept_s"]
-    print(f"{count} audit rows over 7 days, 200 tools of 50 servers; rollup rows: {figures['rollup_rows'][0]}")
-    print(
-        f"write, batches of {BATCH}: {plain / count * 1e6:.1f} us a row without the rollup,"
-        f" {kept / count * 1e6:.1f} us with it (+{(kept - plain) / count * 1e6:.1f} us)"
-    )
+    print(f"{count} audit rows written over 7 days, 200 tools of 50 servers; rollup rows: {figures['rollup_rows'][0]}")
+    if count:
+        print(
+            f"write, batches of {BATCH}: {plain / count * 1e6:.1f} us a row without the rollup,"
+            f" {kept / count * 1e6:.1f} us with it (+{(kept - plain) / count * 1e6:.1f} us)"
+        )
     print(f"{options.runs} runs per request (ms); load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     print(f"{'request':<30} {'first':>7} {'p50':>7} {'p99':>7} {'KB':>6}   (first: the window read whole)")
     for label, first, p50, p99, size in figures["requests"]:
