@@ -89,13 +89,17 @@ def routes(web: Web) -> list[Route]:
         first, last, tools_shown = axis[0], axis[-1], shown.tools
 
         def read() -> tuple[list[Totals], list[Totals], list[Totals]]:
-            # One worker thread for the three reads: each a GROUP BY over the window's rollup rows,
-            # those of its closed buckets read once (`ClosedBuckets`), those of its open bucket each time.
-            return (
-                closed.per_bucket(rollup, window.step, first, last, tools_shown),
-                closed.per_tool(rollup, window.step, first, last, tools_shown),
-                closed.per_tool(rollup, window.step, first, last, {LOAD_SKILL, FIND_TOOLS, RUN_CODE}),
+            # One worker thread for the reads: each a GROUP BY over the window's rollup rows, those of
+            # its closed buckets read once (`ClosedBuckets`), those of its open bucket each time. The
+            # totals of every tool hold the meta-tools' (which no catalog lists), so they are read
+            # apart only for a filtered window.
+            per_tool = closed.per_tool(rollup, window.step, first, last, tools_shown)
+            meta = (
+                per_tool
+                if tools_shown is None
+                else closed.per_tool(rollup, window.step, first, last, {LOAD_SKILL, FIND_TOOLS, RUN_CODE})
             )
+            return closed.per_bucket(rollup, window.step, first, last, tools_shown), per_tool, meta
 
         per_bucket, per_tool, meta = await anyio.to_thread.run_sync(read)
         events = await anyio.to_thread.run_sync(gateway.server_events.between, start, now)
