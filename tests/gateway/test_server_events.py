@@ -35,6 +35,8 @@ async def test_a_server_connecting_then_restarted_leaves_its_states_and_a_restar
         assert await gateway.server_events.flush()
         events = gateway.server_events.between(0, math.inf)
     assert history(events, "toy") == ["connecting", "ready", "restart", "connecting", "ready"]
+    # Each names the replica that saw it: this gateway, as the other replicas would know it.
+    assert {event.replica for event in events} == {gateway.shared.replica}
 
 
 async def test_a_removed_server_is_marked_and_stops(tmp_path: Path) -> None:
