@@ -148,6 +148,7 @@ async def test_removing_an_api_server_asks_first_and_then_says_it_was_removed(tm
     assert unconfirmed.status_code == 303 and unconfirmed.headers["location"] == "/servers/remote/remove"
     assert "remote" in kept
     assert asked.status_code == 200 and "Remove server remote?" in asked.text
+    assert "Its 12 tools leave the catalog" in asked.text
     assert removed.status_code == 303 and removed.headers["location"] == "/servers"
     assert "remote" not in [status.name for status in gateway.servers.statuses()]
     assert "Server &#39;remote&#39; was removed." in said.text and 'role="status"' in said.text
