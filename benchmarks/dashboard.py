@@ -2,19 +2,20 @@
 
 Target: the dashboard page (`/dashboard`) renders in at most 150 ms over 1,000,000 audit rows, for
 each window (1 h, 24 h, 7 d) and filtered to one server: the first request of a window (which reads
-all of it) and the p50 of the next ones (which read again only its open bucket). Run
-`python -m benchmarks.dashboard` from the repository root. It writes `--rows` audit rows spread
-over the 7 days before the gateway's (fixed) clock, over 200 tools of 50 servers (the tools of
-`benchmarks.catalog_api`), in batches of 10,000 through the trigger that keeps the rollup, and
-times the same batches into a table of the same shape without the trigger (the reference: what
-each row costs the writer more). Then it signs in with an admin API key and sends each request
-through the real ASGI application (Host and Origin checks, the web session, the rollup's reads,
-rendering) with httpx's ASGI transport, no network. With `--store-url` the audit trail is in that
-PostgreSQL database instead of SQLite (give a fresh one: the rows stay); `--rows 0` with it times the
-reads of the rows an earlier run left there, writing none. With `--browser` it then
-serves a second application of the same gateway (its own kept sums, so that the first load of each
-window reads it whole) over HTTP on 127.0.0.1 and times the dashboard's page loads in headless
-Chromium (`benchmarks.pageload`: the first byte and the `load` event, from the Navigation Timing API).
+all of it) and the p50 of the next ones (which read again only its open bucket). Run `python -m
+benchmarks.dashboard` from the repository root. It writes `--rows` audit rows spread over the 7 days
+before the gateway's (fixed) clock, over 200 tools of 50 servers (the tools of
+`benchmarks.catalog_api`), in batches of 10,000 as the audit trail writes them (each batch counted
+in the rollup, `gateway.pipeline.rollupwrites`), and times the same batches inserted into a table of
+the same shape without counting them (the reference: what each row costs the writer more). Then it
+signs in with an admin API key and sends each request through the real ASGI application (Host and
+Origin checks, the web session, the rollup's reads, rendering) with httpx's ASGI transport, no
+network. With `--store-url` the audit trail is in that PostgreSQL database instead of SQLite (give a
+fresh one: the rows stay); `--rows 0` with it times the reads of the rows an earlier run left there,
+writing none. With `--browser` it then serves a second application of the same gateway
+(its own kept sums, so that the first load of each window reads it whole) over HTTP on 127.0.0.1 and
+times the dashboard's page loads in headless Chromium (`benchmarks.pageload`: the first byte and the
+`load` event, from the Navigation Timing API).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import uvicorn
 from benchmarks.catalog_api import catalog, percentiles
 from gateway.config.loading import parse_config
 from gateway.frontdoors.httpapp import create_app
+from gateway.pipeline import rollupwrites
 from gateway.service import Gateway
 from gateway.stores import Database
 
@@ -64,7 +66,6 @@ PAGES = {
     "dashboard, 7 d": "/dashboard?window=7d",
     "dashboard, 7 d, one server": "/dashboard?window=7d&server=source07",
 }
-_COLUMNS = "row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms, detail, request_id, trace_id"
 
 
 def rows(count: int, tools: list[str]) -> list[tuple[object, ...]]:
@@ -77,17 +78,36 @@ def rows(count: int, tools: list[str]) -> list[tuple[object, ...]]:
         epoch = NOW - WEEK + WEEK * index / count
         duration = chance.lognormvariate(3.0, 1.0)
         made.append(
-            (f"b-{index}", "t", epoch, "s", "ops", chosen[index], "d", chance.choice(OUTCOMES), duration, "", "", "")
+            (
+                f"b-{index}",
+                "t",
+                epoch,
+                "s",
+                "ops",
+                chosen[index],
+                "d",
+                chance.choice(OUTCOMES),
+                duration,
+                "",
+                "",
+                "",
+                "",
+            )
         )
     return made
 
 
-def write(db: Database, made: list[tuple[object, ...]], table: str) -> float:
-    """Seconds to insert `made` into `table` in batches of `BATCH`, each one transaction."""
-    insert = f"INSERT INTO {table} ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+def write(db: Database, made: list[tuple[object, ...]], table: str | None) -> float:
+    """Seconds to write `made` in batches of `BATCH`, each one transaction: as the audit trail writes
+    them (counted in the rollup) without `table`, else plainly inserted into `table`."""
+    insert = f"INSERT INTO {table} ({rollupwrites.COLUMNS}) VALUES ({', '.join('?' * len(made[0]))})"
     started = time.perf_counter()
     for start in range(0, len(made), BATCH):
-        db.execute_many(insert, made[start : start + BATCH])
+        if table is None:
+            with db.transaction() as queries:
+                rollupwrites.write(queries, made[start : start + BATCH])
+        else:
+            db.execute_many(insert, made[start : start + BATCH])
     return time.perf_counter() - started
 
 
@@ -132,7 +152,7 @@ async def measure(count: int, runs: int, store_url: str | None, browser: bool) -
             db.execute("CREATE TABLE plain_audit AS SELECT * FROM audit WHERE 1 = 0")
             figures["plain_s"] = write(db, made, "plain_audit")
             db.execute("DROP TABLE plain_audit")
-            figures["kept_s"] = write(db, made, "audit")
+            figures["kept_s"] = write(db, made, None)
             figures["rollup_rows"] = db.fetch_one("SELECT COUNT(*) FROM audit_rollup")
             transport = httpx2.ASGITransport(app=app)
             async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:

@@ -13,10 +13,11 @@ returned: one `write(2)`, which survives the process being killed (`kill -9` inc
 does. The writer ships spooled rows to the database in one transaction at most every
 `SHIP_INTERVAL` s, and a store opened on the same spool directory later replays what a killed
 process left. Each row carries a unique `row_id`, inserted with `ON CONFLICT DO NOTHING`, so a
-row both shipped and replayed is stored once. A commit on the caller's path would cost a network
-round trip for PostgreSQL; for SQLite, a caller's wait of 34 us for a row committed alone against
-9 us for its append (`benchmarks.audit_rows`, docs/decisions/0030-audit-spool.md). `recent` waits
-for this process's spooled rows to ship, so a reader sees the calls it made. Without `maintain`
+row both shipped and replayed is stored, and counted in the rollup (`gateway.pipeline.rollupwrites`),
+once. A commit on the caller's path would cost a network round trip for PostgreSQL; for SQLite, a
+caller's wait of 34 us for a row committed alone against 9 us for its append (`benchmarks.audit_rows`,
+docs/decisions/0030-audit-spool.md). `recent` waits for this process's spooled rows to ship, so a
+reader sees the calls it made. Without `maintain`
 (the command line, tests of the store alone) a row is committed at once.
 
 A full disk: before a call runs, `reserve` makes sure the spool's file system has room for its row
@@ -58,6 +59,7 @@ from gateway.errors import (
     UpstreamUnavailableError,
     describe_error,
 )
+from gateway.pipeline import rollupwrites
 from gateway.pipeline.chain import DETAIL_NOTE, OUTCOME_NOTE, CallNext, ToolCall
 from gateway.runtime import requestid, tracing
 from gateway.runtime.background import Report
@@ -89,7 +91,6 @@ WARN_INTERVAL = 60.0
 """Seconds between two log lines saying the audit trail cannot be written."""
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-_INSERT = f"INSERT INTO audit (row_id, time, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
 _WIDTH = 13
 # Spooled rows of a version before `trace_id` or `parent_request_id` have fewer values; the missing
 # ones are stored as ''.
@@ -382,10 +383,8 @@ class AuditStore:
 
     def _insert(self, rows: Sequence[Sequence[object]]) -> None:
         try:
-            if len(rows) == 1:
-                self._db.execute(_INSERT, rows[0])
-            else:
-                self._db.execute_many(_INSERT, rows)
+            with self._db.transaction() as queries:
+                rollupwrites.write(queries, rows)
         except DatabaseError as error:
             raise AuditError(f"Cannot write to the audit database {self._db.where}: {error.message}") from None
 

@@ -1,9 +1,10 @@
-"""The audit rollup a trigger keeps as rows are written, on both backends: calls per tool, class of
+"""The audit rollup counted as rows are written, on both backends: calls per tool, class of
 outcome and time bucket, durations in buckets, a row inserted twice counted once, rows written before it
 counted when it arrives; quantiles from its histograms; server events written and read back."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.pipeline import rollupwrites
 from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.pipeline.rollup import BOUNDS_MS, DAY, FEW, ClosedBuckets, Rollup, merged, quantile, tiles
 from gateway.stores import StoreSettings
@@ -55,21 +57,50 @@ async def test_each_written_row_is_counted_by_class_in_its_minute_ten_minutes_an
     assert sorted(series) == [("calc__evaluate", T0, 4, 1), ("files__read", T0 + 600, 2, 2)]
 
 
-async def test_a_row_inserted_twice_is_counted_once(store_backend: Backend) -> None:
+async def test_a_row_shipped_and_replayed_from_a_spool_again_is_counted_once(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    # A spool file a killed process left, holding a row that had already shipped: replayed at each opening.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    row = ["r-1", "t", T0, "s1", "alice", "calc__evaluate", "d", "ok", 5.0, "", "", "", ""]
+    for _ in range(2):
+        (spool / "gone-1-00000000.jsonl").write_text(json.dumps(row) + "\n")
+        AuditStore(store_backend.open("audit"), spool_dir=spool).close()
+    db = store_backend.open("audit")
+    try:
+        totals = Rollup(db).per_bucket(60, T0, T0)
+        stored = db.fetch_one("SELECT COUNT(*) FROM audit")
+    finally:
+        db.close()
+    assert stored == (1,)
+    assert [item.calls for item in totals] == [1]
+
+
+async def test_a_batch_of_rows_is_counted_as_the_same_rows_written_one_at_a_time(store_backend: Backend) -> None:
     db = store_backend.open("audit")
     store = AuditStore(db)
+    outcomes = ["ok", "error", "timeout", "unavailable", "refused:budget", "sampling", "ok"]
+    rows = [
+        [f"r-{n}", "t", T0 + n * 37.5, "s", "alice", f"tool{n % 3}", "d", outcomes[n % 7], n * 1.7, "", "", "", ""]
+        for n in range(400)
+    ]
+    rows[5][9] = "no match"
+    rollup = "SELECT * FROM audit_rollup ORDER BY span, start, tool"
     try:
-        row = ("r-1", "t", T0, "s1", "alice", "calc__evaluate", "d", "ok", 5.0, "", "", "")
-        insert = (
-            "INSERT INTO audit (row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms,"
-            " detail, request_id, trace_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
-        )
-        db.execute(insert, row)
-        db.execute(insert, row)
-        totals = Rollup(db).per_bucket(60, T0, T0)
+        with db.transaction() as queries:
+            rollupwrites.write(queries, rows)
+        batched = db.fetch_all(rollup)
+        db.execute("DELETE FROM audit")
+        db.execute("DELETE FROM audit_rollup")
+        for row in rows:
+            with db.transaction() as queries:
+                rollupwrites.write(queries, [row])
+        one_at_a_time = db.fetch_all(rollup)
     finally:
         store.close()
-    assert [item.calls for item in totals] == [1]
+    assert batched == one_at_a_time
+    assert sum(row[3] for row in batched if row[0] == 60 and row[2] == "*") == 400 // 7 * 2 + 1
 
 
 async def test_the_all_tools_rows_and_the_day_rows_give_what_summing_each_tools_buckets_gives(
@@ -112,9 +143,9 @@ async def test_rows_counted_before_the_all_tools_and_day_rows_are_added_up_when_
     try:
         for offset, tool in [(1, "calc__evaluate"), (3601, "calc__evaluate"), (3602, "files__read")]:
             await store.record(entry(offset, tool))
-        # The rollup as version 6 of the audit store left it: no all-tools rows, no day rows.
+        # The rollup as version 6 of the audit store left it: no all-tools rows, no day rows, its trigger.
         store.database.execute("DELETE FROM audit_rollup WHERE tool = '*' OR span = ?", (DAY,))
-        store.database.execute("DELETE FROM schema_version WHERE store = 'audit' AND version = 7")
+        store.database.execute("DELETE FROM schema_version WHERE store = 'audit' AND version >= 7")
     finally:
         store.close()
     store = AuditStore(store_backend.open("audit"))

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from gateway.config.loading import parse_config
+from gateway.pipeline import rollupwrites
 from gateway.pipeline.approvals import Binding
 from gateway.service import Gateway
+from gateway.stores import Database
 from tests.support.access import KEYS, auth_section, toy_entry
 from tests.support.databases import Backend
 from tests.support.harness import http_gateway, in_memory
@@ -33,10 +35,6 @@ ROLES: dict[str, Any] = {
     "analyst": {"allow": ["toy__add"]},
     "intern": {"allow": ["toy__echo"]},
 }
-_INSERT = (
-    "INSERT INTO audit (row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms, detail,"
-    " request_id, trace_id) VALUES (?, 't', ?, 's', 'alice', ?, 'd', ?, ?, '', '', '')"
-)
 
 
 def minute(index: int) -> str:
@@ -44,7 +42,7 @@ def minute(index: int) -> str:
     return datetime.fromtimestamp(T0 + index * 60, UTC).strftime("%H:%M")
 
 
-def generated_rows() -> Iterator[tuple[object, ...]]:
+def generated_rows() -> Iterator[tuple[str, float, str, str, float, str]]:
     """Each minute: 10 calls of toy__echo (10 ms) and 5 of toy__add (20 ms), all ok; at minute 10,
     30 more of toy__add fail; from minute 30 to 34 toy__echo finds its server down."""
     count = 0
@@ -56,15 +54,26 @@ def generated_rows() -> Iterator[tuple[object, ...]]:
             calls += [("toy__add", "error", 50.0)] * 30
         for offset, (tool, outcome, duration) in enumerate(calls):
             count += 1
-            yield (f"gen-{count}", start + offset, tool, outcome, 0.0 if outcome == "unavailable" else duration)
+            yield (f"gen-{count}", start + offset, tool, outcome, 0.0 if outcome == "unavailable" else duration, "")
     # A refused call of a tool the intern may not see.
-    yield ("gen-refused", T0 + 5, "toy__fail", "refused:budget", 0.0)
+    yield ("gen-refused", T0 + 5, "toy__fail", "refused:budget", 0.0, "")
+
+
+def write_rows(db: Database, rows: list[tuple[str, float, str, str, float, str]]) -> None:
+    """Audit rows given as (row id, epoch, tool, outcome, duration, detail), written as the gateway
+    writes them: counted in the rollup."""
+    audit = [
+        (row_id, "t", epoch, "s", "alice", tool, "d", outcome, took, detail, "", "", "")
+        for row_id, epoch, tool, outcome, took, detail in rows
+    ]
+    with db.transaction() as queries:
+        rollupwrites.write(queries, audit)
 
 
 def write_audit(gateway: Gateway) -> None:
     """The generated hour into the gateway's audit trail and its server events."""
     db = gateway.audit.database
-    db.execute_many(_INSERT, list(generated_rows()))
+    write_rows(db, list(generated_rows()))
     events = [(T0 - 100, "toy", "ready"), (T0 + 1800, "toy", "restart"), (T0 + 1800, "toy", "reconnecting")]
     events.append((T0 + 2100, "toy", "ready"))
     db.execute_many("INSERT INTO server_events (epoch, server, event, detail) VALUES (?, ?, ?, '')", events)
@@ -285,16 +294,11 @@ async def test_skills_loaded_searches_that_found_nothing_and_scripts_run_are_cou
     tmp_path: Path, store_backend: Backend
 ) -> None:
     async with served(tmp_path, store_backend) as (gateway, url, _), web_client(url) as page:
-        insert = (
-            "INSERT INTO audit (row_id, time, epoch, session, caller, tool, args_digest, outcome, duration_ms,"
-            " detail, request_id, trace_id) VALUES (?, 't', ?, 's', 'alice', ?, 'd', 'ok', 1.0, ?, '', '')"
-        )
-        meta = [("m-1", T0 + 60, "Load_Skill", ""), ("m-2", T0 + 61, "Find_Tools", "")]
-        meta += [("m-3", T0 + 62, "Find_Tools", "no match"), ("m-4", T0 + 63, "Find_Tools", "no match")]
-        meta += [("m-5", T0 + 64, "Run_Code", "")]
-        gateway.audit.database.execute_many(insert, meta)
-        failed = insert.replace("'ok', 1.0", "'error', 1.0")
-        gateway.audit.database.execute_many(failed, [("m-6", T0 + 65, "Run_Code", "line 2: ZeroDivisionError")])
+        meta = [("m-1", T0 + 60, "Load_Skill", "ok", 1.0, ""), ("m-2", T0 + 61, "Find_Tools", "ok", 1.0, "")]
+        meta += [("m-3", T0 + 62, "Find_Tools", "ok", 1.0, "no match")]
+        meta += [("m-4", T0 + 63, "Find_Tools", "ok", 1.0, "no match"), ("m-5", T0 + 64, "Run_Code", "ok", 1.0, "")]
+        meta += [("m-6", T0 + 65, "Run_Code", "error", 1.0, "line 2: ZeroDivisionError")]
+        write_rows(gateway.audit.database, meta)
         await page.sign_in(KEYS["admin"])
         answer = await page.get("/dashboard?window=1h")
     told = "1 skill loaded; 3 Find_Tools searches, 2 of which found nothing; 2 scripts run (Run_Code), 1 of which"
