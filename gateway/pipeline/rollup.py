@@ -1,6 +1,6 @@
-"""Calls over time from the audit trail's rollup: the `audit_rollup` table a trigger keeps as audit
-rows are written (migrations `audit-0006-rollup.sql`, `audit-0007-rollup-totals.sql`), per outcome
-class, per tool and for all tools together per minute, 10 minutes and hour, and per tool per day,
+"""Calls over time from the audit trail's rollup: the `audit_rollup` table counted as audit rows are
+written (`gateway.pipeline.rollupwrites`; migrations `audit-0006-rollup.sql`, `audit-0007-rollup-totals.sql`),
+per outcome class, per tool and for all tools together per minute, 10 minutes and hour, and per tool per day,
 with a histogram of durations. Reading a week of it is hundreds of rows a tool at most however many
 calls there were; the audit rows themselves are neither changed nor dropped.
 
