@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
+import anyio
 import pytest
 
 from gateway.pipeline import rollupwrites
 from gateway.pipeline.audit import AuditEntry, AuditStore
 from gateway.pipeline.rollup import BOUNDS_MS, DAY, FEW, ClosedBuckets, Rollup, merged, quantile, tiles
-from gateway.stores import StoreSettings
+from gateway.stores import Database, StoreSettings
 from gateway.stores.database import Row
 from gateway.stores.serverevents import RESTART, ServerEvents
 from gateway.stores.sqlite import SqliteDatabase
@@ -101,6 +102,33 @@ async def test_a_batch_of_rows_is_counted_as_the_same_rows_written_one_at_a_time
         store.close()
     assert batched == one_at_a_time
     assert sum(row[3] for row in batched if row[0] == 60 and row[2] == "*") == 400 // 7 * 2 + 1
+
+
+async def test_writers_sharing_counters_at_once_neither_deadlock_nor_lose_a_count(store_backend: Backend) -> None:
+    # Two replicas shipping at once, their rows naming the same tools in opposite orders: each
+    # batch's upserts run in key order, so neither waits on the other in a cycle.
+    writers = [store_backend.open("audit"), store_backend.open("audit")]
+    AuditStore(store_backend.open("audit")).close()
+
+    def ship(db: Database, tools: list[str], prefix: str) -> None:
+        for n in range(40):
+            rows = [
+                [f"{prefix}-{n}-{tool}", "t", T0 + n, "s", "alice", tool, "d", "ok", 1.0, "", "", "", ""]
+                for tool in tools
+            ]
+            with db.transaction() as queries:
+                rollupwrites.write(queries, rows)
+
+    try:
+        # A deadlock would not hang: PostgreSQL ends one of the transactions with an error.
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, ship, writers[0], ["a", "b", "c"], "x")
+            group.start_soon(anyio.to_thread.run_sync, ship, writers[1], ["c", "b", "a"], "y")
+        totals = Rollup(writers[0]).per_tool(3600, T0, T0)
+    finally:
+        for db in writers:
+            db.close()
+    assert sorted((item.key, item.calls) for item in totals) == [("a", 80), ("b", 80), ("c", 80)]
 
 
 async def test_the_all_tools_rows_and_the_day_rows_give_what_summing_each_tools_buckets_gives(
