@@ -105,7 +105,7 @@ def write(db: Database, made: list[tuple[object, ...]], table: str | None) -> fl
     for start in range(0, len(made), BATCH):
         if table is None:
             with db.transaction() as queries:
-                rollupwrites.write(queries, made[start : start + BATCH])
+                rollupwrites.write(queries, db.dialect, made[start : start + BATCH])
         else:
             db.execute_many(insert, made[start : start + BATCH])
     return time.perf_counter() - started

@@ -384,7 +384,7 @@ class AuditStore:
     def _insert(self, rows: Sequence[Sequence[object]]) -> None:
         try:
             with self._db.transaction() as queries:
-                rollupwrites.write(queries, rows)
+                rollupwrites.write(queries, self._db.dialect, rows)
         except DatabaseError as error:
             raise AuditError(f"Cannot write to the audit database {self._db.where}: {error.message}") from None
 

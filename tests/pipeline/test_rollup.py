@@ -90,13 +90,13 @@ async def test_a_batch_of_rows_is_counted_as_the_same_rows_written_one_at_a_time
     rollup = "SELECT * FROM audit_rollup ORDER BY span, start, tool"
     try:
         with db.transaction() as queries:
-            rollupwrites.write(queries, rows)
+            rollupwrites.write(queries, db.dialect, rows)
         batched = db.fetch_all(rollup)
         db.execute("DELETE FROM audit")
         db.execute("DELETE FROM audit_rollup")
         for row in rows:
             with db.transaction() as queries:
-                rollupwrites.write(queries, [row])
+                rollupwrites.write(queries, db.dialect, [row])
         one_at_a_time = db.fetch_all(rollup)
     finally:
         store.close()
@@ -117,7 +117,7 @@ async def test_writers_sharing_counters_at_once_neither_deadlock_nor_lose_a_coun
                 for tool in tools
             ]
             with db.transaction() as queries:
-                rollupwrites.write(queries, rows)
+                rollupwrites.write(queries, db.dialect, rows)
 
     try:
         # A deadlock would not hang: PostgreSQL ends one of the transactions with an error.

@@ -67,7 +67,7 @@ def write_rows(db: Database, rows: list[tuple[str, float, str, str, float, str]]
         for row_id, epoch, tool, outcome, took, detail in rows
     ]
     with db.transaction() as queries:
-        rollupwrites.write(queries, audit)
+        rollupwrites.write(queries, db.dialect, audit)
 
 
 def write_audit(gateway: Gateway) -> None:
