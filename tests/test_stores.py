@@ -57,13 +57,13 @@ def test_each_store_has_the_same_versions_on_both_backends(store: str) -> None:
 def test_migrations_apply_once_and_running_them_again_changes_nothing(store_backend: Backend) -> None:
     db = store_backend.open("audit")
     try:
-        assert migrate(db, "audit") == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert migrate(db, "audit") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         assert migrate(db, "audit") == []
         assert migrate(db, "approvals") == [1]
         rows = db.fetch_all("SELECT store, version FROM schema_version ORDER BY store, version")
     finally:
         db.close()
-    assert rows == [("approvals", 1), *(("audit", version) for version in range(1, 9))]
+    assert rows == [("approvals", 1), *(("audit", version) for version in range(1, 10))]
 
 
 def test_stores_opening_at_once_migrate_once(store_backend: Backend) -> None:
@@ -89,7 +89,7 @@ def test_a_sqlite_file_written_before_versions_were_kept_is_adopted_as_it_is(tmp
         )
     db = Backend("sqlite", StoreSettings(), tmp_path).open("audit")
     try:
-        assert migrate(db, "audit") == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert migrate(db, "audit") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         columns = [row[1] for row in db.fetch_all("PRAGMA table_info(audit)")]
     finally:
         db.close()
