@@ -19,6 +19,8 @@ Reported, for the tuning split and the held-out split (every third task by id) s
 - the Chinese queries as their own language;
 - bytes of a Find_Tools answer (limit 10) as the client reads it, and per hit;
 - search latency over 5,270 tools (the catalog ten times over);
+- with `--record-rankings`, every query's top 10 by words and fused (as digests) written to
+  benchmarks/data/rankings.json, which tests/benchmarks/test_tool_search.py holds the index to;
 - with `--listing`, the bytes a client reads at session start and for one List_Skills call
   through a real gateway with the 70 servers extended and their 70 skills, and at session start
   with every tool listed flat.
@@ -29,6 +31,7 @@ the tuning split only.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import re
@@ -58,6 +61,7 @@ from gateway.stores.vectors import VectorStore
 
 DATA = Path(__file__).parent / "data" / "livemcpbench"
 METATOOL = Path(__file__).parent / "data" / "metatool"
+RANKINGS = Path(__file__).parent / "data" / "rankings.json"
 KS = (1, 5, 10)
 COPIES = 10
 Ranker = Callable[[str, int], list[str]]
@@ -275,6 +279,36 @@ def metatool_report(embedder: Embedder | None) -> None:
             print(row(f"    {label}", score(rank, chosen, original, False)))
 
 
+def benchmark_queries() -> dict[str, tuple[list[Tool], list[str]]]:
+    """Every distinct query the recall report asks, by dataset, with the tools it is asked over."""
+    tools = load_catalog()
+    english, chinese, _ = load_tasks({tool.original for tool in tools})
+    live = [query for task in english for query in (task.question, *task.steps)] + [t.question for t in chinese]
+    own, tasks = load_metatool()
+    return {
+        "livemcpbench": (tools, list(dict.fromkeys(live))),
+        "metatool": (own + tools, list(dict.fromkeys(task.question for task in tasks))),
+    }
+
+
+def ranking_digests(rank: Ranker, queries: Sequence[str]) -> list[str]:
+    """Each query's top 10, best first, as the first 12 hex digits of the SHA-256 of the names."""
+    return [hashlib.sha256("\n".join(rank(query, 10)).encode()).hexdigest()[:12] for query in queries]
+
+
+def record_rankings(embedder: Embedder) -> None:
+    """Write every benchmark query's top 10 by words and fused to `RANKINGS`."""
+    recorded: dict[str, dict[str, list[str]]] = {}
+    for dataset, (tools, queries) in benchmark_queries().items():
+        fused = new_ranker(tools, semantic=semantic_ranker(tools, embedder))
+        recorded[dataset] = {
+            "word": ranking_digests(new_ranker(tools), queries),
+            "fused": ranking_digests(fused, queries),
+        }
+    RANKINGS.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+    print(f"\n  rankings of {sum(len(q) for _, q in benchmark_queries().values())} queries written to {RANKINGS}")
+
+
 def bytes_report(tools: Sequence[Tool], english: Sequence[Task], embedder: Embedder | None) -> None:
     """Mean bytes of a Find_Tools answer at limit 10: former format, current with words alone and fused."""
     records = {
@@ -473,6 +507,7 @@ def main() -> None:
     parser.add_argument("--tune", action="store_true", help="grid-search field weights on the tuning split")
     parser.add_argument("--tune-fusion", action="store_true", help="grid-search the semantic weight of the fusion")
     parser.add_argument("--listing", action="store_true", help="also measure the listing through a real gateway")
+    parser.add_argument("--record-rankings", action="store_true", help=f"write every query's top 10 to {RANKINGS}")
     args = parser.parse_args()
     tools = load_catalog()
     english, chinese, unknown = load_tasks({tool.original for tool in tools})
@@ -482,9 +517,11 @@ def main() -> None:
         tune(tools, english, chinese)
         return
     embedder = model_report()
-    if args.tune_fusion:
-        if embedder is not None:
+    if args.tune_fusion or args.record_rankings:
+        if embedder is not None and args.tune_fusion:
             tune_fusion(tools, english, chinese, embedder)
+        elif embedder is not None:
+            record_rankings(embedder)
         return
     recall_report(tools, english, chinese, embedder)
     metatool_report(embedder)
