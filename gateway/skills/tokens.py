@@ -75,8 +75,12 @@ def terms(text: str) -> list[str]:
         if _CJK.fullmatch(part):
             result += _cjk_terms(part)
             continue
-        for word in _WORD.findall(_CAMEL.sub(" ", part)):
-            folded = word.casefold()
-            if folded not in STOP_WORDS:
-                result.append(_stem(folded))
+        for whole in _WORD.findall(part):
+            # Every break `_CAMEL` finds lies inside a word, after its first letter, at a digit
+            # or a capital: most words of prose have neither, and skip the expression.
+            rest = whole[1:]
+            for word in (whole,) if whole.isalpha() and rest == rest.lower() else _CAMEL.sub(" ", whole).split():
+                folded = word.casefold()
+                if folded not in STOP_WORDS:
+                    result.append(_stem(folded))
     return result
