@@ -122,30 +122,27 @@ class ToolIndex:
         self._items: Sequence[SearchItem] = tuple(items)
         self._semantic = semantic
         self._semantic_weight = semantic_weight
-        counted = [{field: Counter(terms(text)) for field, text in item.fields().items()} for item in self._items]
+        counted = _count_terms(self._items)
         total = len(self._items)
-        average = {
-            field: (sum(sum(doc[field].values()) for doc in counted) / total if total else 0.0) or 1.0
-            for field in WEIGHTS
-        }
+        average = {field: (sum(doc[field][1] for doc in counted) / total if total else 0.0) or 1.0 for field in WEIGHTS}
         # term -> [(document number, weighted and length-normalised frequency over all fields)].
-        self._postings: dict[str, list[tuple[int, float]]] = {}
+        postings: dict[str, list[tuple[int, float]]] = {}
         for number, doc in enumerate(counted):
             combined: dict[str, float] = {}
-            for field, counts in doc.items():
+            for field, (counts, length) in doc.items():
                 if not weights[field]:
                     continue
-                length = sum(counts.values())
                 norm = 1 - LENGTH_NORM[field] + LENGTH_NORM[field] * length / average[field]
                 for term, count in counts.items():
                     combined[term] = combined.get(term, 0.0) + weights[field] * count / norm
             for term, frequency in combined.items():
-                self._postings.setdefault(term, []).append((number, frequency))
-        self._idf = {
-            term: math.log(1 + (total - len(postings) + 0.5) / (len(postings) + 0.5))
-            * (GENERIC_FACTOR if len(postings) > GENERIC_SHARE * total else 1.0)
-            for term, postings in self._postings.items()
-        }
+                postings.setdefault(term, []).append((number, frequency))
+        # term -> [(document number, the term's share of its BM25F score)]: a query only adds them up.
+        self._postings: dict[str, list[tuple[int, float]]] = {}
+        for term, matches in postings.items():
+            idf = math.log(1 + (total - len(matches) + 0.5) / (len(matches) + 0.5))
+            idf *= GENERIC_FACTOR if len(matches) > GENERIC_SHARE * total else 1.0
+            self._postings[term] = [(number, idf * tf * (K1 + 1) / (tf + K1)) for number, tf in matches]
 
     def __len__(self) -> int:
         return len(self._items)
@@ -186,28 +183,23 @@ class ToolIndex:
                 permitted[number] = allowed(self._items[number].name)
             return permitted[number]
 
-        scored = self._ranked(query, limit, visible, by_meaning)
-        best = sorted(scored, key=lambda number: (-scored[number], number))[:limit]
-        return [self._hit(number, scored[number]) for number in best]
-
-    def _ranked(self, query: str, limit: int, visible: Callable[[int], bool], by_meaning: bool) -> dict[int, float]:
-        """Scores of the visible tools for one query: BM25F, fused with the semantic ranker's when there is one."""
-        lexical = self._bm25(query, visible)
+        lexical = self._bm25(query)
+        if allowed is not None:
+            lexical = {number: score for number, score in lexical.items() if visible(number)}
+        # Best first, ties to the earlier tool: the numbers in order, then a stable sort by score.
+        ordered = sorted(sorted(lexical), key=lexical.__getitem__, reverse=True)
         if self._semantic is None or not by_meaning:
-            return lexical
+            return [self._hit(number, lexical[number]) for number in ordered[:limit]]
         meaning = [number for number in self._semantic.rank(query, max(limit * 5, 50)) if visible(number)]
-        return fuse([lexical, meaning], (1.0, self._semantic_weight))
+        return [self._hit(number, score) for number, score in fuse(ordered, meaning, self._semantic_weight, limit)]
 
-    def _bm25(self, query: str, visible: Callable[[int], bool]) -> dict[int, float]:
-        """BM25F scores of the visible tools matching any term of `query`."""
+    def _bm25(self, query: str) -> dict[int, float]:
+        """BM25F scores of the tools matching any term of `query`, each term added in the query's order."""
         scores: dict[int, float] = {}
-        for term in set(terms(query)):
-            idf = self._idf.get(term)
-            if idf is None:
-                continue
-            for number, frequency in self._postings[term]:
-                if visible(number):
-                    scores[number] = scores.get(number, 0.0) + idf * frequency * (K1 + 1) / (frequency + K1)
+        get = scores.get
+        for term in dict.fromkeys(terms(query)):
+            for number, share in self._postings.get(term, ()):
+                scores[number] = get(number, 0.0) + share
         return scores
 
     def _hit(self, number: int, score: float) -> Hit:
@@ -215,20 +207,42 @@ class ToolIndex:
         return Hit(item.name, item.description, score)
 
 
-def fuse(
-    rankings: Sequence[Mapping[int, float] | Sequence[int]], weights: Sequence[float] | None = None
-) -> dict[int, float]:
-    """Reciprocal rank fusion: each ranking gives its n-th item weight / (RRF_K + n), weight 1 by default.
+def _count_terms(items: Sequence[SearchItem]) -> list[dict[str, tuple[Counter[str], int]]]:
+    """Each item's term counts and term total, per field. Many fields repeat the same text (every
+    tool of a server carries its skills' text and the server's name), so each distinct text is
+    split into terms once."""
+    seen: dict[str, tuple[Counter[str], int]] = {}
+    counted = []
+    for item in items:
+        doc = {}
+        for field, text in item.fields().items():
+            if text not in seen:
+                counts = Counter(terms(text))
+                seen[text] = (counts, sum(counts.values()))
+            doc[field] = seen[text]
+        counted.append(doc)
+    return counted
 
-    A ranking is either item numbers best first, or a dict of scores (ranked by score here).
+
+def fuse(lexical: Sequence[int], meaning: Sequence[int], weight: float, limit: int) -> list[tuple[int, float]]:
+    """The best `limit` items by reciprocal rank fusion of two rankings (item numbers, best first),
+    with their fused scores, best first, ties to the lower number.
+
+    An item's score is 1 / (RRF_K + its place among `lexical`) plus weight / (RRF_K + its place
+    among `meaning`), a ranking it is absent from adding nothing. An item ranked by words alone
+    scores less than every one ranked by words alone ahead of it, so only the first `limit` of
+    those can place: the rest of `lexical` is never scored.
     """
-    fused: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        if isinstance(ranking, Mapping):
-            scores = ranking
-            ordered = sorted(scores, key=lambda n: (-scores[n], n))
-        else:
-            ordered = list(ranking)
-        for rank, number in enumerate(ordered, start=1):
-            fused[number] = fused.get(number, 0.0) + weight / (RRF_K + rank)
-    return fused
+    place = {number: rank for rank, number in enumerate(lexical, start=1)} if meaning else {}
+    scores: dict[int, float] = {}
+    for rank, number in enumerate(meaning, start=1):
+        words = 1.0 / (RRF_K + place[number]) if number in place else 0.0
+        scores[number] = words + weight / (RRF_K + rank)
+    alone = 0
+    for rank, number in enumerate(lexical, start=1):
+        if alone == limit:
+            break
+        if number not in scores:
+            scores[number] = 1.0 / (RRF_K + rank)
+            alone += 1
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]

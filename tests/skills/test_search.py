@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gateway.skills.search import SearchItem, ToolIndex, fuse, parameter_text
+from gateway.skills.search import RRF_K, SearchItem, ToolIndex, fuse, parameter_text
 
 CATALOG = [
     SearchItem("files__list_directory", "List the entries of a directory.", "file-organisation"),
@@ -175,8 +177,26 @@ def test_a_semantic_ranker_is_fused_with_the_lexical_ranking() -> None:
 
 
 def test_reciprocal_rank_fusion_favours_items_ranked_well_everywhere() -> None:
-    fused = fuse([[1, 2, 3], {2: 5.0, 3: 1.0, 1: 0.5}])
-    assert sorted(fused, key=lambda n: -fused[n]) == [2, 1, 3]
+    assert [number for number, _ in fuse([1, 2, 3], [2, 3, 1], 1.0, 10)] == [2, 1, 3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), unique=True, max_size=40),
+    st.lists(st.integers(0, 40), unique=True, max_size=12),
+    st.sampled_from([0.5, 1.0, 1.5]),
+    st.integers(1, 15),
+)
+def test_fusion_scores_only_the_head_of_the_word_ranking_yet_ranks_as_fusing_all_of_it(
+    lexical: list[int], meaning: list[int], weight: float, limit: int
+) -> None:
+    # Reciprocal rank fusion as defined: every item of both rankings scored, then sorted.
+    scores: dict[int, float] = {}
+    for ranking, share in ((lexical, 1.0), (meaning, weight)):
+        for rank, number in enumerate(ranking, start=1):
+            scores[number] = scores.get(number, 0.0) + share / (RRF_K + rank)
+    expected = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
+    assert fuse(lexical, meaning, weight, limit) == expected
 
 
 def test_a_word_many_tools_share_counts_less_than_the_rare_word_beside_it() -> None:
