@@ -150,6 +150,16 @@ class EmbeddingRanker:
         vector = self._queries.get(query)
         if vector is None:
             vector = self._embedder.embed([query])[0]
-        scores = self._vectors @ vector
-        best = np.argsort(-scores, kind="stable")[:limit]
-        return [int(number) for number in best if scores[number] >= self._floor]
+        return top(self._vectors @ vector, limit, self._floor)
+
+
+def top(scores: NDArray[np.float32], limit: int, floor: float) -> list[int]:
+    """The numbers of the `limit` highest scores not under `floor`, highest first, ties to the lower
+    number: a full sort's first `limit`, at the cost of a partition (thousands of tools, ten wanted)."""
+    eligible = np.flatnonzero(scores >= floor)
+    if len(eligible) > limit:
+        # Every score at least the limit-th highest, ties included, in number order.
+        threshold = np.partition(scores[eligible], len(eligible) - limit)[len(eligible) - limit]
+        eligible = eligible[scores[eligible] >= threshold]
+    best = eligible[np.argsort(-scores[eligible], kind="stable")[:limit]]
+    return [int(number) for number in best]
