@@ -24,8 +24,11 @@ from numpy.typing import NDArray
 
 from gateway.runtime.datadir import private_dirs
 
-# BLAS threads of the forward pass. One: the gateway serves meanwhile, and on a busy two-core
-# machine two threads took three times as long as one (OpenBLAS's threads wait for each other).
+# BLAS threads of the process once the model is loaded. One: the gateway serves meanwhile, and
+# on a busy two-core machine two threads took three times as long as one (OpenBLAS's threads wait
+# for each other). Set for the process, not around each forward pass: restoring two threads after
+# each made the next BLAS call (the query's cosine over every tool) wake the second thread, which
+# cost more than the product itself.
 THREADS = 1
 # The token table in the package: rows interleaved over chunks (row r is row r // CHUNKS of chunk
 # r % CHUNKS), each chunk quantised on its own, 512 bytes a row.
@@ -110,7 +113,9 @@ def _backend(directory: Path) -> Any:
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.sp = sentencepiece.SentencePieceProcessor(model_file=str(resources / "sp.model"))
     backend.threads = THREADS
-    backend._threadpool = ThreadpoolController().limit
+    # Applied now and kept: the package's `encode` enters no limit of its own when this is None.
+    ThreadpoolController().limit(limits=THREADS, user_api="blas")
+    backend._threadpool = None
     backend.table = TokenRows(unpacked_table(resources / "weights.npz", directory))
     with np.load(resources / "weights.npz", allow_pickle=False) as packed:
         weights = {key: packed[key] for key in packed.files if not key.startswith("q")}

@@ -43,3 +43,10 @@ def test_rows_are_read_from_the_file_only_for_tokens_seen(tmp_path: Path) -> Non
     assert np.array_equal(table[ids], rows[ids])
     assert np.array_equal(table[np.array([1, 5], dtype=np.int64)], rows[[1, 5]])
     assert table.count == 4
+
+
+def test_loading_the_model_leaves_the_process_blas_on_one_thread(tmp_path: Path) -> None:
+    from threadpoolctl import threadpool_info
+
+    usemodel.UseMultilingual(tmp_path)
+    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {usemodel.THREADS}
