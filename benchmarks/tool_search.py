@@ -192,7 +192,7 @@ def semantic_ranker(tools: Sequence[Tool], embedder: Embedder) -> EmbeddingRanke
 
 def meaning_only(tools: Sequence[Tool], ranker: SemanticRanker) -> Ranker:
     """The semantic ranker alone, as names."""
-    return lambda query, limit: [tools[number].name for number in ranker.rank(query, limit)]
+    return lambda query, limit: [tools[number].name for number in ranker.rank(query, limit)[0]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +404,7 @@ def tune_fusion(tools: Sequence[Tool], english: Sequence[Task], chinese: Sequenc
     tuning = [t for t in english if not t.holdout]
     sets = [(tuning, False), (tuning, True), ([t for t in chinese if not t.holdout], True)]
     meaning = semantic_ranker(tools, embedder)
-    for weight in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0):
+    for weight in (0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8):
         rank = new_ranker(tools, semantic=meaning, semantic_weight=weight)
         scores = [score(rank, tasks, original, step) for tasks, step in sets]
         cells = "  ".join(f"R@10 {s.found[10]:.1%} MRR {s.mrr:.3f}" for s in scores)

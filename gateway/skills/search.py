@@ -10,8 +10,8 @@ once per catalog change.
 A query is ranked as a whole, whatever its punctuation: splitting task-like queries into steps
 and keeping each step's best tool lost recall on both benchmarks of benchmarks/tool_search.py
 (docs/decisions/0131-find-tools-query-as-a-whole.md); a task's steps are best asked one call
-each. An optional semantic ranker (`SemanticRanker`) is fused with the lexical ranking
-(reciprocal rank fusion).
+each. An optional semantic ranker (`SemanticRanker`) is fused with the lexical ranking: a
+weighted sum of each ranker's standard scores (docs/decisions/0132-find-tools-standard-score-fusion.md).
 Words that a tenth of the tools share ("get", "create", "file") count half: they say little
 about which tool is meant.
 No cap per server: on the benchmark a task often needs several tools of one server, and every
@@ -20,6 +20,7 @@ cap tried lost recall.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,11 +42,12 @@ LENGTH_NORM = {"name": 0.5, "description": 0.75, "parameters": 0.75, "server": 0
 # docs/decisions/0130-find-tools-model-memory-and-ranking.md).
 GENERIC_SHARE = 0.1
 GENERIC_FACTOR = 0.5
-# Reciprocal rank fusion's constant: 60 in the original paper, and robust around it.
-RRF_K = 60
-# The semantic ranking's share in the fusion (the lexical one counts 1): tuned on the tuning
-# split of benchmarks/tool_search.py, docs/skills.md has the figures.
-SEMANTIC_WEIGHT = 1.0
+# The semantic ranking's share in the fusion (the lexical one has the rest): tuned on the tuning
+# splits of benchmarks/tool_search.py (0.4-0.8 tried; 0.6-0.7 level, docs/decisions/0132).
+SEMANTIC_WEIGHT = 0.65
+# Tools the semantic ranker puts forward beside those words match: per answer place, at least.
+SEMANTIC_DEPTH = 5
+SEMANTIC_DEPTH_MIN = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +88,16 @@ class SemanticRanker(Protocol):
     """The seam for a ranker by meaning (embeddings), fused with the lexical ranking.
 
     It is built over the same items, in the same order, as the `ToolIndex` it joins, once per
-    catalog change; `rank` returns item numbers, best first, at most `limit` of them. It must load
-    its model from a local path: nothing may be downloaded while the gateway runs.
+    catalog change. `rank` returns the item numbers it puts forward, best first, at most `limit`
+    of them, and every item's standard score (its similarity to the query less the mean over all
+    items, in standard deviations), in item order. It must load its model from a local path:
+    nothing may be downloaded while the gateway runs.
     """
 
     def prepare(self, queries: Sequence[str]) -> None:
         """Get ready to rank `queries` (embed them); called in a worker thread before `rank`."""
 
-    def rank(self, query: str, limit: int) -> Sequence[int]: ...
+    def rank(self, query: str, limit: int) -> tuple[Sequence[int], Sequence[float]]: ...
 
 
 def parameter_text(schema: Mapping[str, Any]) -> str:
@@ -183,15 +187,15 @@ class ToolIndex:
                 permitted[number] = allowed(self._items[number].name)
             return permitted[number]
 
-        lexical = self._bm25(query)
+        scores = self._bm25(query)
+        if self._semantic is not None and by_meaning:
+            ranked, similarity = self._semantic.rank(query, max(limit * SEMANTIC_DEPTH, SEMANTIC_DEPTH_MIN))
+            scores = fuse(scores, ranked, similarity, self._semantic_weight, len(self._items))
         if allowed is not None:
-            lexical = {number: score for number, score in lexical.items() if visible(number)}
-        # Best first, ties to the earlier tool: the numbers in order, then a stable sort by score.
-        ordered = sorted(sorted(lexical), key=lexical.__getitem__, reverse=True)
-        if self._semantic is None or not by_meaning:
-            return [self._hit(number, lexical[number]) for number in ordered[:limit]]
-        meaning = [number for number in self._semantic.rank(query, max(limit * 5, 50)) if visible(number)]
-        return [self._hit(number, score) for number, score in fuse(ordered, meaning, self._semantic_weight, limit)]
+            scores = {number: score for number, score in scores.items() if visible(number)}
+        # Best first, ties to the earlier tool (`nlargest` keeps the order of equals).
+        best = heapq.nlargest(limit, sorted(scores), key=scores.__getitem__)
+        return [self._hit(number, scores[number]) for number in best]
 
     def _bm25(self, query: str) -> dict[int, float]:
         """BM25F scores of the tools matching any term of `query`, each term added in the query's order."""
@@ -224,25 +228,23 @@ def _count_terms(items: Sequence[SearchItem]) -> list[dict[str, tuple[Counter[st
     return counted
 
 
-def fuse(lexical: Sequence[int], meaning: Sequence[int], weight: float, limit: int) -> list[tuple[int, float]]:
-    """The best `limit` items by reciprocal rank fusion of two rankings (item numbers, best first),
-    with their fused scores, best first, ties to the lower number.
+def fuse(
+    lexical: Mapping[int, float], ranked: Sequence[int], similarity: Sequence[float], weight: float, total: int
+) -> dict[int, float]:
+    """Fused scores of the tools words match (`lexical`, BM25F scores) and those the semantic
+    ranker puts forward (`ranked`): (1 - weight) x the BM25F score's standard score plus weight x
+    the similarity's (`similarity`, every item's, in item order).
 
-    An item's score is 1 / (RRF_K + its place among `lexical`) plus weight / (RRF_K + its place
-    among `meaning`), a ranking it is absent from adding nothing. An item ranked by words alone
-    scores less than every one ranked by words alone ahead of it, so only the first `limit` of
-    those can place: the rest of `lexical` is never scored.
+    BM25F's standard score is taken over all `total` tools, those words do not match scoring 0.
+    Standard scores put the two rankers on one scale whatever the query: BM25F's scores grow with
+    the number and rarity of the query's words, cosine similarities stay within a narrow band.
     """
-    place = {number: rank for rank, number in enumerate(lexical, start=1)} if meaning else {}
-    scores: dict[int, float] = {}
-    for rank, number in enumerate(meaning, start=1):
-        words = 1.0 / (RRF_K + place[number]) if number in place else 0.0
-        scores[number] = words + weight / (RRF_K + rank)
-    alone = 0
-    for rank, number in enumerate(lexical, start=1):
-        if alone == limit:
-            break
-        if number not in scores:
-            scores[number] = 1.0 / (RRF_K + rank)
-            alone += 1
-    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
+    mean = sum(lexical.values()) / total if total else 0.0
+    variance = sum(score * score for score in lexical.values()) / total - mean * mean if total else 0.0
+    scale = (1 - weight) / (math.sqrt(variance) if variance > 0 else 1.0)
+    shift = scale * mean
+    words = lexical.get
+    return {
+        number: scale * words(number, 0.0) - shift + weight * similarity[number]
+        for number in dict.fromkeys([*lexical, *ranked])
+    }

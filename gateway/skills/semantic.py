@@ -143,14 +143,18 @@ class EmbeddingRanker:
         if missing:
             self._queries |= dict(zip(missing, self._embedder.embed(missing), strict=True))
 
-    def rank(self, query: str, limit: int) -> list[int]:
-        """Item numbers, most similar first, at most `limit` of them, none below the floor."""
+    def rank(self, query: str, limit: int) -> tuple[list[int], list[float]]:
+        """Item numbers, most similar first, at most `limit` of them, none below the floor; and
+        every item's similarity as a standard score over all items."""
         if self._vectors is None or limit <= 0 or not query.strip():
-            return []
+            return [], [0.0] * (0 if self._vectors is None else len(self._vectors))
         vector = self._queries.get(query)
         if vector is None:
             vector = self._embedder.embed([query])[0]
-        return top(self._vectors @ vector, limit, self._floor)
+        similarity = self._vectors @ vector
+        spread = float(similarity.std()) or 1.0
+        standard = (similarity - float(similarity.mean())) / spread
+        return top(similarity, limit, self._floor), standard.tolist()
 
 
 def top(scores: NDArray[np.float32], limit: int, floor: float) -> list[int]:

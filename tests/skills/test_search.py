@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from gateway.skills.search import RRF_K, SearchItem, ToolIndex, fuse, parameter_text
+from gateway.skills.search import SearchItem, ToolIndex, fuse, parameter_text
 
 CATALOG = [
     SearchItem("files__list_directory", "List the entries of a directory.", "file-organisation"),
@@ -162,9 +160,10 @@ class _Synonyms:
     def prepare(self, queries: Sequence[str]) -> None:
         pass
 
-    def rank(self, query: str, limit: int) -> Sequence[int]:
+    def rank(self, query: str, limit: int) -> tuple[Sequence[int], Sequence[float]]:
         wanted = "calc__evaluate" if "sum" in query else ""
-        return [number for number, item in enumerate(self._items) if item.name == wanted][:limit]
+        similarity = [3.0 if item.name == wanted else -0.1 for item in self._items]
+        return [number for number, item in enumerate(self._items) if item.name == wanted][:limit], similarity
 
 
 def test_a_semantic_ranker_is_fused_with_the_lexical_ranking() -> None:
@@ -176,27 +175,21 @@ def test_a_semantic_ranker_is_fused_with_the_lexical_ranking() -> None:
     assert hybrid.search("read a file")[0].name == "files__read_file"
 
 
-def test_reciprocal_rank_fusion_favours_items_ranked_well_everywhere() -> None:
-    assert [number for number, _ in fuse([1, 2, 3], [2, 3, 1], 1.0, 10)] == [2, 1, 3]
+def test_fusion_weighs_standard_scores_so_that_meaning_lifts_a_tool_words_rank_low() -> None:
+    # Words: tool 0 far ahead, tool 1 a little; meaning: tool 1 far ahead.
+    lexical = {0: 9.0, 1: 1.0}
+    similarity = [0.0, 3.0, 0.0, 0.0]
+    by_words = fuse(lexical, [1], similarity, 0.2, 4)
+    by_meaning = fuse(lexical, [1], similarity, 0.8, 4)
+    assert by_words[0] > by_words[1]
+    assert by_meaning[1] > by_meaning[0]
+    assert set(by_meaning) == {0, 1}
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.integers(0, 40), unique=True, max_size=40),
-    st.lists(st.integers(0, 40), unique=True, max_size=12),
-    st.sampled_from([0.5, 1.0, 1.5]),
-    st.integers(1, 15),
-)
-def test_fusion_scores_only_the_head_of_the_word_ranking_yet_ranks_as_fusing_all_of_it(
-    lexical: list[int], meaning: list[int], weight: float, limit: int
-) -> None:
-    # Reciprocal rank fusion as defined: every item of both rankings scored, then sorted.
-    scores: dict[int, float] = {}
-    for ranking, share in ((lexical, 1.0), (meaning, weight)):
-        for rank, number in enumerate(ranking, start=1):
-            scores[number] = scores.get(number, 0.0) + share / (RRF_K + rank)
-    expected = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
-    assert fuse(lexical, meaning, weight, limit) == expected
+def test_fusion_scores_a_tool_only_meaning_puts_forward_by_words_as_a_miss() -> None:
+    fused = fuse({0: 2.0}, [3], [0.0, 0.0, 0.0, 1.0], 0.5, 4)
+    mean, spread = 0.5, (4.0 / 4 - 0.25) ** 0.5
+    assert fused[3] == pytest.approx(0.5 * (0 - mean) / spread + 0.5 * 1.0)
 
 
 def test_a_word_many_tools_share_counts_less_than_the_rare_word_beside_it() -> None:
