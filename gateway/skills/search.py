@@ -172,7 +172,7 @@ class ToolIndex:
     ) -> list[Hit]:
         """The best `limit` tools for `query`, best first, among those `allowed` accepts.
 
-        `allowed` is applied before ranking and truncation, so hidden tools neither appear nor
+        `allowed` is applied before ordering and truncation, so hidden tools neither appear nor
         take a place in the result; it is asked at most once per tool. `by_meaning=False` ranks by
         words alone (when `prepare` failed: the semantic ranker would try again here).
         """
