@@ -68,8 +68,18 @@ WRITE_BEHIND_SECONDS = 0.005
 # others need no round trip to free one.
 _BEGIN = """
 local LOOPS = '__LOOPS__'
+local TAIL = 4
+-- The attempt an edit names is nearly always among the newest (a call's outcome, written behind
+-- it), so the list's tail is read first and the whole list only when the tail lacks it. An index
+-- from the tail is negative.
 local function find(list, id)
   local suffix = ',"' .. id .. '"]'
+  local tail = redis.call('LRANGE', list, -TAIL, -1)
+  for i = #tail, 1, -1 do
+    if string.sub(tail[i], -#suffix) == suffix then
+      return i - #tail - 1
+    end
+  end
   for i, entry in ipairs(redis.call('LRANGE', list, 0, -1)) do
     if string.sub(entry, -#suffix) == suffix then
       return i - 1

@@ -7,6 +7,7 @@ in common, as two gateway processes do.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,11 @@ from gateway.config.model import GatewaySettings
 from gateway.errors import ConfigError, StateUnavailableError, ToolRefusedError
 from gateway.pipeline.budgets import BudgetExceededError, Budgets, Charge
 from gateway.pipeline.chain import CallNext, Pipeline, Step, ToolCall
-from gateway.pipeline.loops import DetectLoops
+from gateway.pipeline.loops import STATE_KEY as LOOPS
+from gateway.pipeline.loops import Attempt, DetectLoops
 from gateway.runtime.background import Background
 from gateway.shared.redisstate import RedisState
-from gateway.shared.state import LocalState, SharedState, ShareSessionState, session_codecs
+from gateway.shared.state import Held, LocalState, SharedState, ShareSessionState, WindowEdits, session_codecs
 from gateway.skills import host
 from gateway.skills.disclosure import ActiveSkills
 from tests.support.harness import free_port
@@ -378,3 +380,29 @@ async def test_a_redis_that_forgot_the_script_still_counts_and_reads_the_call(re
         assert await state.redis.get(f"gw:b:s:{state_key('s-flush')}:total") == "1"
     finally:
         await state.aclose()
+
+
+async def test_edits_of_the_newest_and_of_older_attempts_change_each_in_place_in_the_redis_window(
+    redis_url: str,
+) -> None:
+    state = RedisState(redis_url, clock=ManualClock(), session_ttl=600, lease=120)
+    attempts = [Attempt("tool", f"key-{n}") for n in range(8)]
+    try:
+        for attempt in attempts:
+            await state.begin("s-edits", [LOOPS], None, Held(attempt, 16))
+        edits: list[list[str | None]] = [
+            ["settle", attempts[0].id, "tool", "key-0", "old"],
+            ["settle", attempts[7].id, "tool", "key-7", "new"],
+            ["drop", attempts[6].id],
+            ["drop", attempts[1].id],
+        ]
+        state.save("s-edits", {}, 600, WindowEdits(edits, 16))
+        await state.flush()
+        stored = (await state.begin("s-edits", [LOOPS], None)).values[LOOPS]
+    finally:
+        await state.aclose()
+    window = json.loads(stored)["window"]
+    kept = [attempts[n] for n in (0, 2, 3, 4, 5, 7)]
+    assert [(id, outcome) for _, _, outcome, id in window] == [
+        (attempt.id, {0: "old", 7: "new"}.get(attempts.index(attempt))) for attempt in kept
+    ]
