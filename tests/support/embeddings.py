@@ -10,14 +10,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from gateway.skills.semantic import Embedder
-from tests.support.harness import free_port
+from tests.support.harness import loopback_listener, serving
 
 
 class Outage:
@@ -48,14 +47,6 @@ async def embeddings_server(model: Embedder, served: str) -> AsyncIterator[tuple
         return JSONResponse({"object": "list", "data": data, "model": served, "usage": usage})
 
     app = Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"])])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        with anyio.fail_after(20):
-            while not server.started:
-                await anyio.sleep(0.02)
-        try:
+    with loopback_listener() as (listener, port):
+        async with serving(app, listener, lifespan="off"):
             yield f"http://127.0.0.1:{port}/v1", asked, outage
-        finally:
-            server.should_exit = True

@@ -6,12 +6,12 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
@@ -91,6 +91,31 @@ def free_port() -> int:
         return port
 
 
+@contextmanager
+def loopback_listener() -> Iterator[tuple[socket.socket, int]]:
+    """A socket listening on a free loopback port, and the port: bound before a server starts on
+    it (as `serve` does), so that no other process takes the port meanwhile and a request made
+    before the server runs waits to be accepted."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener, listener.getsockname()[1]
+
+
+@asynccontextmanager
+async def serving(app: Any, listener: socket.socket, *, lifespan: Literal["on", "off"] = "on") -> AsyncIterator[None]:
+    """`app` served by uvicorn on `listener` until the block ends, entered once its lifespan has
+    started and it accepts."""
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
+    async with anyio.create_task_group() as group:
+        group.start_soon(partial(server.serve, sockets=[listener]))
+        await poll_until(lambda: server.started, "uvicorn to start serving")
+        try:
+            yield
+        finally:
+            server.should_exit = True
+
+
 @asynccontextmanager
 async def http_gateway(
     config: GatewayConfig,
@@ -105,26 +130,11 @@ async def http_gateway(
     the address the app is told it serves on (another than loopback turns the loopback rules off)."""
     gateway = Gateway(config, transports=transports, **options)
     app = create_app(config, gateway=gateway, host=host)
-    # Listening before uvicorn starts, as `serve` does: a request made meanwhile waits to be accepted.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = listener.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    with listener:
-        async with anyio.create_task_group() as group:
-            group.start_soon(partial(server.serve, sockets=[listener]))
-            # Answered once the lifespan has started the gateway and uvicorn accepts.
-            async with httpx2.AsyncClient() as http:
-                with anyio.fail_after(LIMIT):
-                    await http.get(f"{url}/healthz", timeout=LIMIT)
+    with loopback_listener() as (listener, port):
+        async with serving(app, listener):
             if settled:
                 await gateway.wait_for_upstreams(gateway.upstreams.values())
-            try:
-                yield gateway, url
-            finally:
-                server.should_exit = True
+            yield gateway, f"http://127.0.0.1:{port}"
 
 
 async def until_listed(client: Client, name: str) -> None:

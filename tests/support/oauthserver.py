@@ -15,8 +15,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import anyio
-import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -32,7 +30,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from tests.support.harness import free_port
+from tests.support.harness import loopback_listener, serving
 
 USERS = ("alice", "bob")
 ACCESS_LIFETIME = 3600
@@ -192,16 +190,8 @@ def build_server(provider: Provider, *, registration: bool = True) -> MCPServer:
 @asynccontextmanager
 async def notes_server(*, registration: bool = True) -> AsyncIterator[tuple[Provider, str]]:
     """The notes server over HTTP on loopback: its provider and its MCP endpoint's URL."""
-    port = free_port()
-    provider = Provider(f"http://127.0.0.1:{port}")
-    app = build_server(provider, registration=registration).streamable_http_app()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        with anyio.fail_after(20):
-            while not server.started:
-                await anyio.sleep(0.02)
-        try:
+    with loopback_listener() as (listener, port):
+        provider = Provider(f"http://127.0.0.1:{port}")
+        app = build_server(provider, registration=registration).streamable_http_app()
+        async with serving(app, listener):
             yield provider, f"{provider.issuer}/mcp"
-        finally:
-            server.should_exit = True
