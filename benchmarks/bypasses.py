@@ -45,6 +45,7 @@ from benchmarks.gateway_latency import (
     cpu_seconds,
     free_port,
     latency,
+    settle,
     started,
     throughput,
     wait_for_quiet,
@@ -139,6 +140,7 @@ def run_variant(name: str, directory: Path, args: argparse.Namespace) -> Figures
     with started(command, log=log) as process:
         try:
             wait_until_ready(process, f"http://127.0.0.1:{port}/readyz", log)
+            settle(process.pid)
         except SystemExit:
             print(log.read_text()[-4000:], file=sys.stderr)
             raise

@@ -41,7 +41,7 @@ import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, started, wait_until_ready
+from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, settle, started, wait_until_ready
 
 SERVERS = 20
 TOOLS = 100
@@ -290,6 +290,8 @@ async def through_gateway(directory: Path, listings: int) -> GatewayFigures:
                 await _until_full(url, raw)
             catalog = time.perf_counter() - started_at
             startup_cpu = cpu_seconds(gateway.pid)
+            # Find_Tools' index is built once the catalog is full: listings are timed after it.
+            await anyio.to_thread.run_sync(settle, gateway.pid)
             cpu_before = cpu_seconds(gateway.pid)
             decoding: list[float] = []
 

@@ -2,7 +2,7 @@
 through its peers, side by side in one run.
 
 Run `python -m benchmarks.gateway_latency [--calls N] [--seconds S] [--rounds R] [--mode 2026-07-28]
-[--tracing]` from the repository root. Everything runs on loopback in subprocesses this script starts and stops,
+[--tracing] [--against CHECKOUT]` from the repository root. Everything runs on loopback in subprocesses this script starts and stops,
 each serving the same echo server and called by the SDK client over streamable HTTP:
 (a) direct: `servers.echo` served over streamable HTTP with JSON responses;
 (b) mcp-proxy and FastMCP's proxy (`benchmarks.peers`: pinned, installed into environments of
@@ -11,7 +11,11 @@ their own on first use), each with that echo server as its stdio backend;
 (d) in the handshake era, the relay of `benchmarks.floors`: that echo server behind a bare ASGI app on
 uvicorn that only relays each request over the pipe, the floor of any gateway on this stack;
 (e) with `--tracing`, the gateway of (c) with a `tracing` section, every call's spans exported to an
-OTLP/HTTP receiver this script runs (`tests/support/otlp.py`).
+OTLP/HTTP receiver this script runs (`tests/support/otlp.py`);
+(f) with `--against CHECKOUT` (repeatable), the gateway of (c) as another checkout of this repository
+has it, to compare two trees in the same rounds.
+Every contender is measured once it has settled: ready, and its start-up work done (the gateway
+loads Find_Tools' model in the background once it is ready).
 Each round waits for a load average below 1.5 (at most `--quiet-timeout` s, then goes on and says
 so with the load it started at); the report gives the median and range over the rounds.
 """
@@ -53,6 +57,12 @@ QUIET_LOAD = 1.5
 WARMUP_CALLS = 50
 # A bound on every wait for a process to come up or go away.
 START_TIMEOUT = 30.0
+# A process has settled once it spends under SETTLE_SHARE of a core over SETTLE_STEPS samples
+# SETTLE_STEP s apart (one second), at most SETTLE_TIMEOUT s after it is ready.
+SETTLE_SHARE = 0.05
+SETTLE_STEP = 0.25
+SETTLE_STEPS = 5
+SETTLE_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -130,13 +140,13 @@ def upstream_pids(server: int) -> list[int]:
 
 @contextmanager
 def started(
-    command: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None
+    command: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None, cwd: Path = REPO
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `command` (with `env`, else this environment) in its own process group; stop it (and
-    anything it started) on the way out."""
+    """Run `command` (with `env`, else this environment) in `cwd` in its own process group; stop it
+    (and anything it started) on the way out."""
     with open(log, "wb") as output:
         process = subprocess.Popen(
-            command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
     try:
         yield process
@@ -169,6 +179,20 @@ def wait_until_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> N
             pass
         time.sleep(0.05)
     raise SystemExit(f"{url} did not become ready within {START_TIMEOUT:g} s; see {log}")
+
+
+def settle(pid: int, timeout: float = SETTLE_TIMEOUT) -> float:
+    """Wait until the ready process `pid` has finished its start-up work in the background (the
+    gateway loads Find_Tools' model and builds its index once ready): until it spends under
+    SETTLE_SHARE of a core over a second, at most `timeout` s. The seconds waited."""
+    started_at = time.monotonic()
+    window = [cpu_seconds(pid)]
+    while time.monotonic() - started_at < timeout:
+        time.sleep(SETTLE_STEP)
+        window = [*window[-(SETTLE_STEPS - 1) :], cpu_seconds(pid)]
+        if len(window) == SETTLE_STEPS and window[-1] - window[0] < SETTLE_SHARE * SETTLE_STEP * (SETTLE_STEPS - 1):
+            break
+    return time.monotonic() - started_at
 
 
 async def echo_tool(url: str, mode: str) -> str:
@@ -283,9 +307,12 @@ class Contender:
     name: str
     command: Callable[[int, Path], list[str]]
     ready_path: str = "/mcp"
+    cwd: Path = REPO
 
 
-def contenders(json_responses: bool, mode: str, with_peers: bool, traces: str | None = None) -> list[Contender]:
+def contenders(
+    json_responses: bool, mode: str, with_peers: bool, traces: str | None = None, trees: Sequence[Path] = ()
+) -> list[Contender]:
     """Direct first (every ratio is to it), the relay (the floor, handshake era only), then the peers
     that speak `mode`, then the gateway, and with `traces` (an OTLP/HTTP receiver's URL) the gateway
     exporting every span there."""
@@ -319,6 +346,8 @@ def contenders(json_responses: bool, mode: str, with_peers: bool, traces: str | 
     chosen.append(Contender("gateway", gateway, "/readyz"))
     if traces is not None:
         chosen.append(Contender("traced", functools.partial(gateway, traces=traces), "/readyz"))
+    # Another checkout's gateway (`python -m gateway` run in it), with the same configuration.
+    chosen += [Contender(f"gateway@{tree.name}", gateway, "/readyz", tree) for tree in trees]
     return chosen
 
 
@@ -330,8 +359,9 @@ def run_one(contender: Contender, calls: int, seconds: float, mode: str, directo
     """Start one contender, measure it, stop it (and whatever it started)."""
     port = free_port()
     log = directory / f"{contender.name}.log"
-    with started(contender.command(port, directory), log=log) as process:
+    with started(contender.command(port, directory), log=log, cwd=contender.cwd) as process:
         wait_until_ready(process, f"http://127.0.0.1:{port}{contender.ready_path}", log)
+        settle(process.pid)
         return measure(f"http://127.0.0.1:{port}/mcp", mode, calls, seconds, process.pid)
 
 
@@ -471,6 +501,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="also run the gateway exporting a trace of every call to an OTLP receiver in this process ('traced')",
     )
     parser.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="CHECKOUT",
+        help="also run the gateway of another checkout of this repository, as 'gateway@<its directory name>'",
+    )
+    parser.add_argument(
         "--quiet-timeout",
         type=float,
         default=600.0,
@@ -489,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 from tests.support.otlp import otlp_receiver
 
                 traces = stack.enter_context(otlp_receiver()).url
-            chosen = contenders(args.json_responses, args.mode, not args.no_peers, traces)
+            chosen = contenders(args.json_responses, args.mode, not args.no_peers, traces, args.against)
             quiet = (QUIET_LOAD, args.quiet_timeout)
             results, loads = rounds(chosen, args.rounds, args.calls, args.seconds, args.mode, quiet)
     except KeyboardInterrupt:

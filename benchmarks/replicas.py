@@ -44,7 +44,7 @@ import yaml
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from benchmarks.gateway_latency import REPO, _interrupt, cpu_seconds, free_port, started, wait_until_ready
+from benchmarks.gateway_latency import REPO, _interrupt, cpu_seconds, free_port, settle, started, wait_until_ready
 
 MODE = "2026-07-28"
 WARMUP_CALLS = 20
@@ -176,6 +176,7 @@ def _serve(
         process = stack.enter_context(started([*command, "--config", str(config), "--port", str(port)], log=log))
         url = f"http://127.0.0.1:{port}"
         wait_until_ready(process, f"{url}/readyz", log)
+        settle(process.pid)
         urls.append(url)
         pids.append(process.pid)
     return urls, pids

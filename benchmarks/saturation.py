@@ -31,7 +31,7 @@ import psycopg
 import redis
 
 from benchmarks.catalog_scale import RawSession
-from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, started, wait_until_ready
+from benchmarks.gateway_latency import REPO, cpu_seconds, free_port, settle, started, wait_until_ready
 from benchmarks.replicas import URL_FILE
 from benchmarks.replicas import _config as replica_config
 
@@ -155,6 +155,7 @@ def run(sessions: int, replicas: int, clients: int, seconds: float, redis_url: s
                 command += ["--config", str(config), "--port", str(port)]
                 process = stack.enter_context(started(command, log=log))
                 wait_until_ready(process, f"http://127.0.0.1:{port}/readyz", log)
+                settle(process.pid)
                 urls.append(f"http://127.0.0.1:{port}")
                 pids.append(process.pid)
             return f"{replicas or 'single':>8} " + measure(urls, pids, keys, clients, seconds)
