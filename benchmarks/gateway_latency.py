@@ -2,8 +2,9 @@
 through its peers, side by side in one run.
 
 Run `python -m benchmarks.gateway_latency [--calls N] [--seconds S] [--rounds R] [--mode 2026-07-28]
-[--tracing] [--against CHECKOUT]` from the repository root. Everything runs on loopback in subprocesses this script starts and stops,
-each serving the same echo server and called by the SDK client over streamable HTTP:
+[--tracing] [--against CHECKOUT]` from the repository root. Everything runs on loopback in
+subprocesses this script starts and stops, each serving the same echo server and called by the
+SDK client over streamable HTTP:
 (a) direct: `servers.echo` served over streamable HTTP with JSON responses;
 (b) mcp-proxy and FastMCP's proxy (`benchmarks.peers`: pinned, installed into environments of
 their own on first use), each with that echo server as its stdio backend;
