@@ -42,8 +42,12 @@ class ExecuteWithDeadline:
         """Run `call_next(call)` with deadline, retries and error translation."""
         limit = call.tool.timeout or self._default_timeout
         try:
-            with tracing.span("execute", {"gateway.source": call.tool.source}), anyio.fail_after(limit):
-                return await self._attempts(call, call_next)
+            with tracing.span("execute", {"gateway.source": call.tool.source}):
+                # A bare cancel scope, not `anyio.fail_after` (the same scope inside two generator context
+                # managers): nothing else cancels it, so leaving it without a result means its deadline passed.
+                with anyio.CancelScope(deadline=anyio.current_time() + limit):
+                    return await self._attempts(call, call_next)
+                raise TimeoutError
         except TimeoutError:
             raise ToolTimeoutError(
                 f"Tool '{call.tool.name}' did not finish within {limit:g} s and was abandoned"
