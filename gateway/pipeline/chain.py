@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, runtime_checkable
 
 import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
@@ -54,6 +55,13 @@ class Step(Protocol):
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult: ...
 
 
+@runtime_checkable
+class ToolSpecific(Protocol):
+    """A step with work for the calls of some tools only, as the tool's record alone tells."""
+
+    def applies_to(self, tool: ToolRecord) -> bool: ...
+
+
 class ToolSource(Protocol):
     """Where tools run: an upstream MCP server, the local Python tools, a sandbox."""
 
@@ -68,19 +76,33 @@ def error_result(error: ToolError) -> types.CallToolResult:
 
 
 class Pipeline:
-    """Runs calls through the steps, then through `terminal`, which executes them."""
+    """Runs calls through the steps, then through `terminal`, which executes them.
+
+    Each tool's chain is composed once per record of it (a new catalog version brings a new
+    record): the steps that have nothing to do for that tool (`ToolSpecific`) are left out, and
+    each link is the next step itself, with nothing between them.
+    """
 
     def __init__(self, steps: Sequence[Step], terminal: CallNext) -> None:
-        self._steps = tuple(steps)
-        chain = terminal
-        for step in reversed(self._steps):
-            chain = _bind(step, chain)
-        self._chain = chain
+        self._steps = tuple(reversed(steps))
+        self._terminal = terminal
+        self._chains: dict[str, tuple[ToolRecord, CallNext]] = {}
+
+    def _chain(self, tool: ToolRecord) -> CallNext:
+        composed = self._chains.get(tool.name)
+        if composed is not None and composed[0] is tool:
+            return composed[1]
+        chain = self._terminal
+        for step in self._steps:
+            if not isinstance(step, ToolSpecific) or step.applies_to(tool):
+                chain = partial(step, call_next=chain)
+        self._chains[tool.name] = (tool, chain)
+        return chain
 
     async def run(self, call: ToolCall) -> types.CallToolResult:
         """Run one call; failures come back as `is_error` results, never as exceptions."""
         try:
-            result = await self._chain(call)
+            result = await self._chain(call.tool)(call)
         except ToolError as error:
             _tell(call, "refused" if isinstance(error, ToolRefusedError) else "error")
             return error_result(error)
@@ -96,10 +118,3 @@ def _tell(call: ToolCall, outcome: str) -> None:
     outcomes = call.notes.get(OUTCOMES_NOTE)
     if isinstance(outcomes, list):
         outcomes.append(outcome)
-
-
-def _bind(step: Step, call_next: CallNext) -> CallNext:
-    async def link(call: ToolCall) -> types.CallToolResult:
-        return await step(call, call_next)
-
-    return link

@@ -256,6 +256,10 @@ class ConfirmRiskyCalls:
         self._ttl = ttl
         self._clock = clock
 
+    def applies_to(self, tool: ToolRecord) -> bool:
+        """Whether calls of `tool` wait for a person: those at or above the threshold."""
+        return risk_at_least(self._risk_of(tool), self._threshold)
+
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Run low-risk calls; confirm risky ones through the client's user, or park them for a person."""
         risk = self._risk_of(call.tool)

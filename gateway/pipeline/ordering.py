@@ -23,6 +23,7 @@ from __future__ import annotations
 import anyio
 import mcp_types as types
 
+from gateway.catalog.tools import ToolRecord
 from gateway.pipeline.chain import CallNext, ToolCall
 
 # The locks live in the session's own state, so they go away with the session.
@@ -32,9 +33,13 @@ STATE_KEY = "gateway.ordering.writes"
 class SessionOrdering:
     """Pipeline step: serialise a session's non-read-only calls per source, let its read-only calls overlap."""
 
+    def applies_to(self, tool: ToolRecord) -> bool:
+        """Whether calls of `tool` queue: read-only ones pass straight on."""
+        return not tool.read_only
+
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
         """Pass read-only calls straight on; queue the others behind the session's earlier writes to the same source."""
-        if call.tool.read_only:
+        if not self.applies_to(call.tool):
             return await call_next(call)
         locks: dict[str, anyio.Lock] = call.session.state.setdefault(STATE_KEY, {})
         lock = locks.get(call.tool.source)

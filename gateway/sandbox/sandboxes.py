@@ -23,6 +23,7 @@ import anyio
 import anyio.to_thread
 import mcp_types as types
 
+from gateway.catalog.tools import ToolRecord
 from gateway.config.limits import SandboxLimits
 from gateway.config.model import GatewayConfig, GatewaySettings, SandboxSettings, ServerConfig
 from gateway.errors import SandboxUnavailableError
@@ -50,8 +51,12 @@ class SandboxGuard:
     def __init__(self, availability: Callable[[], tuple[bool, str]]) -> None:
         self._availability = availability
 
+    def applies_to(self, tool: ToolRecord) -> bool:
+        """Only sandboxed tools are guarded."""
+        return tool.sandbox is not None
+
     async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
-        if call.tool.sandbox is not None:
+        if self.applies_to(call.tool):
             ready, reason = self._availability()
             if not ready:
                 raise SandboxUnavailableError(
