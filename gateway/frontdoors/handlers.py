@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -96,14 +95,25 @@ def client_notes(ctx: Context) -> dict[str, Any]:
     return notes
 
 
-@contextmanager
-def protocol_errors(redact: Redactor) -> Iterator[None]:
+class protocol_errors:
     """Answer gateway errors outside a tool result (unknown names, bad cursors, failed reads) as
-    JSON-RPC invalid-params errors without secrets; a tool call's own failures are results, never raised here."""
-    try:
-        yield
-    except (ProtocolError, ToolError) as error:
-        raise MCPError(code=types.INVALID_PARAMS, message=redact(error.client_text())) from None
+    JSON-RPC invalid-params errors without secrets; a tool call's own failures are results, never raised here.
+
+    A class, not a generator context manager: every call enters it, and a generator's context
+    manager costs several times as much to enter and leave.
+    """
+
+    __slots__ = ("_redact",)
+
+    def __init__(self, redact: Redactor) -> None:
+        self._redact = redact
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: object) -> None:
+        if isinstance(error, ProtocolError | ToolError):
+            raise MCPError(code=types.INVALID_PARAMS, message=self._redact(error.client_text())) from None
 
 
 def redacted_error(result: types.CallToolResult, redact: Redactor) -> types.CallToolResult:

@@ -41,16 +41,23 @@ def fresh() -> str:
     return f"{_PREFIX}{next(_numbers):016x}"
 
 
-@contextmanager
-def bound() -> Iterator[str]:
-    """Handle one client call under a fresh id, restored on the way out."""
-    request_id = fresh()
-    token = _current.set(request_id)
-    tracing.annotate(tracing.REQUEST_ID, request_id)
-    try:
-        yield request_id
-    finally:
-        _current.reset(token)
+class bound:
+    """Handle one client call under a fresh id, restored on the way out.
+
+    A class, not a generator context manager: it is entered once a call, and a generator's
+    context manager costs several times as much to enter and leave.
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> str:
+        request_id = fresh()
+        self._token = _current.set(request_id)
+        tracing.annotate(tracing.REQUEST_ID, request_id)
+        return request_id
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)
 
 
 @contextmanager

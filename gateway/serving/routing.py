@@ -4,8 +4,7 @@ instance, a local function, or a fresh sandbox container."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -77,18 +76,14 @@ class Router:
         if self._running.get(name):
             await self._idle.setdefault(name, anyio.Event()).wait()
 
-    @contextmanager
-    def _counted(self, name: str) -> Iterator[None]:
-        self._running[name] = self._running.get(name, 0) + 1
-        try:
-            yield
-        finally:
-            self._running[name] -= 1
-            if not self._running[name]:
-                del self._running[name]
-                event = self._idle.pop(name, None)
-                if event is not None:
-                    event.set()
+    def _ended(self, name: str) -> None:
+        """A call of source `name` that `execute` counted has ended."""
+        self._running[name] -= 1
+        if not self._running[name]:
+            del self._running[name]
+            event = self._idle.pop(name, None)
+            if event is not None:
+                event.set()
 
     def _session_scoped(self, name: str) -> ServerConfig | None:
         server = self._servers.get(name)
@@ -117,7 +112,9 @@ class Router:
     async def execute(self, call: ToolCall) -> types.CallToolResult:
         """The pipeline's terminal: send the call to its source under its original name."""
         name = call.tool.source
-        with self._counted(name):
+        # Counted without a context manager: a generator's costs several times a try on every call.
+        self._running[name] = self._running.get(name, 0) + 1
+        try:
             server = self._servers.get(name)
             if server is not None and call.tool.sandbox == "per-call":
                 return await self._sandboxed_call(call, server)
@@ -138,6 +135,8 @@ class Router:
                 # A plain call of it passed the front door: its caller holds no tasks (2026 era, Use_Tool).
                 return await source.call_as_task(call.tool, call.arguments)
             return await source.call_tool(call.tool, call.arguments, call.progress)
+        finally:
+            self._ended(name)
 
     async def _as_caller(self, call: ToolCall, server: ServerConfig) -> types.CallToolResult:
         """A call of a server that takes each caller's grant, on the caller's own connection."""

@@ -13,8 +13,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import AsyncExitStack, contextmanager, suppress
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -544,15 +544,20 @@ class Upstream:
         (`directcalls`), others the SDK's session; either way the result is checked against the
         tool's output schema here, once (the session keeps no schemas: `listing.UpstreamSession`).
         """
-        with self._counted():
+        # Counted without a context manager: a generator's costs several times a try on every call.
+        self._calls += 1
+        try:
             return await self._call_tool(tool, arguments, progress)
+        finally:
+            self._ended()
 
     async def call_as_task(self, tool: ToolRecord, arguments: Mapping[str, Any]) -> types.CallToolResult:
         """Run `tool`, which its server runs only as a task (`taskSupport: required`), for a caller
         that holds no tasks (the 2026 era has none; `Use_Tool`): the task is created, its result
         waited for, and the task cancelled on the server when the caller stops waiting. A server
         that runs no tasks gets a plain call."""
-        with self._counted():
+        self._calls += 1
+        try:
             task = await self.create_task(tool, arguments, types.TaskMetadata())
             if task is None:
                 return await self._call_tool(tool, arguments, None)
@@ -563,21 +568,19 @@ class Upstream:
                     await self.send_as_is(tasking.cancel_request(task.task_id))
                 raise
             result = tasking.task_result(self.name, answer)
+        finally:
+            self._ended()
         if tool.output_schema is not None and not result.is_error:
             self._outputs.check(tool.original_name, tool.output_schema, result)
         return result
 
-    @contextmanager
-    def _counted(self) -> Iterator[None]:
-        """Count a call running, so that a connection being replaced can let its calls finish (`drained`)."""
-        self._calls += 1
-        try:
-            yield
-        finally:
-            self._calls -= 1
-            if not self._calls and self._drained is not None:
-                self._drained.set()
-                self._drained = None
+    def _ended(self) -> None:
+        """A counted call has ended: `_calls` counts those running, so that a connection being
+        replaced can let its calls finish (`drained`)."""
+        self._calls -= 1
+        if not self._calls and self._drained is not None:
+            self._drained.set()
+            self._drained = None
 
     def retire(self) -> None:
         """This connection is being replaced: calls waiting for it to connect stop waiting, and are
