@@ -200,7 +200,13 @@ def shared_state(config: GatewayConfig, clock: Clock, wall_clock: Clock) -> Shar
             "names Redis, but its client is not installed: pip install 'mcp-gateway[replicas]'",
         ) from None
     lease = settings.call_timeout * (settings.retries + 1) + 60
-    return RedisState(config.store.redis, clock=wall_clock, session_ttl=settings.session_idle_timeout, lease=lease)
+    return RedisState(
+        config.store.redis,
+        clock=wall_clock,
+        session_ttl=settings.session_idle_timeout,
+        lease=lease,
+        loop_window=settings.loop_window,
+    )
 
 
 def share_step(

@@ -57,7 +57,8 @@ WRITE_BEHIND_SECONDS = 0.005
 # lease cutoff, max per session, per minute, caller per minute, concurrent (-1: no limit), ticket,
 # session ttl, window ttl, lease ttl (the budget; ARGV[4] = '' when no budget is charged), the
 # writes as JSON ([stamp, ttl, [field, value, ...], edits, cap] per write), the call's attempt to
-# append to the loop window as JSON ([ttl, cap, entry], or ''), then the state fields to read. It
+# append to the loop window as JSON ([ttl, cap, entry], or ''), how many of the loop window's newest
+# attempts to read, then the state fields to read. It
 # applies the writes first (a snapshot older than the stored one is dropped; an equal one, a
 # resend, rewrites the same; loop window edits always apply, each naming its attempt by id, so a
 # resend changes nothing more), then checks and counts the call, then reads the state (the loop
@@ -104,15 +105,34 @@ local function edit(list, blocked, edits, cap)
   end
   redis.call('LTRIM', list, -cap, -1)
 end
--- Every key of a session lives `ttl` seconds after its last call, whatever that call changed.
+-- Every key of a session lives `ttl` seconds after its last call, whatever that call changed. Each
+-- key is given its expiry once, when the script ends (a key kept twice, by a write carried along
+-- and by the call's own attempt, takes the later ttl), and a blocked set the read found empty,
+-- which does not exist, none.
+local expiring, order, absent = {}, {}, {}
 local function keep(first, ttl)
   for k = first, first + 2 do
-    redis.call('EXPIRE', KEYS[k], ttl)
+    if not expiring[KEYS[k]] then
+      table.insert(order, KEYS[k])
+    end
+    expiring[KEYS[k]] = ttl
   end
 end
+local function expire()
+  for _, key in ipairs(order) do
+    if not absent[key] then
+      redis.call('EXPIRE', key, expiring[key])
+    end
+  end
+end
+-- Only the newest `READ` attempts: the loop detector keeps no more.
+local READ = tonumber(ARGV[14])
 local function loop_text(list, blocked)
-  local entries = redis.call('LRANGE', list, 0, -1)
+  local entries = redis.call('LRANGE', list, -READ, -1)
   local found = redis.call('SMEMBERS', blocked)
+  if #found == 0 then
+    absent[blocked] = true
+  end
   if #entries == 0 and #found == 0 then
     return false
   end
@@ -134,13 +154,13 @@ for i, write in ipairs(writes) do
   keep(5 + 3 * i, write[2])
 end
 local function read()
-  if #ARGV < 14 then
+  if #ARGV < 15 then
     return {}
   end
-  local values = redis.call('HMGET', KEYS[5], unpack(ARGV, 14))
-  for i = 14, #ARGV do
+  local values = redis.call('HMGET', KEYS[5], unpack(ARGV, 15))
+  for i = 15, #ARGV do
     if ARGV[i] == LOOPS then
-      values[i - 13] = loop_text(KEYS[6], KEYS[7])
+      values[i - 14] = loop_text(KEYS[6], KEYS[7])
     end
   end
   if ARGV[13] ~= '' then
@@ -156,6 +176,7 @@ local function answer(limit, oldest)
   for _, value in ipairs(read()) do
     table.insert(out, value)
   end
+  expire()
   return out
 end
 if ARGV[4] == '' then
@@ -281,12 +302,17 @@ class RedisState:
 
     shared = True
 
-    def __init__(self, url: str, *, clock: Callable[[], float] = time.time, session_ttl: float, lease: float) -> None:
+    def __init__(
+        self, url: str, *, clock: Callable[[], float] = time.time, session_ttl: float, lease: float, loop_window: int
+    ) -> None:
         self.url = url
         self.redis = aioredis.Redis.from_url(url, decode_responses=True)
         self._clock = clock
         self._session_ttl = math.ceil(max(session_ttl, WINDOW_SECONDS))
         self._lease = lease
+        # A read returns the loop window's newest attempts, as many as the detector keeps; the list
+        # holds up to twice as many (refused calls' attempts stay until dropped).
+        self._loop_window = loop_window
         # The script every call runs goes over a connection of its own, pipelined (`redisline`).
         self._line = RedisLine(url)
         self._begin_sha = hashlib.sha1(_BEGIN.encode()).hexdigest()
@@ -346,7 +372,7 @@ class RedisState:
         if held is not None:
             found = held.attempt
             attempt = json.dumps([self._session_ttl, held.cap, _entry(found.tool, found.fingerprint, None, found.id)])
-        args += [json.dumps(batch), attempt, *keys]
+        args += [json.dumps(batch), attempt, self._loop_window, *keys]
         try:
             async with _reachable(self.url):
                 answer = await self._run_begin(names, args)

@@ -53,7 +53,7 @@ async def counter(request: pytest.FixtureRequest) -> AsyncIterator[Counter]:
     opened: list[RedisState] = []
 
     def in_redis(clock: ManualClock) -> BudgetCounter:
-        opened.append(RedisState(url, clock=clock, session_ttl=600, lease=120))
+        opened.append(RedisState(url, clock=clock, session_ttl=600, lease=120, loop_window=20))
         return opened[-1].budgets
 
     yield in_redis

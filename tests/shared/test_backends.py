@@ -72,7 +72,9 @@ async def replicas(request: pytest.FixtureRequest) -> AsyncIterator[Replicas]:
         yield Replicas((local, local), (one, one), clock)
         return
     url: str = request.getfixturevalue("redis_url")
-    first, second = (RedisState(url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
+    first, second = (
+        RedisState(url, clock=clock, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window) for _ in range(2)
+    )
     try:
         yield Replicas((first, second), (_session(), _session()), clock)
     finally:
@@ -271,7 +273,10 @@ async def test_a_replica_s_call_sees_the_state_it_has_not_written_yet(replicas: 
 
 async def test_state_written_behind_reaches_the_other_replica_without_another_call(redis_url: str) -> None:
     clock = ManualClock()
-    writer, reader = (RedisState(redis_url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
+    writer, reader = (
+        RedisState(redis_url, clock=clock, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
+        for _ in range(2)
+    )
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(writer.write_behind, Background().report)
@@ -290,7 +295,10 @@ async def test_state_written_behind_reaches_the_other_replica_without_another_ca
 
 async def test_an_earlier_save_never_replaces_a_later_one(redis_url: str) -> None:
     clock = ManualClock()
-    late, early = (RedisState(redis_url, clock=clock, session_ttl=600, lease=120) for _ in range(2))
+    late, early = (
+        RedisState(redis_url, clock=clock, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
+        for _ in range(2)
+    )
     try:
         clock.now += 10
         late.save("s-order", {"k": "later"}, 600)
@@ -307,7 +315,7 @@ async def test_an_earlier_save_never_replaces_a_later_one(redis_url: str) -> Non
 async def test_every_key_of_a_session_lives_as_long_after_its_last_call_whatever_the_call_changed(
     redis_url: str,
 ) -> None:
-    state = RedisState(redis_url, session_ttl=600, lease=120)
+    state = RedisState(redis_url, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
     session = _session()
     replica = _pipeline(state, lambda call: "same")
     try:
@@ -325,11 +333,44 @@ async def test_every_key_of_a_session_lives_as_long_after_its_last_call_whatever
         await state.aclose()
 
 
+async def test_a_session_s_blocked_fingerprints_live_as_long_after_its_last_call_as_its_other_keys(
+    redis_url: str,
+) -> None:
+    state = RedisState(redis_url, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
+    session = _session()
+    replica = _pipeline(state, lambda call: "same")
+    blocked = f"gw:lb:{state_key(session.id)}"
+    try:
+        state.save(session.id, {}, 600, WindowEdits([["block", "fingerprint"]], 20))
+        await state.flush()
+        await state.redis.expire(blocked, 5)
+        await _call(replica, session, "search", q="x")
+        assert await state.redis.ttl(blocked) > 5
+    finally:
+        await state.aclose()
+
+
+async def test_a_read_of_a_redis_loop_window_returns_only_the_newest_attempts_the_detector_keeps(
+    redis_url: str,
+) -> None:
+    state = RedisState(redis_url, clock=ManualClock(), session_ttl=600, lease=120, loop_window=3)
+    attempts = [Attempt("tool", f"key-{n}") for n in range(8)]
+    try:
+        for attempt in attempts:
+            await state.begin("s-newest", [LOOPS], None, Held(attempt, 6))
+        stored = (await state.begin("s-newest", [LOOPS], None)).values[LOOPS]
+        kept = await state.redis.llen(f"gw:l:{state_key('s-newest')}")
+    finally:
+        await state.aclose()
+    assert [id for _, _, _, id in json.loads(stored)["window"]] == [attempt.id for attempt in attempts[-3:]]
+    assert kept == 6
+
+
 async def test_a_stopping_replica_writes_what_is_pending(redis_url: str) -> None:
-    stopping = RedisState(redis_url, session_ttl=600, lease=120)
+    stopping = RedisState(redis_url, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
     stopping.save("s-stop", {"k": "kept"}, 600)
     await stopping.aclose()
-    fresh = RedisState(redis_url, session_ttl=600, lease=120)
+    fresh = RedisState(redis_url, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
     try:
         assert (await fresh.begin("s-stop", ["k"], None)).values == {"k": "kept"}
     finally:
@@ -338,7 +379,7 @@ async def test_a_stopping_replica_writes_what_is_pending(redis_url: str) -> None
 
 async def test_a_concurrency_slot_of_a_replica_that_died_frees_after_its_lease(redis_url: str) -> None:
     clock = ManualClock()
-    state = RedisState(redis_url, clock=clock, session_ttl=600, lease=120)
+    state = RedisState(redis_url, clock=clock, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
     try:
         await state.budgets.admit("s1", "alice", Budget(concurrent=1))
         with pytest.raises(BudgetExceededError):
@@ -351,7 +392,9 @@ async def test_a_concurrency_slot_of_a_replica_that_died_frees_after_its_lease(r
 
 async def test_an_unreachable_redis_fails_the_call_naming_where_without_its_password() -> None:
     port = free_port()
-    state = RedisState(f"redis://:hunter2@127.0.0.1:{port}/0", session_ttl=600, lease=120)
+    state = RedisState(
+        f"redis://:hunter2@127.0.0.1:{port}/0", session_ttl=600, lease=120, loop_window=SETTINGS.loop_window
+    )
     try:
         with pytest.raises(StateUnavailableError) as failed:
             await state.budgets.admit("s1", "alice", Budget(calls_per_minute=5))
@@ -368,7 +411,7 @@ def test_a_store_redis_that_is_not_a_redis_url_is_refused_naming_the_key(tmp_pat
 
 
 async def test_a_redis_that_forgot_the_script_still_counts_and_reads_the_call(redis_url: str) -> None:
-    state = RedisState(redis_url, session_ttl=600, lease=120)
+    state = RedisState(redis_url, session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
     try:
         state.save("s-flush", {"k": "kept"}, 600)
         await state.flush()
@@ -385,7 +428,7 @@ async def test_a_redis_that_forgot_the_script_still_counts_and_reads_the_call(re
 async def test_edits_of_the_newest_and_of_older_attempts_change_each_in_place_in_the_redis_window(
     redis_url: str,
 ) -> None:
-    state = RedisState(redis_url, clock=ManualClock(), session_ttl=600, lease=120)
+    state = RedisState(redis_url, clock=ManualClock(), session_ttl=600, lease=120, loop_window=SETTINGS.loop_window)
     attempts = [Attempt("tool", f"key-{n}") for n in range(8)]
     try:
         for attempt in attempts:
