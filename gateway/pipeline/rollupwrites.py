@@ -9,6 +9,7 @@ comes to a few upserts; a trigger per row wrote seven (docs/decisions/0142-rollu
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import cast
@@ -33,10 +34,18 @@ _NOT_CALLS = ("sampling", "elicitation")
 _COUNTS = ("ok", "tool_error", "refused", "timeout", "down", "no_match", "total_ms")
 _BUCKET_COLUMNS = tuple(f"b{index}" for index in range(len(BOUNDS_MS) + 1))
 _ALL_COLUMNS = ("span", "start", "tool", *_COUNTS, *_BUCKET_COLUMNS)
+_ON_CONFLICT = " ON CONFLICT (span, start, tool) DO UPDATE SET " + ", ".join(
+    f"{name} = audit_rollup.{name} + excluded.{name}" for name in (*_COUNTS, *_BUCKET_COLUMNS)
+)
 _UPSERT = (
-    f"INSERT INTO audit_rollup ({', '.join(_ALL_COLUMNS)}) VALUES ({', '.join('?' * len(_ALL_COLUMNS))})"
-    " ON CONFLICT (span, start, tool) DO UPDATE SET "
-    + ", ".join(f"{name} = audit_rollup.{name} + excluded.{name}" for name in (*_COUNTS, *_BUCKET_COLUMNS))
+    f"INSERT INTO audit_rollup ({', '.join(_ALL_COLUMNS)}) VALUES ({', '.join('?' * len(_ALL_COLUMNS))})" + _ON_CONFLICT
+)
+# PostgreSQL: every counter of a batch in one statement of one parameter, a JSON array of them.
+# A statement per counter cost most of a shipment's CPU, and one with a row of parameters per
+# counter is too long for the driver to keep parsed.
+_UPSERT_ALL = (
+    f"INSERT INTO audit_rollup ({', '.join(_ALL_COLUMNS)}) SELECT {', '.join(_ALL_COLUMNS)}"
+    " FROM json_populate_recordset(NULL::audit_rollup, ?::json) ORDER BY span, start, tool" + _ON_CONFLICT
 )
 
 
@@ -44,10 +53,14 @@ def write(queries: Queries, dialect: Dialect, rows: Sequence[Sequence[object]]) 
     """Insert `rows` (values of `COLUMNS`) into the audit trail of a `dialect` database and count
     those inserted now in the rollup, on `queries` inside one transaction."""
     upserts = counted(_inserted(queries, dialect, rows))
-    if upserts:
-        # In key order: replicas shipping at once lock the counters they share in the same order, so
-        # one waits for the other instead of both deadlocking (no lock over the whole table needed).
+    if not upserts:
+        return
+    # In key order: replicas shipping at once lock the counters they share in the same order, so
+    # one waits for the other instead of both deadlocking (no lock over the whole table needed).
+    if dialect == "sqlite":
         queries.execute_many(_UPSERT, upserts)
+    else:
+        queries.execute(_UPSERT_ALL, [json.dumps([dict(zip(_ALL_COLUMNS, upsert, strict=True)) for upsert in upserts])])
 
 
 def _inserted(queries: Queries, dialect: Dialect, rows: Sequence[Sequence[object]]) -> list[_Counted]:
