@@ -16,7 +16,10 @@ own, one without only writes session state behind the calls), the PostgreSQL tra
 committed (pg_stat_database, the whole database's) and the audit rows written with the transactions
 that wrote them (their distinct `xmin`), and each replica's CPU time from /proc. No load balancer:
 its CPU would blur the replicas'. Every run prints the load average at its end; "over one" is a
-replica's CPU per call less the single gateway's of the same round.
+replica's CPU per call less the single gateway's of the same round. Each round also runs two
+gateways on SQLite that share nothing, driven as two replicas are: "over as many on SQLite" is a
+replica's CPU per call less that of as many gateways sharing nothing, each at about the same calls/s
+(a process at half the calls/s spends more a call, whatever it shares).
 """
 
 from __future__ import annotations
@@ -182,11 +185,12 @@ def _serve(
     return urls, pids
 
 
-def single(sessions: int, seconds: float) -> Run:
-    """The reference: one gateway on SQLite, its budgets and session state in the process."""
+def single(sessions: int, seconds: float, count: int = 1) -> Run:
+    """The reference: `count` gateways on SQLite, each its budgets and session state in its process,
+    sharing nothing, driven as that many replicas are."""
     keys = [secrets.token_hex(16) for _ in range(sessions)]
     with tempfile.TemporaryDirectory(prefix="replicas-bench-") as temp, ExitStack() as stack:
-        urls, pids = _serve(stack, Path(temp), 1, keys, "", "")
+        urls, pids = _serve(stack, Path(temp), count, keys, "", "")
         calls, elapsed, cpu = anyio.run(_drive, urls, keys, seconds, pids)
     return Run(0, calls, elapsed, cpu, Counter(), 0, 0, 0, 0.0, os.getloadavg()[0])
 
@@ -237,19 +241,27 @@ def report(runs: Sequence[Run], sessions: int) -> str:
         f"{sessions} 2026-07-28 callers, echo tool, on {os.cpu_count()} cores (load, clients and servers share them)",
         "",
         "| gateways | load | calls/s (all) | calls/s per process | CPU ms per call, each process | over one "
-        "| Redis round trips per call | Redis CPU per call | PostgreSQL commits per call "
+        "| over as many on SQLite | Redis round trips per call | Redis CPU per call | PostgreSQL commits per call "
         "| audit commits per call | audit rows per call |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     reference = 0.0
+    # Each count's gateways on SQLite, the CPU a call of each: as many of them share the cores as replicas do.
+    alike: dict[int, float] = {}
     for run_ in runs:
         cpu = _cpu_per_call(run_)
-        per_process = run_.calls / len(run_.cpu_per_replica) / run_.seconds
+        count = len(run_.cpu_per_replica)
+        per_process = run_.calls / count / run_.seconds
         shown = ", ".join(f"{ms:.2f}" for ms in cpu)
         if not run_.replicas:
-            reference = cpu[0]
+            alike[count] = sum(cpu) / count
+            if count == 1:
+                reference = cpu[0]
+            over = " " + ", ".join(f"{ms - reference:+.2f}" for ms in cpu) + " " if count > 1 else " "
+            name = "one, SQLite" if count == 1 else f"{count} apart, SQLite"
             lines.append(
-                f"| one, SQLite | {run_.load:.1f} | {run_.calls_per_s:.0f} | {per_process:.0f} | {shown} | | | | | | |"
+                f"| {name} | {run_.load:.1f} | {run_.calls_per_s:.0f} | {per_process:.0f} | {shown} |{over}"
+                "| | | | | | |"
             )
             continue
         commands = {name: run_.redis_commands[name] for name in _SENT if run_.redis_commands[name]}
@@ -257,9 +269,10 @@ def report(runs: Sequence[Run], sessions: int) -> str:
         inside = {name: run_.redis_commands[name] for name in _INSIDE if run_.redis_commands[name]}
         by_name = " ".join(f"{name} {count / run_.calls:.2f}" for name, count in (commands | inside).items())
         over = ", ".join(f"{ms - reference:+.2f}" for ms in cpu)
+        over_alike = ", ".join(f"{ms - alike[count]:+.2f}" for ms in cpu) if count in alike else ""
         lines.append(
             f"| {run_.replicas} replica{'s' if run_.replicas > 1 else ''} | {run_.load:.1f} "
-            f"| {run_.calls_per_s:.0f} | {per_process:.0f} | {shown} | {over} | "
+            f"| {run_.calls_per_s:.0f} | {per_process:.0f} | {shown} | {over} | {over_alike} | "
             f"{total / run_.calls:.2f} ({by_name}) | {run_.redis_cpu / run_.calls * 1e6:.0f} µs "
             f"| {run_.pg_commits / run_.calls:.3f} | {run_.audit_commits / run_.calls:.3f} | "
             f"{run_.audit_rows / run_.calls:.2f} |"
@@ -281,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     runs = []
     for _ in range(args.rounds):
-        runs.append(single(args.sessions, args.seconds))
+        runs += [single(args.sessions, args.seconds, count) for count in (1, 2)]
         runs += [run(count, args.sessions, args.seconds, args.redis, postgres_url) for count in (1, 2)]
     print(report(runs, args.sessions))
 
