@@ -11,6 +11,8 @@ built in the serving process by the benchmark alone (the product has no switch f
   (the hot path of `gateway.frontdoors.responsemode` off);
 - `sdk-streams`: every handshake-era request answered with an event stream, as the SDK's transport
   answers when JSON responses are off (the per-request response mode off, and the hot path with it);
+- `no-edge-lane`: a known session's POST takes the SDK's body limit, era routing and session look-up
+  before its transport (`LimitedSessionManager.serve`'s lane off);
 - `no-direct-calls`: every `tools/call` to a stdio upstream through the SDK's client session
   (`gateway.upstreams.directcalls` off).
 
@@ -18,8 +20,8 @@ Per variant and round: the p50 of `--calls` sequential echo calls over one sessi
 sessions for `--seconds` and the serving process's CPU per call then (from /proc), and the p50 and
 the serving process's CPU of a full `tools/list` (every page, raw JSON-RPC) `--listings` times. The
 variants run in a rotated order each round; the report gives each figure's median and range over the
-rounds, then each bypass's gain alone, taken round by round: what taking it out costs (the hot path
-and direct calls against `kept`, the response mode as `sdk-streams` against `no-hot-path`).
+rounds, then each bypass's gain alone, taken round by round: what taking it out costs (the hot path,
+the edge lane and direct calls against `kept`, the response mode as `sdk-streams` against `no-hot-path`).
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ VARIANTS: dict[str, str] = {
         "        super().__init__(*args, **options)\n"
         "assert sessions.ResponseModeTransport\n"
         "sessions.ResponseModeTransport = SdkTransport\n"
+    ),
+    "no-edge-lane": (
+        "import gateway.frontdoors.httpsessions as sessions\n"
+        "assert sessions.LimitedSessionManager._known\n"
+        "sessions.LimitedSessionManager._known = lambda self, scope: None\n"
     ),
     "no-direct-calls": (
         "import gateway.upstreams.connection as connection\n"
@@ -188,6 +195,7 @@ def report(results: dict[str, list[Figures]], loads: Sequence[float], args: argp
     # Each bypass alone: the event streams' cost is measured with the hot path already off.
     pairs = [("hot path", "no-hot-path", "kept"), ("response mode", "sdk-streams", "no-hot-path")]
     pairs.append(("direct calls", "no-direct-calls", "kept"))
+    pairs.append(("edge lane", "no-edge-lane", "kept"))
     for bypass, without, with_it in pairs:
         if without not in results or with_it not in results:
             continue

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -236,7 +235,7 @@ def create_app(config: GatewayConfig, *, host: str = "127.0.0.1", gateway: Gatew
             return JSONResponse({"error": "Metrics are shown to admins only"}, status_code=403)
         return Response(await service.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    mcp = StreamableHTTPASGIApp(sessions)
+    mcp = sessions.serve
     # `/mcp` and `/mcp/g/<group>` never reach Starlette's router: McpFront sends them past it.
     routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/readyz", readyz), Route(METRICS_PATH, metrics)]
     routes.append(metadata_route(authenticator))

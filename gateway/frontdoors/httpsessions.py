@@ -26,6 +26,8 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -33,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 from gateway.auth.identity import Identity
 from gateway.errors import StateUnavailableError
 from gateway.frontdoors.mcpserver import GROUP_STATE
-from gateway.frontdoors.responsemode import ConnectionOf, HotPath, ResponseModeTransport
+from gateway.frontdoors.responsemode import MESSAGE_STATE, ConnectionOf, HotPath, ResponseModeTransport
 from gateway.frontdoors.sdkserver import SessionManagerSeam
 from gateway.runtime.background import Background
 from gateway.shared.sessions import Admission, HeldSession, SessionDirectory, SessionLimits
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 
 # What the gateway is told of a refusal or an eviction: (caller key, session id or "", outcome, detail).
 SessionEvent = Callable[[str, str, str, str], Awaitable[None]]
+_SESSION_KEY = MCP_SESSION_ID_HEADER.lower().encode()
+_VERSION_KEY = MCP_PROTOCOL_VERSION_HEADER.lower().encode()
 # How long a stopping process waits to take its sessions out of a shared directory.
 LEAVE_SECONDS = 5.0
 
@@ -108,6 +112,41 @@ class LimitedSessionManager(SessionManagerSeam):
                 # LEAVE_SECONDS leaves the sessions to expire.
                 with anyio.move_on_after(LEAVE_SECONDS, shield=True):
                     await self._directory.leave()
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI application of the MCP endpoints. A handshake-era POST of a session open here,
+        from the endpoint and the caller that opened it, goes straight to the session's transport:
+        the SDK's body limit (the envelope check read the body under the same limit), its era
+        routing and its session look-up would only find that transport again. Every other request
+        takes the SDK's way, which answers each refusal."""
+        transport = self._known(scope)
+        if transport is None:
+            await self.asgi_app(scope, receive, send)
+            return
+        session_id = transport.mcp_session_id
+        assert session_id is not None
+        with self._in_flight(session_id):
+            await transport.handle_request(scope, receive, send)
+        if transport.is_terminated:
+            await self.end_session(session_id)
+
+    def _known(self, scope: Scope) -> StreamableHTTPServerTransport | None:
+        """The transport of the session a POST names, when the SDK's way would hand the request to it."""
+        if scope["type"] != "http" or scope["method"] != "POST" or MESSAGE_STATE not in scope.get("state", {}):
+            return None
+        session_id = version = None
+        for key, value in scope["headers"]:
+            if key == _SESSION_KEY and session_id is None:
+                session_id = value.decode("latin-1")
+            elif key == _VERSION_KEY and version is None:
+                version = value.decode("latin-1")
+        if session_id is None or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+            return None
+        if session_id not in self._endpoints or self._endpoints[session_id] != endpoint_of(scope):
+            return None
+        if self._owners.get(session_id) != caller_of(scope):
+            return None
+        return self.transport_for(session_id, scope)
 
     def new_transport(self, session_id: str) -> StreamableHTTPServerTransport:
         """A transport that streams only the responses that need a stream."""

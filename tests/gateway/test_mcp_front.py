@@ -8,11 +8,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 
+from gateway.frontdoors.httpsessions import LimitedSessionManager
+from gateway.frontdoors.sdkserver import SessionManagerSeam
 from tests.support.access import KEYS, ROLES, access_config, toy_entry
 from tests.support.harness import http_gateway, in_memory
-from tests.support.rawsessions import INITIALIZE, MCP_HEADERS
+from tests.support.rawsessions import INITIALIZE, MCP_HEADERS, raw_session, raw_status
+from tests.support.rawsessions import headers as raw_headers
 from tests.support.toy import build_server as toy
 
 pytestmark = pytest.mark.anyio
@@ -82,10 +84,10 @@ async def test_an_authenticated_request_reaches_the_endpoint_its_path_names_and_
 async def test_an_unhandled_error_under_mcp_is_a_plain_500_on_a_connection_that_stays_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def broken(self: StreamableHTTPASGIApp, scope: Any, receive: Any, send: Any) -> None:
+    async def broken(self: LimitedSessionManager, scope: Any, receive: Any, send: Any) -> None:
         raise RuntimeError("broken on purpose")
 
-    monkeypatch.setattr(StreamableHTTPASGIApp, "__call__", broken)
+    monkeypatch.setattr(LimitedSessionManager, "serve", broken)
     async with (
         http_gateway(_config(tmp_path), transports=in_memory({"toy": toy()})) as (_, url),
         httpx2.AsyncClient() as http,
@@ -97,3 +99,38 @@ async def test_an_unhandled_error_under_mcp_is_a_plain_500_on_a_connection_that_
         assert answer.headers["content-type"] == "text/plain; charset=utf-8"
         assert "close" not in answer.headers.get("connection", "")
     assert healthy.status_code == 200
+
+
+async def test_a_known_session_s_posts_skip_the_sdk_s_session_look_up_and_every_other_request_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked_up: list[str] = []
+    original = SessionManagerSeam.sdk_stateful
+
+    async def counted(self: SessionManagerSeam, scope: Any, receive: Any, send: Any) -> None:
+        looked_up.append(next(v.decode() for k, v in scope["headers"] if k == b"mcp-session-id"))
+        await original(self, scope, receive, send)
+
+    monkeypatch.setattr(SessionManagerSeam, "sdk_stateful", counted)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "toy__echo", "arguments": {"text": "hi"}},
+    }
+    async with (
+        http_gateway(_config(tmp_path), transports=in_memory({"toy": toy()})) as (_, url),
+        httpx2.AsyncClient() as http,
+    ):
+        endpoint = url + "/mcp"
+        session = await raw_session(http, endpoint, KEYS["admin"])
+        answered = await http.post(endpoint, json=call, headers=raw_headers(KEYS["admin"], session))
+        stranger = await raw_status(http, endpoint, KEYS["intern"], session, "tools/list")
+        elsewhere = await http.post(url + "/mcp/g/echoing", json=call, headers=raw_headers(KEYS["admin"], session))
+        ended = await http.delete(endpoint, headers=raw_headers(KEYS["admin"], session))
+        after = await raw_status(http, endpoint, KEYS["admin"], session, "tools/list")
+    assert answered.status_code == 200 and '"hi"' in answered.text
+    assert (stranger, elsewhere.status_code, ended.status_code, after) == (404, 404, 200, 404)
+    # The SDK looked up the session only for the other caller's request, the DELETE and the request
+    # of the session that ended (the opening request and the other endpoint's are answered before).
+    assert looked_up == [session, session, session]
