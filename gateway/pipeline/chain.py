@@ -35,15 +35,18 @@ class ToolCall:
 
 
 OUTCOME_NOTE = "outcome"
+"""A note a step sets when its result, an error for the model, is not a failure of the tool: the audit
+outcome to record instead of `error` (e.g. `refused:awaiting_approval`)."""
 OUTCOMES_NOTE = "gateway.outcomes"
 """A list a caller may put in a call's notes to learn how the call ended (`ok`, `error` or
 `refused`: not run), which the `is_error` result alone does not tell (code mode's scripts)."""
-"""A note a step sets when its result, an error for the model, is not a failure of the tool: the audit
-outcome to record instead of `error` (e.g. `refused:awaiting_approval`)."""
 DETAIL_NOTE = "detail"
 """A note a step sets when an ok result is worth a word in its audit row (Find_Tools finding nothing:
 `NO_MATCH`); an error's row holds its text instead."""
 NO_MATCH = "no match"
+CHAINS_KEPT = 10_000
+"""Tools whose composed chains are kept; past it they are all composed again (a few microseconds
+each), so that an upstream renaming its tools over and over cannot grow the gateway's memory."""
 
 
 CallNext = Callable[[ToolCall], Awaitable[types.CallToolResult]]
@@ -96,6 +99,8 @@ class Pipeline:
         for step in self._steps:
             if not isinstance(step, ToolSpecific) or step.applies_to(tool):
                 chain = partial(step, call_next=chain)
+        if len(self._chains) >= CHAINS_KEPT:
+            self._chains.clear()
         self._chains[tool.name] = (tool, chain)
         return chain
 

@@ -8,6 +8,7 @@ import mcp_types as types
 import pytest
 
 from gateway.catalog.tools import ToolRecord
+from gateway.pipeline import chain
 from gateway.pipeline.chain import CallNext, Pipeline, ToolCall
 
 from .conftest import MakeCall, make_tool, text_result
@@ -59,3 +60,21 @@ async def test_a_tool_s_chain_is_decided_once_per_record_and_again_for_a_new_rec
     await pipeline.run(make_call(changed))
     assert step.asked == ["read", "read"]
     assert step.ran == ["read"]
+
+
+async def test_tools_renamed_over_and_over_keep_no_more_chains_than_the_bound(
+    make_call: MakeCall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chain, "CHAINS_KEPT", 3)
+    step = WritesOnly()
+    pipeline = Pipeline([step], answer)
+    renamed = [make_tool(f"write{n}") for n in range(3)]
+    for tool in renamed:
+        await pipeline.run(make_call(tool))
+    await pipeline.run(make_call(renamed[0]))
+    assert step.asked == ["write0", "write1", "write2"]
+    # A fourth name finds the bound reached: every chain is composed again when next called.
+    await pipeline.run(make_call(WRITE))
+    await pipeline.run(make_call(renamed[0]))
+    assert step.asked == ["write0", "write1", "write2", "write", "write0"]
+    assert step.ran == ["write0", "write1", "write2", "write0", "write", "write0"]
