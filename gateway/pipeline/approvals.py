@@ -166,8 +166,9 @@ class ApprovalStore:
         """The live approval of this exact call, and whether it was parked just now (none was live).
 
         An approved one is used up here (approved -> used): the returned status `USED` means the
-        call may run now, exactly once. `PENDING` and `DECLINED` mean it may not. A database that
-        fails refuses the call (`ApprovalStoreError`).
+        call may run now, exactly once. `PENDING` and `DECLINED` mean it may not. An approved one
+        comes before a newer one parked meanwhile (by a retry that found it used, before `release`
+        gave it back). A database that fails refuses the call (`ApprovalStoreError`).
         """
         try:
             return self._checkpoint(binding, role, arguments, ttl)
@@ -179,8 +180,17 @@ class ApprovalStore:
         with self._transaction() as tx:
             row = tx.fetch_one(
                 f"SELECT {_COLUMNS} FROM approvals WHERE caller = ? AND session = ? AND tool = ? AND args_digest = ?"
-                " AND status != ? AND expires > ? ORDER BY created DESC LIMIT 1",
-                (binding.caller, binding.session, binding.tool, binding.args_digest, Status.USED.value, now),
+                " AND status != ? AND expires > ?"
+                " ORDER BY CASE WHEN status = ? THEN 0 ELSE 1 END, created DESC LIMIT 1",
+                (
+                    binding.caller,
+                    binding.session,
+                    binding.tool,
+                    binding.args_digest,
+                    Status.USED.value,
+                    now,
+                    Status.APPROVED.value,
+                ),
             )
             if row is not None:
                 approval = _approval(row)
@@ -208,6 +218,18 @@ class ApprovalStore:
             )
             tx.execute(f"INSERT INTO approvals ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _row(fresh))
             return fresh, True
+
+    def release(self, approval_id: str) -> None:
+        """Give back an approval a call used up but did not run with (a later step refused it):
+        used -> approved, so the next try of the same call runs. Raises `ApprovalStoreError`."""
+        try:
+            with self._transaction() as tx:
+                tx.execute(
+                    "UPDATE approvals SET status = ? WHERE id = ? AND status = ?",
+                    (Status.APPROVED.value, approval_id, Status.USED.value),
+                )
+        except DatabaseError as error:
+            raise ApprovalStoreError(error.message) from None
 
     def get(self, approval_id: str) -> Approval | None:
         """The approval with that id, whatever its status."""

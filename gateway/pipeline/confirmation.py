@@ -268,10 +268,20 @@ class ConfirmRiskyCalls:
         # The span covers the wait for the person's answer, not the call that follows it.
         with tracing.span("approval", {"gateway.tool.risk": risk.value}):
             answer = await self._confirm(call, risk)
-        return answer if answer is not None else await call_next(call)
+        if isinstance(answer, types.CallToolResult):
+            return answer
+        if answer is None:
+            return await call_next(call)
+        try:
+            return await call_next(call)
+        except ToolRefusedError:
+            # A later step refused the call (a loop, say): it did not run, so the approval holds.
+            await anyio.to_thread.run_sync(self._approvals.release, answer)
+            raise
 
-    async def _confirm(self, call: ToolCall, risk: Risk) -> types.CallToolResult | None:
-        """None when a person confirmed the call, else the answer that it waits for one; raises when declined."""
+    async def _confirm(self, call: ToolCall, risk: Risk) -> types.CallToolResult | str | None:
+        """The answer that the call waits for a person; or the id of the approval it uses up, or
+        None, when a person confirmed it. Raises when declined."""
         token: str | None = call.notes.get(TOKEN_NOTE)
         elicit: Elicit | None = call.notes.get(ELICIT_NOTE)
         request: InputRequest | None = call.notes.get(INPUT_NOTE)
@@ -294,13 +304,13 @@ class ConfirmRiskyCalls:
             return await self._park(call, risk)
         return None
 
-    async def _park(self, call: ToolCall, risk: Risk) -> types.CallToolResult | None:
+    async def _park(self, call: ToolCall, risk: Risk) -> types.CallToolResult | str:
         shown = shown_arguments(call.arguments)
         approval, fresh = await anyio.to_thread.run_sync(
             self._approvals.checkpoint, binding_of(call), call.session.role, shown, self._ttl
         )
         if approval.status == Status.USED:
-            return None
+            return approval.id
         name = call.tool.name
         if approval.status == Status.DECLINED:
             raise ConfirmationDeclinedError(f"A person declined approval {approval.id}: '{name}' did not run.")

@@ -15,7 +15,7 @@ from gateway.catalog.tools import Risk, ToolRecord
 from gateway.clients.session import SessionContext
 from gateway.errors import ConfigError
 from gateway.pipeline.approvals import ApprovalClosedError, ApprovalNotFoundError, ApprovalStore, Binding, Status
-from gateway.pipeline.chain import OUTCOME_NOTE, Pipeline, ToolCall
+from gateway.pipeline.chain import OUTCOME_NOTE, CallNext, Pipeline, ToolCall
 from gateway.pipeline.confirmation import (
     APPROVAL_KEY,
     ARGUMENT,
@@ -30,6 +30,7 @@ from gateway.pipeline.confirmation import (
     binding_of,
     strip_confirmation,
 )
+from gateway.pipeline.loops import LoopRefusedError
 from tests.support.databases import Backend
 
 TTL = 300.0
@@ -204,6 +205,41 @@ async def test_a_risky_call_without_elicitation_is_parked_then_runs_once_after_a
     assert len(runs.calls) == 1
 
 
+class RefusesOnce:
+    """A step after confirmation that refuses the first call it sees, as loop detection may."""
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    async def __call__(self, call: ToolCall, call_next: CallNext) -> types.CallToolResult:
+        if not self.refused:
+            self.refused = True
+            raise LoopRefusedError("Refused: the same call too many times in a row.")
+        return await call_next(call)
+
+
+@pytest.mark.anyio
+async def test_an_approved_call_that_a_later_step_refuses_keeps_its_approval_for_the_next_try(
+    store: ConfirmationStore, approvals: ApprovalStore, clock: Clock
+) -> None:
+    runs = Runs()
+    pipeline = Pipeline([step(store, approvals, clock=clock), RefusesOnce()], runs)
+    context = session()
+    parked = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
+    approval = parked.meta[APPROVAL_KEY]["id"] if parked.meta else None
+    assert isinstance(approval, str)
+    approvals.decide(approval, True, "tester")
+
+    refused = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
+    assert refused.is_error and "too many times" in text(refused) and not runs.calls
+    released = approvals.get(approval)
+    assert released is not None and released.status == Status.APPROVED
+    done = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
+    assert not done.is_error and len(runs.calls) == 1
+    again = await pipeline.run(ToolCall(context, DROP, dict(SQL)))
+    assert "Waiting for approval" in text(again) and len(runs.calls) == 1
+
+
 @pytest.mark.anyio
 async def test_calls_below_the_threshold_run_without_confirmation(
     store: ConfirmationStore, approvals: ApprovalStore
@@ -304,6 +340,18 @@ def test_an_approval_is_decided_once_and_used_once(approvals: ApprovalStore) -> 
     assert used.id == parked.id and used.status == Status.USED and not fresh
     again, fresh = approvals.checkpoint(binding(), "intern", "{}", TTL)
     assert fresh and again.id != parked.id and again.status == Status.PENDING
+
+
+def test_an_approval_given_back_is_used_before_one_a_retry_parked_meanwhile(approvals: ApprovalStore) -> None:
+    parked, _ = approvals.checkpoint(binding(), None, "{}", TTL)
+    approvals.decide(parked.id, True, "ops")
+    assert approvals.checkpoint(binding(), None, "{}", TTL)[0].status == Status.USED
+    meanwhile, fresh = approvals.checkpoint(binding(), None, "{}", TTL)
+    assert fresh and meanwhile.status == Status.PENDING
+    approvals.release(parked.id)
+    used, fresh = approvals.checkpoint(binding(), None, "{}", TTL)
+    assert (used.id, used.status, fresh) == (parked.id, Status.USED, False)
+    assert approvals.checkpoint(binding(), None, "{}", TTL) == (meanwhile, False)
 
 
 def test_an_approval_binds_its_exact_call(approvals: ApprovalStore) -> None:
