@@ -14,7 +14,6 @@ It reads the package's weight layout, which is why pyproject.toml pins the packa
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -57,16 +56,21 @@ def unpacked_table(weights: Path, directory: Path) -> Path:
     # time must not truncate the file mapped here.
     descriptor, name = tempfile.mkstemp(prefix=f"{TABLE_FILE}.", suffix=".partial", dir=directory)
     partial = Path(name)
-    os.ftruncate(descriptor, _ROWS * _WIDTH)
-    os.close(descriptor)
-    table = np.memmap(partial, mode="r+", dtype=np.uint8, shape=(_ROWS, _WIDTH))
-    with np.load(weights, allow_pickle=False) as packed:
-        for chunk in range(_CHUNKS):
-            table[chunk::_CHUNKS] = packed[f"q{chunk + 1}"]
-    table.flush()
-    del table
-    # Another caller unpacking at the same time writes the same bytes: the last rename wins.
-    partial.replace(path)
+    try:
+        with open(descriptor, "r+b") as file:
+            file.truncate(_ROWS * _WIDTH)
+        table = np.memmap(partial, mode="r+", dtype=np.uint8, shape=(_ROWS, _WIDTH))
+        with np.load(weights, allow_pickle=False) as packed:
+            for chunk in range(_CHUNKS):
+                table[chunk::_CHUNKS] = packed[f"q{chunk + 1}"]
+        table.flush()
+        del table
+        # Another caller unpacking at the same time writes the same bytes: the last rename wins.
+        partial.replace(path)
+    except BaseException:
+        # A full disk, say: the 65 MB written so far do not stay behind.
+        partial.unlink(missing_ok=True)
+        raise
     return path
 
 

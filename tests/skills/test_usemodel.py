@@ -34,6 +34,12 @@ def test_the_token_table_is_unpacked_once_and_a_truncated_one_again(tmp_path: Pa
     assert table.stat().st_size == 17 * 7530 * 512
 
 
+def test_an_unpacking_that_fails_leaves_no_partial_table_behind(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        usemodel.unpacked_table(tmp_path / "missing.npz", tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_rows_are_read_from_the_file_only_for_tokens_seen(tmp_path: Path) -> None:
     path = tmp_path / "table"
     rows = np.arange(usemodel._ROWS * 4, dtype=np.uint32).view(np.uint8).reshape(usemodel._ROWS, -1)
